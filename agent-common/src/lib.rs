@@ -1,0 +1,314 @@
+//! Types that cross the kernel/user boundary: event records written by the
+//! eBPF programs into the ring buffer, the load-time globals the agent hands
+//! to the programs, and the names of maps, globals and programs.
+//!
+//! Every record is `#[repr(C)]`, `Copy`, and laid out without implicit
+//! padding (sizes are asserted below), so the agent can decode it from bytes
+//! on any kernel. The `user` feature adds `aya::Pod` for the agent.
+#![no_std]
+
+/// Kind of a record in the ring buffer; the first field of every record.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Exit = 1,
+    OomKill = 2,
+    CgroupMkdir = 3,
+    CgroupRmdir = 4,
+    CgroupAttach = 5,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 5] = [
+        EventKind::Exit,
+        EventKind::OomKill,
+        EventKind::CgroupMkdir,
+        EventKind::CgroupRmdir,
+        EventKind::CgroupAttach,
+    ];
+
+    pub fn from_u32(v: u32) -> Option<Self> {
+        match v {
+            1 => Some(EventKind::Exit),
+            2 => Some(EventKind::OomKill),
+            3 => Some(EventKind::CgroupMkdir),
+            4 => Some(EventKind::CgroupRmdir),
+            5 => Some(EventKind::CgroupAttach),
+            _ => None,
+        }
+    }
+
+    /// Bounded label for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            EventKind::Exit => "exit",
+            EventKind::OomKill => "oom_kill",
+            EventKind::CgroupMkdir => "cgroup_mkdir",
+            EventKind::CgroupRmdir => "cgroup_rmdir",
+            EventKind::CgroupAttach => "cgroup_attach",
+        }
+    }
+}
+
+/// Number of slots in the per-kind counter arrays (index = kind as u32).
+pub const KIND_SLOTS: u32 = 8;
+
+/// Header flag: the task was not in the per-task table, so the cgroup id,
+/// start time and tgid it would have supplied are unknown (zero).
+pub const FLAG_TASK_UNKNOWN: u32 = 1 << 0;
+/// Header flag: a string field was cut to fit its buffer.
+pub const FLAG_TRUNCATED: u32 = 1 << 1;
+/// Header flag: the kernel's tracepoint lacks the rss/uid fields (before 6.8).
+pub const FLAG_NO_RSS: u32 = 1 << 2;
+
+pub const COMM_LEN: usize = 16;
+/// Longest cgroup path carried by an event. Kubelet paths with a systemd
+/// driver and a nested prefix stay well below this.
+pub const CGROUP_PATH_LEN: usize = 384;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventHeader {
+    pub kind: u32,
+    pub flags: u32,
+    /// `bpf_ktime_get_boot_ns()` when the probe ran (CLOCK_BOOTTIME).
+    pub ts_ns: u64,
+}
+
+/// A task ended (`sched:sched_process_exit`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExitEvent {
+    pub header: EventHeader,
+    /// Thread id of the exiting task.
+    pub pid: u32,
+    pub tgid: u32,
+    /// tgid of the parent (`real_parent`).
+    pub ppid: u32,
+    /// `task->exit_code`: a wait(2) status (code << 8, or the signal number
+    /// with 0x80 when a core was dumped).
+    pub exit_code: u32,
+    /// Memory cgroup (v1) or unified cgroup (v2) id of the task.
+    pub cgroup_id: u64,
+    /// `task->start_boottime` in ns: with `pid` it names one process.
+    pub start_ns: u64,
+    pub comm: [u8; COMM_LEN],
+    /// 1 when this was the last thread of its group (the process is gone).
+    pub group_dead: u32,
+    pub _pad: u32,
+}
+
+/// The OOM killer chose a victim (`oom:mark_victim`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OomKillEvent {
+    pub header: EventHeader,
+    pub victim_pid: u32,
+    /// From the per-task table; 0 when the task was unknown.
+    pub victim_tgid: u32,
+    pub victim_cgroup_id: u64,
+    pub victim_start_ns: u64,
+    /// Figures from the tracepoint, in kB (0 with FLAG_NO_RSS).
+    pub total_vm_kb: u64,
+    pub anon_rss_kb: u64,
+    pub file_rss_kb: u64,
+    pub shmem_rss_kb: u64,
+    pub pgtables_kb: u64,
+    pub uid: u32,
+    pub oom_score_adj: i32,
+    /// The task that ran out of memory (the current task of the tracepoint).
+    pub trigger_pid: u32,
+    pub trigger_tgid: u32,
+    pub trigger_cgroup_id: u64,
+    pub victim_comm: [u8; COMM_LEN],
+    pub trigger_comm: [u8; COMM_LEN],
+}
+
+/// A cgroup was created or removed, or a task was moved into one, in the
+/// tracked hierarchy (memory on v1, the unified one on v2).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CgroupEvent {
+    pub header: EventHeader,
+    pub hierarchy_id: u32,
+    pub level: u32,
+    pub cgroup_id: u64,
+    /// Attach only: the task moved, and its comm.
+    pub pid: u32,
+    /// Bytes of `path` in use (without the NUL).
+    pub path_len: u32,
+    pub comm: [u8; COMM_LEN],
+    pub path: [u8; CGROUP_PATH_LEN],
+}
+
+/// Value of the per-task table (key: thread id).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskInfo {
+    pub cgroup_id: u64,
+    pub start_ns: u64,
+    pub tgid: u32,
+    pub _pad: u32,
+}
+
+/// "This kernel has no such field": the programs skip it.
+pub const ABSENT: u32 = u32::MAX;
+
+/// Offsets of the tracepoint fields, read from tracefs `format` files at
+/// start-up. `ABSENT` marks a field this kernel does not have.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TracepointOffsets {
+    pub exit_comm: u32,
+    pub exit_pid: u32,
+    pub exit_group_dead: u32,
+    pub mv_pid: u32,
+    pub mv_comm: u32,
+    pub mv_total_vm: u32,
+    pub mv_anon_rss: u32,
+    pub mv_file_rss: u32,
+    pub mv_shmem_rss: u32,
+    pub mv_uid: u32,
+    pub mv_pgtables: u32,
+    pub mv_oom_score_adj: u32,
+    pub mkdir: CgroupOffsets,
+    pub rmdir: CgroupOffsets,
+    pub attach: AttachOffsets,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CgroupOffsets {
+    pub root: u32,
+    pub level: u32,
+    pub id: u32,
+    pub path: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttachOffsets {
+    pub root: u32,
+    pub level: u32,
+    pub id: u32,
+    pub pid: u32,
+    pub path: u32,
+    pub comm: u32,
+}
+
+/// Offsets of `struct task_struct` members, read from the kernel's BTF.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskOffsets {
+    pub exit_code: u32,
+    pub pid: u32,
+    pub tgid: u32,
+    pub real_parent: u32,
+    pub start_boottime: u32,
+    pub _pad: u32,
+}
+
+/// Which cgroup hierarchy the programs attribute tasks to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeConfig {
+    /// Hierarchy id of the memory controller on v1; 0 (the default
+    /// hierarchy) on v2.
+    pub tracked_hierarchy: u32,
+    /// 1 on cgroup v2: the exiting task's cgroup is read directly.
+    pub unified: u32,
+}
+
+impl TracepointOffsets {
+    pub const UNSET: Self = Self {
+        exit_comm: ABSENT,
+        exit_pid: ABSENT,
+        exit_group_dead: ABSENT,
+        mv_pid: ABSENT,
+        mv_comm: ABSENT,
+        mv_total_vm: ABSENT,
+        mv_anon_rss: ABSENT,
+        mv_file_rss: ABSENT,
+        mv_shmem_rss: ABSENT,
+        mv_uid: ABSENT,
+        mv_pgtables: ABSENT,
+        mv_oom_score_adj: ABSENT,
+        mkdir: CgroupOffsets::UNSET,
+        rmdir: CgroupOffsets::UNSET,
+        attach: AttachOffsets::UNSET,
+    };
+}
+
+impl CgroupOffsets {
+    pub const UNSET: Self = Self {
+        root: ABSENT,
+        level: ABSENT,
+        id: ABSENT,
+        path: ABSENT,
+    };
+}
+
+impl AttachOffsets {
+    pub const UNSET: Self = Self {
+        root: ABSENT,
+        level: ABSENT,
+        id: ABSENT,
+        pid: ABSENT,
+        path: ABSENT,
+        comm: ABSENT,
+    };
+}
+
+impl TaskOffsets {
+    pub const UNSET: Self = Self {
+        exit_code: ABSENT,
+        pid: ABSENT,
+        tgid: ABSENT,
+        real_parent: ABSENT,
+        start_boottime: ABSENT,
+        _pad: 0,
+    };
+}
+
+impl ProbeConfig {
+    pub const UNSET: Self = Self {
+        tracked_hierarchy: 0,
+        unified: 0,
+    };
+}
+
+/// Names shared by the eBPF object and the loader; never retype them.
+pub mod names {
+    pub const EVENTS: &str = "EVENTS";
+    pub const TASKS: &str = "TASKS";
+    pub const EMITTED: &str = "EMITTED";
+    pub const DROPPED: &str = "DROPPED";
+    pub const TP_OFFSETS: &str = "TP_OFFSETS";
+    pub const TASK_OFFSETS: &str = "TASK_OFFSETS";
+    pub const PROBE_CONFIG: &str = "PROBE_CONFIG";
+
+    pub const PROG_EXIT: &str = "sched_process_exit";
+    pub const PROG_FORK: &str = "sched_process_fork";
+    pub const PROG_OOM: &str = "mark_victim";
+    pub const PROG_MKDIR: &str = "cgroup_mkdir";
+    pub const PROG_RMDIR: &str = "cgroup_rmdir";
+    pub const PROG_ATTACH: &str = "cgroup_attach_task";
+}
+
+// Layouts are part of the kernel/user contract: any change must be deliberate.
+const _: () = assert!(core::mem::size_of::<EventHeader>() == 16);
+const _: () = assert!(core::mem::size_of::<ExitEvent>() == 72);
+const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136);
+const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 56 + CGROUP_PATH_LEN);
+const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
+const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 24);
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    // SAFETY: all of these are repr(C), Copy, without padding (asserted above).
+    unsafe impl aya::Pod for TaskInfo {}
+    unsafe impl aya::Pod for TracepointOffsets {}
+    unsafe impl aya::Pod for TaskOffsets {}
+    unsafe impl aya::Pod for ProbeConfig {}
+}

@@ -1,0 +1,22 @@
+//! sandwatch kernel programs.
+//!
+//! Thin tracepoint handlers: each copies fixed-size fields into one ring
+//! buffer record and counts what it emitted or dropped. Field offsets come
+//! from the agent (read from tracefs and BTF at start-up), never from here.
+#![no_std]
+#![no_main]
+
+mod maps;
+mod programs;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // The verifier rejects programs that could reach this; it exists only to
+    // satisfy no_std.
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

@@ -1,0 +1,23 @@
+//! Builds the eBPF object with nightly + bpf-linker (installed by
+//! `cargo xtask setup`) so that a plain `cargo build` embeds fresh programs.
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+fn main() -> anyhow::Result<()> {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR")?);
+    let root = manifest.parent().context("agent has no parent directory")?;
+    let ebpf_dir = root.join("agent-ebpf");
+    let common_dir = root.join("agent-common");
+    println!("cargo:rerun-if-changed={}", common_dir.display());
+    let ebpf_dir = ebpf_dir.to_str().context("non-UTF-8 path to agent-ebpf")?;
+    aya_build::build_ebpf(
+        [aya_build::Package {
+            name: "agent-ebpf",
+            root_dir: ebpf_dir,
+            ..Default::default()
+        }],
+        aya_build::Toolchain::Nightly,
+    )
+    .context("building the eBPF programs failed; run `cargo xtask setup` first")
+}

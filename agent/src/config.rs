@@ -1,0 +1,140 @@
+//! Command-line flags and `SANDWATCH_*` environment variables, validated
+//! before anything binds or loads. Errors are one line.
+
+use std::{ffi::OsString, net::SocketAddr};
+
+use clap::Parser;
+
+use crate::probes::loader::DEFAULT_RING_BUFFER_BYTES;
+
+#[derive(Parser, Debug, Clone, PartialEq, Eq)]
+#[command(name = "sandwatch", version, about = "eBPF node watchdog: OOM kills, process exits and pod sandboxes")]
+pub struct Config {
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    #[arg(long, env = "SANDWATCH_LISTEN", default_value = "127.0.0.1:9432")]
+    pub listen: SocketAddr,
+
+    /// Ring buffer size in bytes (power of two, at least 4096; suffixes K, M
+    /// accepted, e.g. 8M).
+    #[arg(long, env = "SANDWATCH_RING_BUFFER_BYTES", default_value_t = DEFAULT_RING_BUFFER_BYTES, value_parser = parse_ring_size)]
+    pub ring_buffer_bytes: u32,
+
+    /// Records the reader may queue for decoding before it drops (counted).
+    #[arg(long, env = "SANDWATCH_CHANNEL_CAPACITY", default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
+    pub channel_capacity: u32,
+
+    /// Capacity of the in-kernel per-task table (default: from pid_max,
+    /// between 8192 and 131072).
+    #[arg(long, env = "SANDWATCH_TASK_TABLE_ENTRIES", value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]
+    pub task_table_entries: Option<u32>,
+
+    /// error, warn, info, debug (every event) or trace.
+    #[arg(long, env = "SANDWATCH_LOG_LEVEL", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
+    pub log_level: String,
+}
+
+fn parse_ring_size(s: &str) -> Result<u32, String> {
+    let s = s.trim();
+    let (digits, mult) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        None => (s, 1u64),
+        Some((i, _)) => {
+            let mult = match &s[i..] {
+                "K" | "k" | "KiB" => 1024,
+                "M" | "m" | "MiB" => 1024 * 1024,
+                other => return Err(format!("unknown size suffix {other:?} (use K or M)")),
+            };
+            (&s[..i], mult)
+        }
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size"))?;
+    let bytes = n.saturating_mul(mult);
+    if bytes < 4096 || !bytes.is_power_of_two() || bytes > 1 << 30 {
+        return Err(format!(
+            "{bytes} bytes: the ring buffer must be a power of two between 4096 and 1G"
+        ));
+    }
+    u32::try_from(bytes).map_err(|_| format!("{bytes} bytes is too large"))
+}
+
+/// Why parsing did not produce a config.
+#[derive(Debug)]
+pub enum ConfigExit {
+    /// --help or --version: print this and exit 0.
+    Info(String),
+    /// Invalid input: one line, exit 2.
+    Invalid(String),
+}
+
+impl Config {
+    /// Parses flags (and environment variables) into a validated config.
+    pub fn from_args<I, T>(args: I) -> Result<Self, ConfigExit>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        Config::try_parse_from(args).map_err(|e| {
+            use clap::error::ErrorKind;
+            match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ConfigExit::Info(e.to_string()),
+                _ => {
+                    let rendered = e.to_string();
+                    let first = rendered.lines().next().unwrap_or("invalid arguments");
+                    ConfigExit::Invalid(first.trim_start_matches("error: ").to_string())
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(args: &[&str]) -> String {
+        let mut all = vec!["sandwatch"];
+        all.extend_from_slice(args);
+        match Config::from_args(all) {
+            Err(ConfigExit::Invalid(line)) => line,
+            other => panic!("expected an error for {args:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_loopback_and_8mib() {
+        let c = Config::from_args(["sandwatch"]).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:9432".parse().unwrap());
+        assert_eq!(c.ring_buffer_bytes, 8 * 1024 * 1024);
+        assert_eq!(c.log_level, "info");
+        assert_eq!(c.task_table_entries, None);
+    }
+
+    #[test]
+    fn sizes_accept_suffixes() {
+        let c = Config::from_args(["sandwatch", "--ring-buffer-bytes", "64K"]).unwrap();
+        assert_eq!(c.ring_buffer_bytes, 65536);
+        let c = Config::from_args(["sandwatch", "--ring-buffer-bytes", "4096"]).unwrap();
+        assert_eq!(c.ring_buffer_bytes, 4096);
+    }
+
+    #[test]
+    fn each_invalid_value_is_one_clear_line() {
+        let cases: [(&[&str], &str); 6] = [
+            (&["--listen", "nowhere"], "--listen"),
+            (&["--ring-buffer-bytes", "5000"], "must be a power of two"),
+            (&["--ring-buffer-bytes", "8X"], "unknown size suffix"),
+            (&["--log-level", "loud"], "--log-level"),
+            (&["--channel-capacity", "0"], "--channel-capacity"),
+            (&["--bogus"], "--bogus"),
+        ];
+        for (args, needle) in cases {
+            let line = invalid(args);
+            assert!(!line.contains('\n'), "{line:?}");
+            assert!(line.contains(needle), "{args:?}: {line:?} lacks {needle:?}");
+        }
+    }
+
+    #[test]
+    fn help_is_not_an_error() {
+        assert!(matches!(Config::from_args(["sandwatch", "--help"]), Err(ConfigExit::Info(_))));
+    }
+}

@@ -1,0 +1,493 @@
+//! Ring-buffer records → typed [`Event`]s. Every size is checked; a record
+//! that is too short, of an unknown kind or with an impossible length is a
+//! [`DecodeError`] with a bounded label, never a panic.
+
+use agent_common::{
+    CgroupEvent, EventHeader, EventKind, ExitEvent, OomKillEvent, CGROUP_PATH_LEN, COMM_LEN,
+    FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TRUNCATED,
+};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("record of {0} bytes is shorter than an event header")]
+    TooShort(usize),
+    #[error("unknown event kind {0}")]
+    UnknownKind(u32),
+    #[error("{kind:?} record of {len} bytes, expected at least {need}")]
+    Truncated { kind: EventKind, len: usize, need: usize },
+    #[error("cgroup path length {0} exceeds the record")]
+    BadPathLength(u32),
+}
+
+impl DecodeError {
+    /// Bounded label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            DecodeError::TooShort(_) => "too_short",
+            DecodeError::UnknownKind(_) => "unknown_kind",
+            DecodeError::Truncated { .. } => "truncated",
+            DecodeError::BadPathLength(_) => "bad_path_length",
+        }
+    }
+
+    pub const LABELS: [&'static str; 4] = ["too_short", "unknown_kind", "truncated", "bad_path_length"];
+}
+
+/// How a process ended, decoded from the kernel's wait status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// exit(2) / return from main with this code.
+    Code(u8),
+    /// Killed by a signal.
+    Signal { signo: u8, core_dumped: bool },
+}
+
+impl ExitStatus {
+    pub fn from_wait_status(status: u32) -> Self {
+        let signo = (status & 0x7f) as u8;
+        if signo == 0 {
+            ExitStatus::Code(((status >> 8) & 0xff) as u8)
+        } else {
+            ExitStatus::Signal {
+                signo,
+                core_dumped: status & 0x80 != 0,
+            }
+        }
+    }
+
+    pub fn to_wait_status(self) -> u32 {
+        match self {
+            ExitStatus::Code(c) => u32::from(c) << 8,
+            ExitStatus::Signal { signo, core_dumped } => {
+                u32::from(signo) | if core_dumped { 0x80 } else { 0 }
+            }
+        }
+    }
+}
+
+/// A task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exit {
+    pub ts_ns: u64,
+    pub pid: u32,
+    pub tgid: u32,
+    pub ppid: u32,
+    pub status: ExitStatus,
+    /// `None` when the task was not in the kernel's task table (v1).
+    pub cgroup_id: Option<u64>,
+    /// CLOCK_BOOTTIME ns at which the task started.
+    pub start_ns: u64,
+    pub comm: String,
+    /// The last thread of its process: the process is gone.
+    pub group_dead: bool,
+}
+
+/// The OOM killer chose a victim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OomKill {
+    pub ts_ns: u64,
+    pub victim_pid: u32,
+    /// `None` when the victim was not in the kernel's task table.
+    pub victim: Option<TaskIdentity>,
+    pub victim_comm: String,
+    pub rss: Option<OomRss>,
+    pub oom_score_adj: i32,
+    pub uid: u32,
+    pub trigger_pid: u32,
+    pub trigger_tgid: u32,
+    pub trigger_cgroup_id: u64,
+    pub trigger_comm: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskIdentity {
+    pub tgid: u32,
+    pub cgroup_id: u64,
+    pub start_ns: u64,
+}
+
+/// Memory figures of the victim (kB), on kernels that report them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OomRss {
+    pub total_vm_kb: u64,
+    pub anon_rss_kb: u64,
+    pub file_rss_kb: u64,
+    pub shmem_rss_kb: u64,
+    pub pgtables_kb: u64,
+}
+
+/// A cgroup directory appeared or went away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupChange {
+    pub ts_ns: u64,
+    pub hierarchy_id: u32,
+    pub level: u32,
+    pub cgroup_id: u64,
+    /// Relative to the hierarchy root, e.g. `/kubepods/burstable/pod…/…`.
+    pub path: String,
+    pub truncated: bool,
+}
+
+/// A task was moved into a cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupAttach {
+    pub cgroup: CgroupChange,
+    pub pid: u32,
+    pub comm: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Exit(Exit),
+    OomKill(OomKill),
+    CgroupMkdir(CgroupChange),
+    CgroupRmdir(CgroupChange),
+    CgroupAttach(CgroupAttach),
+}
+
+impl Event {
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::Exit(_) => EventKind::Exit,
+            Event::OomKill(_) => EventKind::OomKill,
+            Event::CgroupMkdir(_) => EventKind::CgroupMkdir,
+            Event::CgroupRmdir(_) => EventKind::CgroupRmdir,
+            Event::CgroupAttach(_) => EventKind::CgroupAttach,
+        }
+    }
+
+    /// False when the kernel could not say which cgroup the task was in.
+    pub fn attributed(&self) -> bool {
+        match self {
+            Event::Exit(e) => e.cgroup_id.is_some(),
+            Event::OomKill(o) => o.victim.is_some(),
+            _ => true,
+        }
+    }
+}
+
+/// Reads a `T` from the front of `bytes` after checking the length.
+fn read<T: Copy>(bytes: &[u8], kind: EventKind) -> Result<T, DecodeError> {
+    let need = core::mem::size_of::<T>();
+    if bytes.len() < need {
+        return Err(DecodeError::Truncated {
+            kind,
+            len: bytes.len(),
+            need,
+        });
+    }
+    // SAFETY: length checked above; T is a repr(C) plain-data record from
+    // agent-common, valid for any bit pattern; read_unaligned needs no alignment.
+    Ok(unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+    if bytes.len() < core::mem::size_of::<EventHeader>() {
+        return Err(DecodeError::TooShort(bytes.len()));
+    }
+    let raw_kind = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let kind = EventKind::from_u32(raw_kind).ok_or(DecodeError::UnknownKind(raw_kind))?;
+    match kind {
+        EventKind::Exit => {
+            let r: ExitEvent = read(bytes, kind)?;
+            Ok(Event::Exit(Exit {
+                ts_ns: r.header.ts_ns,
+                pid: r.pid,
+                tgid: r.tgid,
+                ppid: r.ppid,
+                status: ExitStatus::from_wait_status(r.exit_code),
+                cgroup_id: (r.header.flags & FLAG_TASK_UNKNOWN == 0).then_some(r.cgroup_id),
+                start_ns: r.start_ns,
+                comm: c_string(&r.comm),
+                group_dead: r.group_dead != 0,
+            }))
+        }
+        EventKind::OomKill => {
+            let r: OomKillEvent = read(bytes, kind)?;
+            Ok(Event::OomKill(OomKill {
+                ts_ns: r.header.ts_ns,
+                victim_pid: r.victim_pid,
+                victim: (r.header.flags & FLAG_TASK_UNKNOWN == 0).then_some(TaskIdentity {
+                    tgid: r.victim_tgid,
+                    cgroup_id: r.victim_cgroup_id,
+                    start_ns: r.victim_start_ns,
+                }),
+                victim_comm: c_string(&r.victim_comm),
+                rss: (r.header.flags & FLAG_NO_RSS == 0).then_some(OomRss {
+                    total_vm_kb: r.total_vm_kb,
+                    anon_rss_kb: r.anon_rss_kb,
+                    file_rss_kb: r.file_rss_kb,
+                    shmem_rss_kb: r.shmem_rss_kb,
+                    pgtables_kb: r.pgtables_kb,
+                }),
+                oom_score_adj: r.oom_score_adj,
+                uid: r.uid,
+                trigger_pid: r.trigger_pid,
+                trigger_tgid: r.trigger_tgid,
+                trigger_cgroup_id: r.trigger_cgroup_id,
+                trigger_comm: c_string(&r.trigger_comm),
+            }))
+        }
+        EventKind::CgroupMkdir | EventKind::CgroupRmdir | EventKind::CgroupAttach => {
+            let r: CgroupEvent = read(bytes, kind)?;
+            let len = r.path_len as usize;
+            if len > CGROUP_PATH_LEN {
+                return Err(DecodeError::BadPathLength(r.path_len));
+            }
+            let change = CgroupChange {
+                ts_ns: r.header.ts_ns,
+                hierarchy_id: r.hierarchy_id,
+                level: r.level,
+                cgroup_id: r.cgroup_id,
+                path: String::from_utf8_lossy(&r.path[..len]).into_owned(),
+                truncated: r.header.flags & FLAG_TRUNCATED != 0,
+            };
+            Ok(match kind {
+                EventKind::CgroupMkdir => Event::CgroupMkdir(change),
+                EventKind::CgroupRmdir => Event::CgroupRmdir(change),
+                _ => Event::CgroupAttach(CgroupAttach {
+                    cgroup: change,
+                    pid: r.pid,
+                    comm: c_string(&r.comm),
+                }),
+            })
+        }
+    }
+}
+
+fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
+    // SAFETY: T is a padding-free repr(C) record (sizes asserted in agent-common).
+    unsafe { core::slice::from_raw_parts((v as *const T).cast::<u8>(), core::mem::size_of::<T>()) }
+        .to_vec()
+}
+
+fn comm_bytes(s: &str) -> [u8; COMM_LEN] {
+    let mut out = [0u8; COMM_LEN];
+    let n = s.len().min(COMM_LEN - 1);
+    out[..n].copy_from_slice(&s.as_bytes()[..n]);
+    out
+}
+
+/// Encodes an event the way the kernel programs write it. Used by tests,
+/// benchmarks and fuzzing to produce records.
+pub fn encode(event: &Event) -> Vec<u8> {
+    let header = |ts_ns, flags| EventHeader {
+        kind: event.kind() as u32,
+        flags,
+        ts_ns,
+    };
+    match event {
+        Event::Exit(e) => bytes_of(&ExitEvent {
+            header: header(e.ts_ns, if e.cgroup_id.is_none() { FLAG_TASK_UNKNOWN } else { 0 }),
+            pid: e.pid,
+            tgid: e.tgid,
+            ppid: e.ppid,
+            exit_code: e.status.to_wait_status(),
+            cgroup_id: e.cgroup_id.unwrap_or(0),
+            start_ns: e.start_ns,
+            comm: comm_bytes(&e.comm),
+            group_dead: u32::from(e.group_dead),
+            _pad: 0,
+        }),
+        Event::OomKill(o) => {
+            let mut flags = 0;
+            if o.victim.is_none() {
+                flags |= FLAG_TASK_UNKNOWN;
+            }
+            if o.rss.is_none() {
+                flags |= FLAG_NO_RSS;
+            }
+            let v = o.victim.unwrap_or(TaskIdentity { tgid: 0, cgroup_id: 0, start_ns: 0 });
+            let rss = o.rss.unwrap_or(OomRss {
+                total_vm_kb: 0,
+                anon_rss_kb: 0,
+                file_rss_kb: 0,
+                shmem_rss_kb: 0,
+                pgtables_kb: 0,
+            });
+            bytes_of(&OomKillEvent {
+                header: header(o.ts_ns, flags),
+                victim_pid: o.victim_pid,
+                victim_tgid: v.tgid,
+                victim_cgroup_id: v.cgroup_id,
+                victim_start_ns: v.start_ns,
+                total_vm_kb: rss.total_vm_kb,
+                anon_rss_kb: rss.anon_rss_kb,
+                file_rss_kb: rss.file_rss_kb,
+                shmem_rss_kb: rss.shmem_rss_kb,
+                pgtables_kb: rss.pgtables_kb,
+                uid: o.uid,
+                oom_score_adj: o.oom_score_adj,
+                trigger_pid: o.trigger_pid,
+                trigger_tgid: o.trigger_tgid,
+                trigger_cgroup_id: o.trigger_cgroup_id,
+                victim_comm: comm_bytes(&o.victim_comm),
+                trigger_comm: comm_bytes(&o.trigger_comm),
+            })
+        }
+        Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => cgroup_record(header, c, 0, ""),
+        Event::CgroupAttach(a) => cgroup_record(header, &a.cgroup, a.pid, &a.comm),
+    }
+}
+
+fn cgroup_record(
+    header: impl Fn(u64, u32) -> EventHeader,
+    c: &CgroupChange,
+    pid: u32,
+    comm: &str,
+) -> Vec<u8> {
+    let mut path = [0u8; CGROUP_PATH_LEN];
+    let n = c.path.len().min(CGROUP_PATH_LEN - 1);
+    path[..n].copy_from_slice(&c.path.as_bytes()[..n]);
+    bytes_of(&CgroupEvent {
+        header: header(c.ts_ns, if c.truncated { FLAG_TRUNCATED } else { 0 }),
+        hierarchy_id: c.hierarchy_id,
+        level: c.level,
+        cgroup_id: c.cgroup_id,
+        pid,
+        path_len: n as u32,
+        comm: comm_bytes(comm),
+        path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn exit() -> Event {
+        Event::Exit(Exit {
+            ts_ns: 123,
+            pid: 4711,
+            tgid: 4711,
+            ppid: 1,
+            status: ExitStatus::Code(3),
+            cgroup_id: Some(5645),
+            start_ns: 99,
+            comm: "sleep".into(),
+            group_dead: true,
+        })
+    }
+
+    fn oom(victim: Option<TaskIdentity>, rss: Option<OomRss>) -> Event {
+        Event::OomKill(OomKill {
+            ts_ns: 7,
+            victim_pid: 12,
+            victim,
+            victim_comm: "stress".into(),
+            rss,
+            oom_score_adj: -998,
+            uid: 0,
+            trigger_pid: 13,
+            trigger_tgid: 12,
+            trigger_cgroup_id: 77,
+            trigger_comm: "stress-worker".into(),
+        })
+    }
+
+    fn cgroup(path: &str) -> CgroupChange {
+        CgroupChange {
+            ts_ns: 1,
+            hierarchy_id: 4,
+            level: 3,
+            cgroup_id: 42,
+            path: path.into(),
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn every_event_type_round_trips() {
+        let rss = OomRss {
+            total_vm_kb: 1,
+            anon_rss_kb: 2,
+            file_rss_kb: 3,
+            shmem_rss_kb: 4,
+            pgtables_kb: 5,
+        };
+        let events = [
+            exit(),
+            Event::Exit(Exit {
+                status: ExitStatus::Signal { signo: 9, core_dumped: false },
+                cgroup_id: None,
+                group_dead: false,
+                ..match exit() {
+                    Event::Exit(e) => e,
+                    _ => unreachable!(),
+                }
+            }),
+            oom(Some(TaskIdentity { tgid: 12, cgroup_id: 5, start_ns: 6 }), Some(rss)),
+            oom(None, None),
+            Event::CgroupMkdir(cgroup("/kubepods/burstable/pod1/abc")),
+            Event::CgroupRmdir(cgroup("/")),
+            Event::CgroupAttach(CgroupAttach {
+                cgroup: cgroup("/kubepods.slice/x.scope"),
+                pid: 5,
+                comm: "runc:[2:INIT]".into(),
+            }),
+        ];
+        for e in events {
+            assert_eq!(decode(&encode(&e)).unwrap(), e);
+        }
+    }
+
+    #[test]
+    fn wait_status_decodes_codes_signals_and_core_dumps() {
+        assert_eq!(ExitStatus::from_wait_status(0), ExitStatus::Code(0));
+        assert_eq!(ExitStatus::from_wait_status(42 << 8), ExitStatus::Code(42));
+        assert_eq!(
+            ExitStatus::from_wait_status(9),
+            ExitStatus::Signal { signo: 9, core_dumped: false }
+        );
+        assert_eq!(
+            ExitStatus::from_wait_status(11 | 0x80),
+            ExitStatus::Signal { signo: 11, core_dumped: true }
+        );
+    }
+
+    #[test]
+    fn truncated_records_are_rejected() {
+        for e in [exit(), oom(None, None), Event::CgroupMkdir(cgroup("/a"))] {
+            let bytes = encode(&e);
+            for cut in 0..bytes.len() {
+                let err = decode(&bytes[..cut]).unwrap_err();
+                let expected = if cut < 16 { "too_short" } else { "truncated" };
+                assert_eq!(err.label(), expected, "cut at {cut} of {:?}", e.kind());
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_kinds_and_bad_lengths_are_rejected() {
+        let mut bytes = encode(&exit());
+        bytes[0..4].copy_from_slice(&99u32.to_ne_bytes());
+        assert_eq!(decode(&bytes), Err(DecodeError::UnknownKind(99)));
+        let mut bytes = encode(&Event::CgroupMkdir(cgroup("/a")));
+        // path_len sits at byte 36 of a cgroup record.
+        bytes[36..40].copy_from_slice(&10_000u32.to_ne_bytes());
+        assert_eq!(decode(&bytes), Err(DecodeError::BadPathLength(10_000)));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
+            let _ = decode(&bytes);
+        }
+
+        #[test]
+        fn arbitrary_exits_round_trip(pid in any::<u32>(), code in any::<u8>(), sig in 1u8..65,
+                                      signalled in any::<bool>(), comm in "[a-z]{0,15}") {
+            let status = if signalled { ExitStatus::Signal { signo: sig, core_dumped: false } }
+                         else { ExitStatus::Code(code) };
+            let e = Event::Exit(Exit { ts_ns: 1, pid, tgid: pid, ppid: 0, status, cgroup_id: Some(1),
+                                       start_ns: 2, comm, group_dead: true });
+            prop_assert_eq!(decode(&encode(&e)).unwrap(), e);
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! sandwatch: an eBPF-backed Kubernetes node watchdog.
+//!
+//! Data flows one way: kernel programs → [`probes::reader`] → decode
+//! ([`events`]) → the agent loop in [`run`] → [`telemetry`].
+
+pub mod config;
+pub mod events;
+pub mod pipeline;
+pub mod probes;
+pub mod stats;
+pub mod telemetry;
+
+use std::{sync::atomic::Ordering, time::Duration};
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::Config,
+    events::{Event, ExitStatus},
+    pipeline::Pipeline,
+    probes::ProbeOptions,
+    telemetry::{metrics, server},
+};
+
+/// Runs the agent until SIGINT or SIGTERM.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    probes::loader::check_privileges()?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signal_shutdown(shutdown.clone()));
+
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let opts = ProbeOptions {
+        ring_buffer_bytes: config.ring_buffer_bytes,
+        task_table_entries: config.task_table_entries,
+    };
+    let mut pipeline = Pipeline::start(&opts, config.channel_capacity as usize, shutdown.clone())?;
+    let registry = metrics::registry(
+        pipeline.stats.clone(),
+        Some(pipeline.kernel.clone()),
+        pipeline.probes.programs_attached(),
+        &kernel_release(),
+    )?;
+    let state = server::ServerState::new(registry);
+    let server_task = tokio::spawn(server::serve(listener, state.clone(), shutdown.clone()));
+    state.ready.store(true, Ordering::Relaxed);
+    log::info!(
+        "sandwatch ready: {} programs attached, {} tasks seeded, serving http://{}/metrics",
+        pipeline.probes.programs_attached(),
+        pipeline.probes.tasks_seeded(),
+        config.listen
+    );
+
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            event = pipeline.events.next() => match event {
+                Some(event) => log_event(&event),
+                None => break,
+            },
+        }
+    }
+    log::info!("shutting down: detaching programs");
+    shutdown.cancel();
+    pipeline.stop().await;
+    if tokio::time::timeout(Duration::from_secs(5), server_task).await.is_err() {
+        log::warn!("HTTP server did not stop within 5 s");
+    }
+    Ok(())
+}
+
+fn log_event(event: &Event) {
+    match event {
+        Event::OomKill(o) => log::info!(
+            "OOM kill: victim pid {} ({}) in cgroup {}, triggered by pid {} ({})",
+            o.victim_pid,
+            o.victim_comm,
+            o.victim.map_or_else(|| "unknown".to_string(), |v| v.cgroup_id.to_string()),
+            o.trigger_pid,
+            o.trigger_comm
+        ),
+        Event::Exit(e) if e.group_dead && matches!(e.status, ExitStatus::Signal { signo: 9, .. }) => {
+            log::debug!("killed: pid {} ({}) by SIGKILL", e.tgid, e.comm)
+        }
+        other => log::trace!("{other:?}"),
+    }
+}
+
+/// Resolves on the first SIGINT or SIGTERM (Kubernetes stops pods with SIGTERM).
+async fn signal_shutdown(token: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        log::error!("cannot install signal handlers; stop with SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => log::info!("SIGTERM received"),
+        _ = int.recv() => log::info!("SIGINT received"),
+    }
+    token.cancel();
+}
+
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+/// Sets up logging at `level` for sandwatch and its eBPF programs; other
+/// crates log warnings only. RUST_LOG, if set, wins.
+pub fn init_logging(level: &str) {
+    let filter = format!("warn,sandwatch={level},agent_ebpf={level}");
+    let env = env_logger::Env::default().default_filter_or(filter);
+    let _ = env_logger::Builder::from_env(env).format_timestamp_millis().try_init();
+}
+
+/// One line for an error chain, for the process's last words.
+pub fn one_line(err: &anyhow::Error) -> String {
+    let text = format!("{err:#}");
+    text.lines().next().unwrap_or("unknown error").to_string()
+}

@@ -1,0 +1,69 @@
+//! Starts the kernel-to-agent path: load and attach the programs, then run
+//! the reader and the log forwarder. What consumes the events is the
+//! caller's business (the agent, a test, a benchmark).
+
+use std::sync::Arc;
+
+use tokio::{sync::mpsc, task::JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    probes::{reader, reader::EventStream, KernelCounters, LoadError, ProbeOptions, Probes},
+    stats::PipelineStats,
+};
+
+pub struct Pipeline {
+    /// Loaded programs; dropping the pipeline detaches them.
+    pub probes: Probes,
+    pub events: EventStream,
+    pub stats: Arc<PipelineStats>,
+    pub kernel: Arc<KernelCounters>,
+    tasks: JoinSet<()>,
+    shutdown: CancellationToken,
+}
+
+impl Pipeline {
+    /// Must run inside a tokio runtime.
+    pub fn start(
+        opts: &ProbeOptions,
+        channel_capacity: usize,
+        shutdown: CancellationToken,
+    ) -> Result<Self, LoadError> {
+        let mut probes = Probes::load(opts)?;
+        let kernel = Arc::new(probes.kernel_counters()?);
+        let stats = Arc::new(PipelineStats::default());
+        let (tx, rx) = mpsc::channel(channel_capacity.max(1));
+        let mut tasks = JoinSet::new();
+        if let Some(ring) = probes.take_ring() {
+            let (stats, shutdown) = (stats.clone(), shutdown.clone());
+            tasks.spawn(async move {
+                if let Err(e) = reader::run(ring, tx, stats, shutdown).await {
+                    log::error!("ring buffer reader stopped: {e}");
+                }
+            });
+        }
+        if let Some(logger) = probes.take_logger() {
+            let shutdown = shutdown.clone();
+            tasks.spawn(async move {
+                if let Err(e) = reader::forward_logs(logger, shutdown).await {
+                    log::warn!("eBPF log forwarding stopped: {e}");
+                }
+            });
+        }
+        Ok(Self {
+            probes,
+            events: EventStream::new(rx, stats.clone()),
+            stats,
+            kernel,
+            tasks,
+            shutdown,
+        })
+    }
+
+    /// Stops the reader (after a final drain) and detaches the programs.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        while self.tasks.join_next().await.is_some() {}
+        drop(self.probes);
+    }
+}

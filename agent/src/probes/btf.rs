@@ -1,0 +1,284 @@
+//! Just enough of the BPF Type Format to find member offsets of kernel
+//! structs (`task_struct`) in `/sys/kernel/btf/vmlinux`, so the programs can
+//! read them on any kernel without compiled-in layouts.
+
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BtfError {
+    #[error("kernel BTF not found at {0}: sandwatch needs CONFIG_DEBUG_INFO_BTF")]
+    Missing(String),
+    #[error("kernel BTF is malformed: {0}")]
+    Malformed(&'static str),
+    #[error("kernel BTF has no struct {0}")]
+    NoStruct(String),
+    #[error("kernel BTF: struct {0} has no member {1}")]
+    NoMember(String, String),
+}
+
+const MAGIC: u16 = 0xeb9f;
+
+const KIND_INT: u32 = 1;
+const KIND_ARRAY: u32 = 3;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_TYPEDEF: u32 = 8;
+const KIND_VOLATILE: u32 = 9;
+const KIND_CONST: u32 = 10;
+const KIND_RESTRICT: u32 = 11;
+const KIND_FUNC_PROTO: u32 = 13;
+const KIND_VAR: u32 = 14;
+const KIND_DATASEC: u32 = 15;
+const KIND_DECL_TAG: u32 = 17;
+const KIND_TYPE_TAG: u32 = 18;
+const KIND_ENUM64: u32 = 19;
+
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    name_off: u32,
+    type_id: u32,
+    /// Offset in bits from the start of the enclosing struct.
+    bit_offset: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Type {
+    name_off: u32,
+    kind: u32,
+    /// size, or the referenced type id for typedef/const/volatile/...
+    size_or_type: u32,
+    members: Vec<Member>,
+}
+
+/// Parsed type table of one BTF blob.
+pub struct Btf {
+    strings: Vec<u8>,
+    /// Index = type id; id 0 is `void`.
+    types: Vec<Type>,
+}
+
+fn u32_at(b: &[u8], at: usize) -> Result<u32, BtfError> {
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes)
+        .ok_or(BtfError::Malformed("truncated"))
+}
+
+impl Btf {
+    pub fn from_sys_fs() -> Result<Self, BtfError> {
+        Self::from_file(Path::new("/sys/kernel/btf/vmlinux"))
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self, BtfError> {
+        let data =
+            std::fs::read(path).map_err(|_| BtfError::Missing(path.display().to_string()))?;
+        Self::parse(&data)
+    }
+
+    pub fn parse(data: &[u8]) -> Result<Self, BtfError> {
+        let magic = data
+            .get(0..2)
+            .map(|m| u16::from_le_bytes([m[0], m[1]]))
+            .ok_or(BtfError::Malformed("truncated header"))?;
+        if magic != MAGIC {
+            return Err(BtfError::Malformed("bad magic (big-endian BTF is not supported)"));
+        }
+        let hdr_len = u32_at(data, 4)? as usize;
+        let type_off = u32_at(data, 8)? as usize;
+        let type_len = u32_at(data, 12)? as usize;
+        let str_off = u32_at(data, 16)? as usize;
+        let str_len = u32_at(data, 20)? as usize;
+        let types_bytes = data
+            .get(hdr_len + type_off..hdr_len + type_off + type_len)
+            .ok_or(BtfError::Malformed("type section out of bounds"))?;
+        let strings = data
+            .get(hdr_len + str_off..hdr_len + str_off + str_len)
+            .ok_or(BtfError::Malformed("string section out of bounds"))?
+            .to_vec();
+
+        let mut types = vec![Type {
+            name_off: 0,
+            kind: 0,
+            size_or_type: 0,
+            members: Vec::new(),
+        }];
+        let mut at = 0;
+        while at < types_bytes.len() {
+            let name_off = u32_at(types_bytes, at)?;
+            let info = u32_at(types_bytes, at + 4)?;
+            let size_or_type = u32_at(types_bytes, at + 8)?;
+            at += 12;
+            let vlen = (info & 0xffff) as usize;
+            let kind = (info >> 24) & 0x1f;
+            let kind_flag = info >> 31 == 1;
+            let mut members = Vec::new();
+            let extra = match kind {
+                KIND_INT | KIND_VAR | KIND_DECL_TAG => 4,
+                KIND_ARRAY => 12,
+                KIND_STRUCT | KIND_UNION => {
+                    for i in 0..vlen {
+                        let m = at + i * 12;
+                        let offset = u32_at(types_bytes, m + 8)?;
+                        members.push(Member {
+                            name_off: u32_at(types_bytes, m)?,
+                            type_id: u32_at(types_bytes, m + 4)?,
+                            // With kind_flag the top 8 bits hold a bitfield size.
+                            bit_offset: if kind_flag { offset & 0x00ff_ffff } else { offset },
+                        });
+                    }
+                    vlen * 12
+                }
+                KIND_ENUM | KIND_FUNC_PROTO => vlen * 8,
+                KIND_DATASEC | KIND_ENUM64 => vlen * 12,
+                KIND_TYPE_TAG => 0,
+                0..=19 => 0,
+                _ => return Err(BtfError::Malformed("unknown type kind")),
+            };
+            at += extra;
+            types.push(Type {
+                name_off,
+                kind,
+                size_or_type,
+                members,
+            });
+        }
+        Ok(Self { strings, types })
+    }
+
+    fn name(&self, off: u32) -> &[u8] {
+        let rest = self.strings.get(off as usize..).unwrap_or_default();
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        &rest[..end]
+    }
+
+    /// Byte offset of `member` inside `struct name`, looking through
+    /// anonymous structs and unions.
+    pub fn member_offset(&self, name: &str, member: &str) -> Result<u32, BtfError> {
+        let id = self
+            .types
+            .iter()
+            .position(|t| {
+                t.kind == KIND_STRUCT && !t.members.is_empty() && self.name(t.name_off) == name.as_bytes()
+            })
+            .ok_or_else(|| BtfError::NoStruct(name.to_string()))?;
+        self.find_member(id, member.as_bytes(), 0)
+            .map(|bits| bits / 8)
+            .ok_or_else(|| BtfError::NoMember(name.to_string(), member.to_string()))
+    }
+
+    fn find_member(&self, id: usize, member: &[u8], depth: u32) -> Option<u32> {
+        if depth > 8 {
+            return None;
+        }
+        let t = self.types.get(id)?;
+        for m in &t.members {
+            if self.name(m.name_off) == member {
+                return Some(m.bit_offset);
+            }
+        }
+        for m in t.members.iter().filter(|m| m.name_off == 0) {
+            let inner = self.skip_modifiers(m.type_id as usize)?;
+            if matches!(self.types.get(inner)?.kind, KIND_STRUCT | KIND_UNION) {
+                if let Some(bits) = self.find_member(inner, member, depth + 1) {
+                    return Some(m.bit_offset + bits);
+                }
+            }
+        }
+        None
+    }
+
+    fn skip_modifiers(&self, mut id: usize) -> Option<usize> {
+        for _ in 0..16 {
+            let t = self.types.get(id)?;
+            match t.kind {
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    id = t.size_or_type as usize
+                }
+                _ => return Some(id),
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds a BTF blob: struct outer { int a; union { int x; int wanted; }; }
+    fn blob() -> Vec<u8> {
+        let strings = b"\0int\0outer\0a\0wanted\0x\0".to_vec();
+        let s = |name: &str| -> u32 {
+            let pos = strings
+                .windows(name.len() + 1)
+                .position(|w| &w[..name.len()] == name.as_bytes() && w[name.len()] == 0)
+                .unwrap();
+            pos as u32
+        };
+        let mut types = Vec::new();
+        let mut push = |v: u32| types.extend_from_slice(&v.to_le_bytes());
+        // 1: int
+        push(s("int"));
+        push(KIND_INT << 24);
+        push(4);
+        push(32);
+        // 2: anonymous union { int x @0; int wanted @0 }
+        push(0);
+        push((KIND_UNION << 24) | 2);
+        push(4);
+        for (n, off) in [("x", 0), ("wanted", 0)] {
+            push(s(n));
+            push(1);
+            push(off);
+        }
+        // 3: struct outer { int a @0; union @64 bits }
+        push(s("outer"));
+        push((KIND_STRUCT << 24) | 2);
+        push(12);
+        push(s("a"));
+        push(1);
+        push(0);
+        push(0);
+        push(2);
+        push(64);
+        let mut out = Vec::new();
+        out.extend_from_slice(&MAGIC.to_le_bytes());
+        out.push(1);
+        out.push(0);
+        for v in [24u32, 0, types.len() as u32, types.len() as u32, strings.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&types);
+        out.extend_from_slice(&strings);
+        out
+    }
+
+    #[test]
+    fn finds_direct_and_anonymous_members() {
+        let btf = Btf::parse(&blob()).unwrap();
+        assert_eq!(btf.member_offset("outer", "a").unwrap(), 0);
+        assert_eq!(btf.member_offset("outer", "wanted").unwrap(), 8);
+        assert!(matches!(btf.member_offset("outer", "nope"), Err(BtfError::NoMember(..))));
+        assert!(matches!(btf.member_offset("inner", "a"), Err(BtfError::NoStruct(..))));
+    }
+
+    #[test]
+    fn truncated_or_foreign_blobs_are_errors_not_panics() {
+        let b = blob();
+        for cut in 0..b.len() {
+            let _ = Btf::parse(&b[..cut]);
+        }
+        assert!(Btf::parse(b"\x9f\xeb").is_err());
+        assert!(Btf::parse(&[0u8; 32]).is_err());
+    }
+
+    #[test]
+    fn real_kernel_task_struct() {
+        // sandwatch requires kernel BTF; this machine kind has it.
+        let btf = Btf::from_sys_fs().expect("kernel BTF at /sys/kernel/btf/vmlinux");
+        let pid = btf.member_offset("task_struct", "pid").unwrap();
+        let tgid = btf.member_offset("task_struct", "tgid").unwrap();
+        assert_eq!(tgid, pid + 4, "pid and tgid are adjacent in task_struct");
+    }
+}

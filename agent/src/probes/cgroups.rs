@@ -1,0 +1,177 @@
+//! Which cgroup hierarchy attributes a task to its pod: the memory
+//! controller's on cgroup v1, the unified one on v2. Also reads a task's
+//! cgroup from /proc to seed the in-kernel task table.
+
+use std::{
+    os::unix::fs::MetadataExt as _,
+    path::{Path, PathBuf},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("unknown cgroup layout: no cgroup v1 memory hierarchy and no cgroup v2 mount in /proc/mounts")]
+    UnknownLayout,
+    #[error("cannot read {0}: {1}")]
+    Read(&'static str, std::io::Error),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupMode {
+    /// cgroup v1: the memory controller's hierarchy.
+    V1Memory { hierarchy_id: u32 },
+    /// cgroup v2: the unified hierarchy (kernel hierarchy id 0).
+    V2,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupLayout {
+    pub mode: CgroupMode,
+    /// Where the tracked hierarchy is mounted.
+    pub mount: PathBuf,
+}
+
+impl CgroupLayout {
+    pub fn detect() -> Result<Self, CgroupError> {
+        let mounts = std::fs::read_to_string("/proc/mounts")
+            .map_err(|e| CgroupError::Read("/proc/mounts", e))?;
+        let cgroups = std::fs::read_to_string("/proc/cgroups")
+            .map_err(|e| CgroupError::Read("/proc/cgroups", e))?;
+        Self::from_tables(&mounts, &cgroups)
+    }
+
+    /// Decides from the text of /proc/mounts and /proc/cgroups. A v1 memory
+    /// hierarchy wins over a controller-less v2 mount (hybrid systems).
+    pub fn from_tables(mounts: &str, proc_cgroups: &str) -> Result<Self, CgroupError> {
+        let memory_hierarchy = proc_cgroups
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|cols| cols.first() == Some(&"memory"))
+            .and_then(|cols| {
+                let hierarchy = cols.get(1)?.parse::<u32>().ok()?;
+                let enabled = cols.get(3) == Some(&"1");
+                (enabled && hierarchy != 0).then_some(hierarchy)
+            });
+        let mut v2_mount = None;
+        for line in mounts.lines() {
+            let cols: Vec<_> = line.split_whitespace().collect();
+            let (Some(dir), Some(fstype), Some(opts)) = (cols.get(1), cols.get(2), cols.get(3))
+            else {
+                continue;
+            };
+            if *fstype == "cgroup" && opts.split(',').any(|o| o == "memory") {
+                if let Some(hierarchy_id) = memory_hierarchy {
+                    return Ok(Self {
+                        mode: CgroupMode::V1Memory { hierarchy_id },
+                        mount: PathBuf::from(dir),
+                    });
+                }
+            }
+            // Prefer /sys/fs/cgroup itself over a hybrid's /sys/fs/cgroup/unified.
+            if *fstype == "cgroup2" && (v2_mount.is_none() || *dir == "/sys/fs/cgroup") {
+                v2_mount = Some(PathBuf::from(dir));
+            }
+        }
+        v2_mount
+            .map(|mount| Self {
+                mode: CgroupMode::V2,
+                mount,
+            })
+            .ok_or(CgroupError::UnknownLayout)
+    }
+
+    pub fn hierarchy_id(&self) -> u32 {
+        match self.mode {
+            CgroupMode::V1Memory { hierarchy_id } => hierarchy_id,
+            CgroupMode::V2 => 0,
+        }
+    }
+
+    pub fn is_unified(&self) -> bool {
+        self.mode == CgroupMode::V2
+    }
+
+    /// The path of a task's cgroup in the tracked hierarchy, from the text of
+    /// /proc/<pid>/cgroup (lines `id:controllers:path`).
+    pub fn task_path<'a>(&self, proc_cgroup: &'a str) -> Option<&'a str> {
+        proc_cgroup.lines().find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let id = parts.next()?.parse::<u32>().ok()?;
+            let controllers = parts.next()?;
+            let path = parts.next()?;
+            let wanted = match self.mode {
+                CgroupMode::V1Memory { hierarchy_id } => {
+                    id == hierarchy_id && controllers.split(',').any(|c| c == "memory")
+                }
+                CgroupMode::V2 => id == 0 && controllers.is_empty(),
+            };
+            wanted.then_some(path)
+        })
+    }
+
+    /// Directory of a cgroup path relative to the hierarchy root.
+    pub fn dir(&self, path: &str) -> PathBuf {
+        self.mount.join(path.trim_start_matches('/'))
+    }
+
+    /// The kernel's cgroup id is the inode number of its directory.
+    pub fn cgroup_id(&self, path: &str) -> std::io::Result<u64> {
+        std::fs::metadata(self.dir(path)).map(|m| m.ino())
+    }
+}
+
+/// The memory cgroup this process is in (v1) or its unified cgroup (v2),
+/// relative to the hierarchy root.
+pub fn own_cgroup(layout: &CgroupLayout) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    layout.task_path(&text).map(str::to_string)
+}
+
+/// True if `path` exists as a cgroup directory in the layout.
+pub fn exists(layout: &CgroupLayout, path: &str) -> bool {
+    Path::new(&layout.dir(path)).is_dir()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID_MOUNTS: &str = "tmpfs /sys/fs/cgroup tmpfs rw 0 0\n\
+cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
+cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n\
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+    const V1_CGROUPS: &str = "#subsys_name\thierarchy\tnum_cgroups\tenabled\n\
+cpu\t1\t1\t1\nmemory\t4\t48\t1\n";
+    const V2_MOUNTS: &str = "cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n";
+    const V2_CGROUPS: &str = "#subsys_name\thierarchy\tnum_cgroups\tenabled\nmemory\t0\t90\t1\n";
+
+    #[test]
+    fn hybrid_v1_uses_the_memory_hierarchy() {
+        let l = CgroupLayout::from_tables(HYBRID_MOUNTS, V1_CGROUPS).unwrap();
+        assert_eq!(l.mode, CgroupMode::V1Memory { hierarchy_id: 4 });
+        assert_eq!(l.mount, PathBuf::from("/sys/fs/cgroup/memory"));
+        let proc = "9:name=systemd:/\n4:memory:/process_api/abc\n0::/\n";
+        assert_eq!(l.task_path(proc), Some("/process_api/abc"));
+        assert_eq!(l.dir("/a/b"), PathBuf::from("/sys/fs/cgroup/memory/a/b"));
+    }
+
+    #[test]
+    fn pure_v2_uses_the_unified_hierarchy() {
+        let l = CgroupLayout::from_tables(V2_MOUNTS, V2_CGROUPS).unwrap();
+        assert_eq!(l.mode, CgroupMode::V2);
+        assert_eq!(l.hierarchy_id(), 0);
+        assert_eq!(l.task_path("0::/kubepods.slice/x.scope\n"), Some("/kubepods.slice/x.scope"));
+    }
+
+    #[test]
+    fn no_cgroup_mount_is_an_unknown_layout() {
+        let err = CgroupLayout::from_tables("proc /proc proc rw 0 0\n", V1_CGROUPS).unwrap_err();
+        assert!(err.to_string().starts_with("unknown cgroup layout"));
+    }
+
+    #[test]
+    fn garbage_proc_cgroup_lines_are_skipped() {
+        let l = CgroupLayout::from_tables(V2_MOUNTS, V2_CGROUPS).unwrap();
+        assert_eq!(l.task_path("garbage\n::\nx:y:z\n"), None);
+    }
+}

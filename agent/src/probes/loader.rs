@@ -1,0 +1,375 @@
+//! Loads the eBPF object with this kernel's offsets, attaches every program,
+//! seeds the per-task table from /proc, and hands out the ring buffer and the
+//! kernel counters. Dropping [`Probes`] detaches everything.
+
+use std::{collections::HashMap, path::Path};
+
+use agent_common::{names, ProbeConfig, TaskInfo, TaskOffsets, TracepointOffsets};
+use aya::{
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    programs::{RawTracePoint, TracePoint},
+    util::KernelVersion,
+    Ebpf, EbpfLoader,
+};
+
+use super::{
+    btf::{Btf, BtfError},
+    cgroups::{CgroupError, CgroupLayout},
+    tracefs::{Tracefs, TracefsError},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("sandwatch needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN); running as uid {uid} without them")]
+    NotPrivileged { uid: u32 },
+    #[error("unsupported kernel {0}: sandwatch needs Linux 5.8 or newer (BPF ring buffer)")]
+    UnsupportedKernel(String),
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+    #[error(transparent)]
+    Btf(#[from] BtfError),
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    #[error("loading the eBPF object failed: {0}")]
+    Object(#[from] aya::EbpfError),
+    #[error("eBPF program {name} failed to load or attach: {source}")]
+    Program {
+        name: &'static str,
+        source: aya::programs::ProgramError,
+    },
+    #[error("eBPF map {0} is missing from the object")]
+    MissingMap(&'static str),
+    #[error("eBPF map {name}: {source}")]
+    Map {
+        name: &'static str,
+        source: aya::maps::MapError,
+    },
+    #[error("ring buffer size {0} must be a power of two and a multiple of the page size")]
+    RingBufferSize(u32),
+}
+
+/// What the loader may be told.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    pub ring_buffer_bytes: u32,
+    /// Per-task table capacity; `None` sizes it from pid_max.
+    pub task_table_entries: Option<u32>,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        Self {
+            ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
+            task_table_entries: None,
+        }
+    }
+}
+
+/// 8 MiB holds ~110 000 exit records: an exit storm on a busy node does not
+/// outrun the reader (see `cargo xtask bench`).
+pub const DEFAULT_RING_BUFFER_BYTES: u32 = 8 * 1024 * 1024;
+
+/// Loaded, attached programs. Dropping it detaches them.
+pub struct Probes {
+    ebpf: Ebpf,
+    ring: Option<RingBuf<MapData>>,
+    logger: Option<Logger>,
+    layout: CgroupLayout,
+    attached: usize,
+    seeded: usize,
+}
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/agent-ebpf"));
+
+/// Capability bits from linux/capability.h.
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Checks the effective capabilities of this process.
+pub fn check_privileges() -> Result<(), LoadError> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        Ok(())
+    } else {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        Err(LoadError::NotPrivileged { uid })
+    }
+}
+
+fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
+    let off = |m: &str| btf.member_offset("task_struct", m);
+    Ok(TaskOffsets {
+        exit_code: off("exit_code")?,
+        pid: off("pid")?,
+        tgid: off("tgid")?,
+        real_parent: off("real_parent")?,
+        start_boottime: off("start_boottime")?,
+        _pad: 0,
+    })
+}
+
+fn task_table_size(requested: Option<u32>) -> u32 {
+    requested.unwrap_or_else(|| {
+        let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .unwrap_or(32768);
+        // Every live thread needs a slot; beyond 128k the table costs more
+        // kernel memory than a node agent should, and LRU eviction takes over.
+        pid_max.clamp(8192, 131_072)
+    })
+}
+
+impl Probes {
+    pub fn load(opts: &ProbeOptions) -> Result<Self, LoadError> {
+        check_privileges()?;
+        let rb = opts.ring_buffer_bytes;
+        if !rb.is_power_of_two() || rb < 4096 {
+            return Err(LoadError::RingBufferSize(rb));
+        }
+        match KernelVersion::current() {
+            Ok(v) if v < KernelVersion::new(5, 8, 0) => {
+                return Err(LoadError::UnsupportedKernel(format!("{v:?}")))
+            }
+            _ => {}
+        }
+        let tracefs = Tracefs::find_or_mount()?;
+        let tp_offsets: TracepointOffsets = tracefs.offsets()?;
+        let task: TaskOffsets = task_offsets(&Btf::from_sys_fs()?)?;
+        let layout = CgroupLayout::detect()?;
+        let config = ProbeConfig {
+            tracked_hierarchy: layout.hierarchy_id(),
+            unified: u32::from(layout.is_unified()),
+        };
+        log::info!(
+            "cgroup layout {:?} at {}; tracefs at {}",
+            layout.mode,
+            layout.mount.display(),
+            tracefs.root().display()
+        );
+
+        let mut ebpf = EbpfLoader::new()
+            .override_global(names::TP_OFFSETS, &tp_offsets, true)
+            .override_global(names::TASK_OFFSETS, &task, true)
+            .override_global(names::PROBE_CONFIG, &config, true)
+            .map_max_entries(names::EVENTS, rb)
+            .map_max_entries(names::TASKS, task_table_size(opts.task_table_entries))
+            .load(OBJECT)?;
+        // The logger owns the log map; it must outlive program loading.
+        let logger = match aya_log::EbpfLogger::init(&mut ebpf) {
+            Ok(logger) => Some(logger),
+            Err(e) => {
+                log::warn!("eBPF log forwarding unavailable: {e}");
+                None
+            }
+        };
+
+        let mut attached = 0;
+        for (name, category) in [
+            (names::PROG_ATTACH, "cgroup"),
+            (names::PROG_MKDIR, "cgroup"),
+            (names::PROG_RMDIR, "cgroup"),
+            (names::PROG_EXIT, "sched"),
+            (names::PROG_OOM, "oom"),
+        ] {
+            attach_tracepoint(&mut ebpf, name, category)?;
+            attached += 1;
+        }
+        attach_raw_tracepoint(&mut ebpf, names::PROG_FORK)?;
+        attached += 1;
+
+        // Programs run from here on: tasks forked during the scan are
+        // recorded by the fork probe, and seeding never overwrites them.
+        let seeded = seed_tasks(&mut ebpf, &layout)?;
+        let ring = take_map(&mut ebpf, names::EVENTS)?;
+        let ring = RingBuf::try_from(ring).map_err(|source| LoadError::Map {
+            name: names::EVENTS,
+            source,
+        })?;
+        Ok(Self {
+            ebpf,
+            ring: Some(ring),
+            logger,
+            layout,
+            attached,
+            seeded,
+        })
+    }
+
+    /// The ring buffer, once: the reader owns it.
+    pub fn take_ring(&mut self) -> Option<RingBuf<MapData>> {
+        self.ring.take()
+    }
+
+    /// The aya-log reader, once: the pipeline polls it.
+    pub fn take_logger(&mut self) -> Option<Logger> {
+        self.logger.take()
+    }
+
+    pub fn layout(&self) -> &CgroupLayout {
+        &self.layout
+    }
+
+    pub fn programs_attached(&self) -> usize {
+        self.attached
+    }
+
+    pub fn tasks_seeded(&self) -> usize {
+        self.seeded
+    }
+
+    /// Per-kind kernel counters, read at scrape time.
+    pub fn kernel_counters(&mut self) -> Result<KernelCounters, LoadError> {
+        let emitted = PerCpuArray::try_from(take_map(&mut self.ebpf, names::EMITTED)?)
+            .map_err(|source| LoadError::Map { name: names::EMITTED, source })?;
+        let dropped = PerCpuArray::try_from(take_map(&mut self.ebpf, names::DROPPED)?)
+            .map_err(|source| LoadError::Map { name: names::DROPPED, source })?;
+        Ok(KernelCounters { emitted, dropped })
+    }
+}
+
+pub type Logger = aya_log::EbpfLogger<&'static dyn log::Log>;
+
+/// Emitted / dropped per event kind, summed over CPUs.
+pub struct KernelCounters {
+    emitted: PerCpuArray<MapData, u64>,
+    dropped: PerCpuArray<MapData, u64>,
+}
+
+impl KernelCounters {
+    /// (emitted, dropped) for one kind; zeros if the map cannot be read.
+    pub fn read(&self, kind: u32) -> (u64, u64) {
+        let sum = |m: &PerCpuArray<MapData, u64>| {
+            m.get(&kind, 0).map(|v| v.iter().sum::<u64>()).unwrap_or(0)
+        };
+        (sum(&self.emitted), sum(&self.dropped))
+    }
+}
+
+fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoadError> {
+    ebpf.take_map(name).ok_or(LoadError::MissingMap(name))
+}
+
+fn attach_tracepoint(ebpf: &mut Ebpf, name: &'static str, category: &str) -> Result<(), LoadError> {
+    let err = |source| LoadError::Program { name, source };
+    let prog: &mut TracePoint = ebpf
+        .program_mut(name)
+        .ok_or(LoadError::MissingMap(name))?
+        .try_into()
+        .map_err(err)?;
+    prog.load().map_err(err)?;
+    prog.attach(category, name).map_err(err)?;
+    Ok(())
+}
+
+fn attach_raw_tracepoint(ebpf: &mut Ebpf, name: &'static str) -> Result<(), LoadError> {
+    let err = |source| LoadError::Program { name, source };
+    let prog: &mut RawTracePoint = ebpf
+        .program_mut(name)
+        .ok_or(LoadError::MissingMap(name))?
+        .try_into()
+        .map_err(err)?;
+    prog.load().map_err(err)?;
+    prog.attach(name).map_err(err)?;
+    Ok(())
+}
+
+/// BPF_NOEXIST: an entry the fork/attach probes already wrote is newer.
+const BPF_NOEXIST: u64 = 1;
+
+/// Records every live thread's cgroup, start time and tgid in the kernel's
+/// task table, so exits and OOM kills of tasks that predate the agent are
+/// attributed. Returns how many were written.
+fn seed_tasks(ebpf: &mut Ebpf, layout: &CgroupLayout) -> Result<usize, LoadError> {
+    let mut table: BpfHashMap<_, u32, TaskInfo> =
+        BpfHashMap::try_from(ebpf.map_mut(names::TASKS).ok_or(LoadError::MissingMap(names::TASKS))?)
+            .map_err(|source| LoadError::Map { name: names::TASKS, source })?;
+    let ticks_ns = 1_000_000_000 / clock_ticks();
+    let mut ids: HashMap<String, u64> = HashMap::new();
+    let mut seeded = 0;
+    for (tgid, tid) in proc_tasks(Path::new("/proc")) {
+        let dir = format!("/proc/{tgid}/task/{tid}");
+        // Tasks may exit during the scan: skip what vanished.
+        let Ok(cgroup_text) = std::fs::read_to_string(format!("{dir}/cgroup")) else { continue };
+        let Some(path) = layout.task_path(&cgroup_text) else { continue };
+        let cgroup_id = match ids.get(path) {
+            Some(id) => *id,
+            None => match layout.cgroup_id(path) {
+                Ok(id) => *ids.entry(path.to_string()).or_insert(id),
+                Err(_) => continue,
+            },
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("{dir}/stat")) else { continue };
+        let Some(start_ticks) = start_ticks(&stat) else { continue };
+        let info = TaskInfo {
+            cgroup_id,
+            start_ns: start_ticks * ticks_ns,
+            tgid,
+            _pad: 0,
+        };
+        if table.insert(tid, info, BPF_NOEXIST).is_ok() {
+            seeded += 1;
+        }
+    }
+    Ok(seeded)
+}
+
+/// (tgid, tid) of every thread under /proc.
+fn proc_tasks(proc: &Path) -> Vec<(u32, u32)> {
+    let numeric = |e: std::fs::DirEntry| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok());
+    let Ok(procs) = std::fs::read_dir(proc) else { return Vec::new() };
+    let mut out = Vec::new();
+    for tgid in procs.flatten().filter_map(numeric) {
+        let Ok(tasks) = std::fs::read_dir(proc.join(tgid.to_string()).join("task")) else { continue };
+        out.extend(tasks.flatten().filter_map(numeric).map(|tid| (tgid, tid)));
+    }
+    out
+}
+
+/// Field 22 (starttime, in clock ticks since boot) of /proc/<pid>/stat. The
+/// comm field may hold spaces and parentheses: parse after the last ')'.
+pub fn start_ticks(stat: &str) -> Option<u64> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    // Fields after comm start at field 3 (state); starttime is field 22.
+    after.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_ticks_survives_odd_comms() {
+        let stat = "4711 (a) b) (c) S 1 4711 4711 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(start_ticks(stat), Some(987654));
+        assert_eq!(start_ticks("garbage"), None);
+        assert_eq!(start_ticks("1 (x) S 1"), None);
+    }
+
+    #[test]
+    fn own_process_is_listed_with_a_start_time() {
+        let me = std::process::id();
+        let tasks = proc_tasks(Path::new("/proc"));
+        assert!(tasks.contains(&(me, me)));
+        let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+        assert!(start_ticks(&stat).unwrap() > 0);
+    }
+}

@@ -1,0 +1,76 @@
+//! Pipeline counters shared by the reader, the decoder and the metrics
+//! collector: plain atomics, so no stage waits on another to count.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use agent_common::{EventKind, KIND_SLOTS};
+
+use crate::events::DecodeError;
+
+/// Slot for records whose kind could not be read.
+pub const UNKNOWN_KIND_SLOT: usize = 0;
+
+#[derive(Default, Debug)]
+pub struct PipelineStats {
+    /// Records read from the ring buffer, by kind slot.
+    received: [AtomicU64; KIND_SLOTS as usize],
+    /// Records lost because the reader→decoder channel was full.
+    channel_dropped: AtomicU64,
+    /// Records that failed to decode, by `DecodeError::LABELS` index.
+    decode_errors: [AtomicU64; DecodeError::LABELS.len()],
+    /// Decoded events whose task the kernel could not attribute, by kind.
+    unattributed: [AtomicU64; KIND_SLOTS as usize],
+}
+
+impl PipelineStats {
+    /// Counts one record by the kind in its first four bytes.
+    pub fn record_received(&self, record: &[u8]) {
+        let slot = record
+            .get(0..4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .and_then(EventKind::from_u32)
+            .map_or(UNKNOWN_KIND_SLOT, |k| k as usize);
+        self.received[slot].fetch_add(1, Relaxed);
+    }
+
+    pub fn channel_drop(&self) {
+        self.channel_dropped.fetch_add(1, Relaxed);
+    }
+
+    pub fn decode_error(&self, err: &DecodeError) {
+        if let Some(i) = DecodeError::LABELS.iter().position(|l| *l == err.label()) {
+            self.decode_errors[i].fetch_add(1, Relaxed);
+        }
+    }
+
+    pub fn unattributed(&self, kind: EventKind) {
+        self.unattributed[kind as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn received(&self, kind: EventKind) -> u64 {
+        self.received[kind as usize].load(Relaxed)
+    }
+
+    pub fn received_unknown(&self) -> u64 {
+        self.received[UNKNOWN_KIND_SLOT].load(Relaxed)
+    }
+
+    pub fn channel_dropped(&self) -> u64 {
+        self.channel_dropped.load(Relaxed)
+    }
+
+    pub fn decode_errors(&self, label: &str) -> u64 {
+        DecodeError::LABELS
+            .iter()
+            .position(|l| *l == label)
+            .map_or(0, |i| self.decode_errors[i].load(Relaxed))
+    }
+
+    pub fn decode_errors_total(&self) -> u64 {
+        self.decode_errors.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    pub fn unattributed_count(&self, kind: EventKind) -> u64 {
+        self.unattributed[kind as usize].load(Relaxed)
+    }
+}

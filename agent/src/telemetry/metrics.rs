@@ -1,0 +1,217 @@
+//! Prometheus metrics. Pipeline counters live in atomics and kernel maps;
+//! they are copied into the exported families at scrape time, so the event
+//! path never touches the registry.
+
+use std::sync::{Arc, Mutex};
+
+use agent_common::EventKind;
+use prometheus::{
+    core::{Collector, Desc},
+    proto::MetricFamily,
+    IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+
+use crate::{events::DecodeError, probes::KernelCounters, stats::PipelineStats};
+
+/// Builds the registry for a running pipeline.
+pub fn registry(
+    stats: Arc<PipelineStats>,
+    kernel: Option<Arc<KernelCounters>>,
+    programs_attached: usize,
+    kernel_release: &str,
+) -> Result<Registry, prometheus::Error> {
+    let registry = Registry::new();
+    registry.register(Box::new(PipelineCollector::new(stats, kernel)?))?;
+
+    let attached = IntGauge::new(
+        "sandwatch_programs_attached",
+        "eBPF programs loaded and attached by this agent.",
+    )?;
+    attached.set(programs_attached as i64);
+    registry.register(Box::new(attached))?;
+
+    let build = IntGaugeVec::new(
+        Opts::new("sandwatch_build_info", "Version of sandwatch and release of the kernel it runs on."),
+        &["version", "kernel"],
+    )?;
+    build
+        .with_label_values(&[env!("CARGO_PKG_VERSION"), kernel_release])
+        .set(1);
+    registry.register(Box::new(build))?;
+    Ok(registry)
+}
+
+/// Copies the pipeline's counters into counter families at scrape time.
+struct PipelineCollector {
+    stats: Arc<PipelineStats>,
+    kernel: Option<Arc<KernelCounters>>,
+    families: Mutex<Families>,
+    descs: Vec<Desc>,
+}
+
+struct Families {
+    received: IntCounterVec,
+    kernel_events: IntCounterVec,
+    kernel_dropped: IntCounterVec,
+    dropped: IntCounterVec,
+    decode_errors: IntCounterVec,
+    unattributed: IntCounterVec,
+}
+
+fn counter_vec(name: &str, help: &str, label: &str) -> Result<IntCounterVec, prometheus::Error> {
+    IntCounterVec::new(Opts::new(name, help), &[label])
+}
+
+impl PipelineCollector {
+    fn new(
+        stats: Arc<PipelineStats>,
+        kernel: Option<Arc<KernelCounters>>,
+    ) -> Result<Self, prometheus::Error> {
+        let families = Families {
+            received: counter_vec(
+                "sandwatch_events_total",
+                "Events received from the kernel ring buffer, by kind.",
+                "kind",
+            )?,
+            kernel_events: counter_vec(
+                "sandwatch_kernel_events_total",
+                "Events the kernel programs produced (emitted or dropped), by kind.",
+                "kind",
+            )?,
+            kernel_dropped: counter_vec(
+                "sandwatch_kernel_events_dropped_total",
+                "Events lost in the kernel because the ring buffer was full, by kind.",
+                "kind",
+            )?,
+            dropped: counter_vec(
+                "sandwatch_events_dropped_total",
+                "Events lost, by pipeline stage (kernel: ring buffer full; channel: reader queue full; decode: malformed record).",
+                "stage",
+            )?,
+            decode_errors: counter_vec(
+                "sandwatch_decode_errors_total",
+                "Records that could not be decoded, by reason.",
+                "reason",
+            )?,
+            unattributed: counter_vec(
+                "sandwatch_events_unattributed_total",
+                "Exit and OOM events whose task was not in the kernel task table (no cgroup known), by kind.",
+                "kind",
+            )?,
+        };
+        let descs = [
+            &families.received,
+            &families.kernel_events,
+            &families.kernel_dropped,
+            &families.dropped,
+            &families.decode_errors,
+            &families.unattributed,
+        ]
+        .iter()
+        .flat_map(|f| f.desc().into_iter().cloned())
+        .collect();
+        Ok(Self {
+            stats,
+            kernel,
+            families: Mutex::new(families),
+            descs,
+        })
+    }
+}
+
+fn set(vec: &IntCounterVec, label: &str, value: u64) {
+    let c = vec.with_label_values(&[label]);
+    c.reset();
+    c.inc_by(value);
+}
+
+impl Collector for PipelineCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let Ok(f) = self.families.lock() else {
+            return Vec::new();
+        };
+        let s = &self.stats;
+        let mut kernel_dropped_total = 0;
+        for kind in EventKind::ALL {
+            set(&f.received, kind.label(), s.received(kind));
+            set(&f.unattributed, kind.label(), s.unattributed_count(kind));
+            if let Some(k) = &self.kernel {
+                let (emitted, dropped) = k.read(kind as u32);
+                kernel_dropped_total += dropped;
+                set(&f.kernel_events, kind.label(), emitted + dropped);
+                set(&f.kernel_dropped, kind.label(), dropped);
+            }
+        }
+        set(&f.received, "unknown", s.received_unknown());
+        set(&f.dropped, "kernel", kernel_dropped_total);
+        set(&f.dropped, "channel", s.channel_dropped());
+        set(&f.dropped, "decode", s.decode_errors_total());
+        for label in DecodeError::LABELS {
+            set(&f.decode_errors, label, s.decode_errors(label));
+        }
+        [
+            &f.received,
+            &f.kernel_events,
+            &f.kernel_dropped,
+            &f.dropped,
+            &f.decode_errors,
+            &f.unattributed,
+        ]
+        .iter()
+        .flat_map(|v| v.collect())
+        .collect()
+    }
+}
+
+/// Renders the registry in the Prometheus text format.
+pub fn render(registry: &Registry) -> Result<String, prometheus::Error> {
+    use prometheus::Encoder as _;
+    let mut out = Vec::new();
+    prometheus::TextEncoder::new().encode(&registry.gather(), &mut out)?;
+    String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{decode, encode, Event};
+
+    #[test]
+    fn pipeline_counters_appear_with_bounded_labels() {
+        let stats = Arc::new(PipelineStats::default());
+        let exit = encode(&Event::CgroupRmdir(crate::events::decode::CgroupChange {
+            ts_ns: 0,
+            hierarchy_id: 0,
+            level: 1,
+            cgroup_id: 1,
+            path: "/x".into(),
+            truncated: false,
+        }));
+        stats.record_received(&exit);
+        stats.record_received(&[1, 2]);
+        stats.channel_drop();
+        stats.decode_error(&decode(&[0u8; 3]).unwrap_err());
+        let registry = registry(stats, None, 6, "6.18.0").unwrap();
+        let text = render(&registry).unwrap();
+        for line in [
+            "sandwatch_events_total{kind=\"cgroup_rmdir\"} 1",
+            "sandwatch_events_total{kind=\"unknown\"} 1",
+            "sandwatch_events_total{kind=\"exit\"} 0",
+            "sandwatch_events_dropped_total{stage=\"channel\"} 1",
+            "sandwatch_events_dropped_total{stage=\"decode\"} 1",
+            "sandwatch_events_dropped_total{stage=\"kernel\"} 0",
+            "sandwatch_decode_errors_total{reason=\"too_short\"} 1",
+            "sandwatch_programs_attached 6",
+            "sandwatch_build_info{kernel=\"6.18.0\",version=\"0.1.0\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+        // Scraping twice reports the same absolute values, not doubled ones.
+        let again = render(&registry).unwrap();
+        assert_eq!(text, again);
+    }
+}

@@ -1,0 +1,3 @@
+//! What the agent exposes: Prometheus metrics and the HTTP endpoints.
+pub mod metrics;
+pub mod server;
