@@ -1,1 +1,65 @@
-fn main(){}
+//! Project tasks: `cargo xtask setup | run | test | bench`.
+
+mod bench;
+mod setup;
+mod util;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "sandwatch project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install what the build needs (idempotent): nightly rust-src, LLVM,
+    /// bpf-linker, and the tools the tests use.
+    Setup,
+    /// Set up, build, and run the agent with sensible defaults (needs root).
+    Run {
+        /// Arguments passed to sandwatch, e.g. `-- --listen 0.0.0.0:9432`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Set up, then run every test, the privileged ones included (needs root).
+    Test {
+        /// Only tests whose name contains this.
+        filter: Option<String>,
+    },
+    /// Exit-storm benchmark: drops, agent CPU per event, RSS, slowdown.
+    Bench(bench::Args),
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Setup => setup::run(),
+        Command::Run { args } => {
+            setup::run()?;
+            util::require_root("the agent loads eBPF programs")?;
+            util::cargo(&["build", "--release", "--package", "sandwatch"])?;
+            let bin = util::workspace_root()?.join("target/release/sandwatch");
+            util::exec(&bin, &args)
+        }
+        Command::Test { filter } => {
+            setup::run()?;
+            util::require_root("the privileged tests load eBPF programs and create cgroups")?;
+            // Default members (the eBPF crate only builds for the BPF
+            // target); one test at a time, since privileged tests share the
+            // kernel.
+            let mut args = vec!["test", "--all-targets", "--", "--test-threads=1"];
+            if let Some(f) = filter.as_deref() {
+                args.push(f);
+            }
+            util::cargo_test(&args)
+        }
+        Command::Bench(args) => {
+            setup::run()?;
+            util::require_root("the benchmark loads the agent's eBPF programs")?;
+            bench::run(args)
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Privileged tests of the kernel-to-agent path: the real programs on the
+//! real kernel, real exits, real memcg OOM kills. Run as root, one at a time
+//! (`cargo xtask test`). Every test filters the kernel's events down to the
+//! processes it started itself.
+
+mod harness;
+
+use std::{collections::HashMap, time::Duration};
+
+use agent_common::EventKind;
+use sandwatch::{
+    events::{Event, ExitStatus},
+    pipeline::Pipeline,
+    probes::{cgroups::own_cgroup, ProbeOptions},
+};
+use tokio_util::sync::CancellationToken;
+
+use harness::{collect, memory_hog, require_root, sh, TestCgroup};
+
+fn start(opts: ProbeOptions) -> Pipeline {
+    require_root();
+    Pipeline::start(&opts, 1 << 16, CancellationToken::new())
+        .unwrap_or_else(|e| panic!("pipeline failed to start: {e}"))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn exits_carry_pid_comm_parent_cgroup_and_status() {
+    let mut pipeline = start(ProbeOptions::default());
+    let layout = pipeline.probes.layout().clone();
+    let own_id = layout
+        .cgroup_id(&own_cgroup(&layout).expect("own cgroup"))
+        .expect("own cgroup id");
+
+    // Distinct exit codes, a SIGTERM and a SIGKILL.
+    let mut expected: HashMap<u32, ExitStatus> = HashMap::new();
+    let mut children = Vec::new();
+    for code in [0u8, 3, 42, 255] {
+        let child = sh(&format!("exit {code}"));
+        expected.insert(child.id(), ExitStatus::Code(code));
+        children.push(child);
+    }
+    for signo in [libc::SIGTERM, libc::SIGKILL] {
+        let child = std::process::Command::new("sleep").arg("30").spawn().expect("spawn sleep");
+        std::thread::sleep(Duration::from_millis(50));
+        // SAFETY: kill(2) of our own child, by pid.
+        unsafe { libc::kill(child.id() as i32, signo) };
+        expected.insert(
+            child.id(),
+            ExitStatus::Signal { signo: signo as u8, core_dumped: false },
+        );
+        children.push(child);
+    }
+    for mut c in children {
+        c.wait().expect("wait child");
+    }
+
+    let pids: Vec<u32> = expected.keys().copied().collect();
+    let ours = |e: &Event| matches!(e, Event::Exit(x) if pids.contains(&x.tgid));
+    let mut exits = collect(&mut pipeline.events, Duration::from_secs(10), ours, |kept| {
+        kept.len() >= pids.len()
+    })
+    .await;
+    // A grace period in which a duplicate would show up.
+    exits.extend(collect(&mut pipeline.events, Duration::from_millis(500), ours, |_| false).await);
+
+    let me = std::process::id();
+    let mut seen: HashMap<u32, usize> = HashMap::new();
+    for e in &exits {
+        let Event::Exit(x) = e else { unreachable!() };
+        *seen.entry(x.tgid).or_default() += 1;
+        assert_eq!(x.pid, x.tgid, "single-threaded child");
+        assert!(x.group_dead, "{x:?}");
+        assert_eq!(x.ppid, me, "parent of {x:?}");
+        let comm = if matches!(x.status, ExitStatus::Code(_)) { "sh" } else { "sleep" };
+        assert_eq!(x.comm, comm, "{x:?}");
+        assert_eq!(x.status, expected[&x.tgid], "status of pid {}", x.tgid);
+        assert_eq!(x.cgroup_id, Some(own_id), "children inherit the test's memory cgroup");
+        assert!(x.start_ns > 0 && x.start_ns < x.ts_ns, "{x:?}");
+    }
+    for pid in &pids {
+        assert_eq!(seen.get(pid), Some(&1), "exactly one exit event for pid {pid}: {exits:?}");
+    }
+    pipeline.stop().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
+    let mut pipeline = start(ProbeOptions::default());
+    let cg = TestCgroup::create("oom");
+    let cg_id = cg.id();
+    cg.set_memory_limit(&cg.path, 32 << 20);
+    let mut hog = memory_hog(&cg.procs_file(&cg.path), 256);
+    let pid = hog.id();
+    let status = hog.wait().expect("wait hog");
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "the hog must be OOM-killed: {status:?}");
+    let path = cg.path.clone();
+    drop(cg); // rmdir
+
+    let events = collect(
+        &mut pipeline.events,
+        Duration::from_secs(10),
+        |e| match e {
+            Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => c.path == path,
+            Event::CgroupAttach(a) => a.cgroup.path == path && a.pid == pid,
+            Event::OomKill(o) => o.victim_pid == pid,
+            Event::Exit(x) => x.tgid == pid,
+        },
+        |kept| kept.iter().any(|e| matches!(e, Event::CgroupRmdir(_))),
+    )
+    .await;
+    let kinds: Vec<EventKind> = events.iter().map(Event::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            EventKind::CgroupMkdir,
+            EventKind::CgroupAttach,
+            EventKind::OomKill,
+            EventKind::Exit,
+            EventKind::CgroupRmdir
+        ],
+        "{events:#?}"
+    );
+    for e in &events {
+        match e {
+            Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => assert_eq!(c.cgroup_id, cg_id),
+            Event::CgroupAttach(a) => {
+                assert_eq!(a.cgroup.cgroup_id, cg_id);
+                assert_eq!(a.comm, "sh");
+            }
+            Event::OomKill(o) => {
+                let victim = o.victim.expect("victim known to the task table");
+                assert_eq!(victim.cgroup_id, cg_id, "victim's memory cgroup");
+                assert_eq!(victim.tgid, pid);
+                if o.rss.is_some() {
+                    assert_eq!(o.victim_comm, "dd");
+                }
+                assert_eq!(o.trigger_cgroup_id, cg_id, "dd itself ran out of memory");
+            }
+            Event::Exit(x) => {
+                assert_eq!(x.status, ExitStatus::Signal { signo: 9, core_dumped: false });
+                assert_eq!(x.cgroup_id, Some(cg_id));
+                assert_eq!(x.comm, "dd");
+            }
+        }
+    }
+    let ts: Vec<u64> = events
+        .iter()
+        .map(|e| match e {
+            Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => c.ts_ns,
+            Event::CgroupAttach(a) => a.cgroup.ts_ns,
+            Event::OomKill(o) => o.ts_ns,
+            Event::Exit(x) => x.ts_ns,
+        })
+        .collect();
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]), "kernel timestamps in order: {ts:?}");
+    pipeline.stop().await;
+}
+
+/// A ring buffer far too small for a burst: every exit the kernel produced
+/// is either delivered or counted as dropped, exactly.
+#[tokio::test(flavor = "current_thread")]
+async fn tiny_ring_buffer_loses_nothing_uncounted() {
+    let mut pipeline = start(ProbeOptions {
+        ring_buffer_bytes: 4096,
+        task_table_entries: None,
+    });
+    let kind = EventKind::Exit as u32;
+    let (emitted_before, dropped_before) = pipeline.kernel.read(kind);
+    let received_before = pipeline.stats.received(EventKind::Exit);
+
+    // This runtime has one thread and the burst blocks it: the reader
+    // cannot drain until the burst is over, so the 4 KiB buffer overflows.
+    const BURST: u32 = 400;
+    for _ in 0..BURST {
+        // SAFETY: the child calls only _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe { libc::_exit(0) };
+        }
+        assert!(pid > 0, "fork failed");
+        let mut status = 0;
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+
+    // Drain until the kernel's and the reader's counts agree and stay put
+    // (other processes on the machine may exit meanwhile).
+    let mut settled = None;
+    for _ in 0..250 {
+        let _ = tokio::time::timeout(Duration::from_millis(20), async {
+            while pipeline.events.next().await.is_some() {}
+        })
+        .await;
+        let (emitted, dropped) = pipeline.kernel.read(kind);
+        let received = pipeline.stats.received(EventKind::Exit);
+        if pipeline.kernel.read(kind) == (emitted, dropped)
+            && received - received_before == emitted - emitted_before
+        {
+            settled = Some((emitted - emitted_before, dropped - dropped_before, received - received_before));
+            break;
+        }
+    }
+    let (emitted, dropped, delivered) = settled.expect("kernel and reader counts never agreed");
+    let produced = emitted + dropped;
+    eprintln!("burst {BURST}: produced {produced}, delivered {delivered}, dropped {dropped}");
+    assert!(produced >= u64::from(BURST), "every exit was produced: {produced} < {BURST}");
+    assert!(dropped > 0, "a 4 KiB ring buffer must overflow during the burst");
+    assert_eq!(delivered + dropped, produced, "delivered + dropped == produced");
+    assert_eq!(pipeline.stats.channel_dropped(), 0);
+    assert_eq!(pipeline.stats.decode_errors_total(), 0);
+    pipeline.stop().await;
+}

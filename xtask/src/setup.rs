@@ -1,0 +1,151 @@
+//! Idempotent installation of everything the build and tests need. Each
+//! step says what it did or that it skipped.
+
+use std::{path::PathBuf, process::Command};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::util::{is_root, output, run as run_cmd};
+
+/// Version pinned because newer bpf-linker releases need a newer rustc.
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
+/// Debian packages the tests use, besides LLVM (which depends on nightly).
+const TEST_PACKAGES: &[&str] = &["util-linux"];
+
+pub fn run() -> Result<()> {
+    let nightly = ensure_nightly()?;
+    let llvm = llvm_major(&nightly)?;
+    let mut packages: Vec<String> = vec![format!("llvm-{llvm}-dev"), format!("libpolly-{llvm}-dev")];
+    packages.extend(TEST_PACKAGES.iter().map(|p| p.to_string()));
+    ensure_apt(&packages)?;
+    ensure_bpf_linker(llvm)?;
+    Ok(())
+}
+
+fn say(msg: impl AsRef<str>) {
+    eprintln!("setup: {}", msg.as_ref());
+}
+
+fn rustup() -> Command {
+    Command::new("rustup")
+}
+
+/// Makes sure the `nightly` toolchain with rust-src exists; returns its
+/// `rustc -vV` output.
+fn ensure_nightly() -> Result<String> {
+    let version = || output(Command::new("rustc").args(["+nightly", "-vV"]));
+    let text = match version() {
+        Some(t) => {
+            say("nightly toolchain present");
+            t
+        }
+        None => {
+            say("installing the nightly toolchain");
+            run_cmd(rustup().args(["toolchain", "install", "nightly", "--profile", "minimal"]))?;
+            version().context("nightly installed but `rustc +nightly -vV` fails")?
+        }
+    };
+    let installed = output(rustup().args(["component", "list", "--toolchain", "nightly", "--installed"]))
+        .unwrap_or_default();
+    if installed.lines().any(|l| l.starts_with("rust-src")) {
+        say("rust-src for nightly present");
+    } else {
+        say("adding rust-src to nightly (needed for -Z build-std=core)");
+        run_cmd(rustup().args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+    }
+    Ok(text)
+}
+
+/// The LLVM major version nightly was built with; bpf-linker must match it.
+fn llvm_major(rustc_vv: &str) -> Result<u32> {
+    rustc_vv
+        .lines()
+        .find_map(|l| l.strip_prefix("LLVM version: "))
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.trim().parse().ok())
+        .context("cannot find the LLVM version in `rustc +nightly -vV`")
+}
+
+fn dpkg_installed(package: &str) -> bool {
+    output(Command::new("dpkg-query").args(["-W", "-f=${Status}", package]))
+        .is_some_and(|s| s.contains("install ok installed"))
+}
+
+fn ensure_apt(packages: &[String]) -> Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !dpkg_installed(p))
+        .collect();
+    if missing.is_empty() {
+        say(format!("apt packages present: {}", packages.join(" ")));
+        return Ok(());
+    }
+    if !is_root() {
+        bail!("missing apt packages {}: run `cargo xtask setup` as root", missing.join(" "));
+    }
+    say(format!("installing apt packages: {}", missing.join(" ")));
+    run_cmd(Command::new("apt-get").args(["update", "-qq"]))?;
+    run_cmd(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn bpf_linker_path() -> Option<PathBuf> {
+    output(Command::new("sh").args(["-c", "command -v bpf-linker"]))
+        .map(|p| PathBuf::from(p.trim()))
+        .filter(|p| !p.as_os_str().is_empty())
+}
+
+/// True if the installed bpf-linker is the pinned version linked against
+/// LLVM `llvm`.
+fn bpf_linker_matches(llvm: u32) -> bool {
+    let Some(path) = bpf_linker_path() else { return false };
+    let version_ok = output(Command::new(&path).arg("--version"))
+        .is_some_and(|v| v.contains(BPF_LINKER_VERSION));
+    let linked = output(Command::new("ldd").arg(&path)).unwrap_or_default();
+    version_ok && linked.contains(&format!("libLLVM.so.{llvm}"))
+}
+
+fn ensure_bpf_linker(llvm: u32) -> Result<()> {
+    if bpf_linker_matches(llvm) {
+        say(format!("bpf-linker {BPF_LINKER_VERSION} (LLVM {llvm}) present"));
+        return Ok(());
+    }
+    say(format!("installing bpf-linker {BPF_LINKER_VERSION} against LLVM {llvm}"));
+    let path = format!(
+        "/usr/lib/llvm-{llvm}/bin:{}",
+        std::env::var("PATH").unwrap_or_default()
+    );
+    run_cmd(Command::new("cargo")
+        .args([
+            "install",
+            "bpf-linker",
+            "--locked",
+            "--force",
+            "--version",
+            BPF_LINKER_VERSION,
+            "--no-default-features",
+            "--features",
+            &format!("llvm-{llvm}"),
+        ])
+        .env("PATH", path))?;
+    if !bpf_linker_matches(llvm) {
+        bail!("bpf-linker was installed but is not on PATH or not linked against LLVM {llvm}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llvm_major_is_read_from_rustc_vv() {
+        let vv = "rustc 1.97.0-nightly\nhost: x86_64-unknown-linux-gnu\nLLVM version: 22.1.4\n";
+        assert_eq!(llvm_major(vv).unwrap(), 22);
+        assert!(llvm_major("rustc 1.0\n").is_err());
+    }
+}
