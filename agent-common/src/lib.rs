@@ -217,6 +217,11 @@ pub struct ProbeConfig {
     pub tracked_hierarchy: u32,
     /// 1 on cgroup v2: the exiting task's cgroup is read directly.
     pub unified: u32,
+    /// Routine records (exits, cgroup changes) do not wake the reader until
+    /// this many bytes are pending; the reader also drains on a timer. OOM
+    /// kills always wake it. Batching keeps the agent's CPU per event low.
+    pub wakeup_bytes: u32,
+    pub _pad: u32,
 }
 
 impl TracepointOffsets {
@@ -274,6 +279,8 @@ impl ProbeConfig {
     pub const UNSET: Self = Self {
         tracked_hierarchy: 0,
         unified: 0,
+        wakeup_bytes: 0,
+        _pad: 0,
     };
 }
 

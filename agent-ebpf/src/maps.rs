@@ -32,6 +32,25 @@ pub static TASK_OFFSETS: Global<TaskOffsets> = Global::new(TaskOffsets::UNSET);
 #[unsafe(no_mangle)]
 pub static PROBE_CONFIG: Global<ProbeConfig> = Global::new(ProbeConfig::UNSET);
 
+/// Submit flags for a routine record: wake the reader only once enough
+/// data is pending (it drains on a timer otherwise).
+#[inline(always)]
+pub fn routine_wakeup() -> u64 {
+    let threshold = u64::from(PROBE_CONFIG.load().wakeup_bytes);
+    if EVENTS.query(BPF_RB_AVAIL_DATA) >= threshold {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    }
+}
+
+/// OOM kills are rare and urgent: always wake the reader.
+pub const URGENT_WAKEUP: u64 = BPF_RB_FORCE_WAKEUP;
+
+const BPF_RB_NO_WAKEUP: u64 = 1;
+const BPF_RB_FORCE_WAKEUP: u64 = 2;
+const BPF_RB_AVAIL_DATA: u64 = 0;
+
 #[inline(always)]
 pub fn count(map: &PerCpuArray<u64>, kind: u32) {
     if let Some(slot) = map.get_ptr_mut(kind) {

@@ -17,7 +17,8 @@ use aya_ebpf::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, DROPPED, EMITTED, EVENTS, PROBE_CONFIG, TASKS, TASK_OFFSETS, TP_OFFSETS,
+    count, routine_wakeup, DROPPED, EMITTED, EVENTS, PROBE_CONFIG, TASKS, TASK_OFFSETS,
+    TP_OFFSETS, URGENT_WAKEUP,
 };
 
 /// Why a probe gave up on a record; logged through aya-log.
@@ -178,7 +179,7 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
         group_dead: u32::from(group_dead != 0),
         _pad: 0,
     });
-    entry.submit(0);
+    entry.submit(routine_wakeup());
     count(&EMITTED, kind);
     Ok(())
 }
@@ -263,13 +264,10 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
         (*ev).trigger_cgroup_id = trigger_cgroup_id;
         (*ev).trigger_comm = bpf_get_current_comm().unwrap_or([0; COMM_LEN]);
         (*ev).victim_comm = [0; COMM_LEN];
-        let (_, truncated) = data_loc_str(ctx, tp.mv_comm, &mut (*ev).victim_comm);
-        if truncated {
-            flags |= FLAG_TRUNCATED;
-        }
+        let _ = data_loc_str(ctx, tp.mv_comm, &mut (*ev).victim_comm);
         (*ev).header = header(EventKind::OomKill, flags);
     }
-    entry.submit(0);
+    entry.submit(URGENT_WAKEUP);
     count(&EMITTED, kind);
     Ok(())
 }
@@ -335,15 +333,16 @@ fn emit_cgroup(
         (*ev).cgroup_id = cgroup_id;
         (*ev).pid = pid;
         (*ev).comm = [0; COMM_LEN];
-        let (_, comm_cut) = data_loc_str(ctx, comm_offset, &mut (*ev).comm);
+        // comm is at most 15 bytes by definition: only the path can be cut.
+        let _ = data_loc_str(ctx, comm_offset, &mut (*ev).comm);
         let (path_len, path_cut) = data_loc_str(ctx, path_offset, &mut (*ev).path);
         (*ev).path_len = path_len;
-        if comm_cut || path_cut {
+        if path_cut {
             flags |= FLAG_TRUNCATED;
         }
         (*ev).header = header(kind, flags);
     }
-    entry.submit(0);
+    entry.submit(routine_wakeup());
     count(&EMITTED, kind as u32);
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::{ffi::OsString, net::SocketAddr};
 
 use clap::Parser;
 
-use crate::probes::loader::DEFAULT_RING_BUFFER_BYTES;
+use crate::probes::loader::{DEFAULT_DRAIN_INTERVAL_MS, DEFAULT_RING_BUFFER_BYTES};
 
 #[derive(Parser, Debug, Clone, PartialEq, Eq)]
 #[command(name = "sandwatch", version, about = "eBPF node watchdog: OOM kills, process exits and pod sandboxes")]
@@ -15,9 +15,14 @@ pub struct Config {
     pub listen: SocketAddr,
 
     /// Ring buffer size in bytes (power of two, at least 4096; suffixes K, M
-    /// accepted, e.g. 8M).
+    /// accepted, e.g. 8M). The kernel maps it twice: RSS shows twice this.
     #[arg(long, env = "SANDWATCH_RING_BUFFER_BYTES", default_value_t = DEFAULT_RING_BUFFER_BYTES, value_parser = parse_ring_size)]
     pub ring_buffer_bytes: u32,
+
+    /// Longest wait, in ms, before the reader drains exit and cgroup records
+    /// (OOM kills and bursts wake it at once).
+    #[arg(long, env = "SANDWATCH_DRAIN_INTERVAL_MS", default_value_t = DEFAULT_DRAIN_INTERVAL_MS, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub drain_interval_ms: u32,
 
     /// Records the reader may queue for decoding before it drops (counted).
     #[arg(long, env = "SANDWATCH_CHANNEL_CAPACITY", default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
@@ -100,10 +105,11 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_loopback_and_8mib() {
+    fn defaults_are_loopback_and_2mib() {
         let c = Config::from_args(["sandwatch"]).unwrap();
         assert_eq!(c.listen, "127.0.0.1:9432".parse().unwrap());
-        assert_eq!(c.ring_buffer_bytes, 8 * 1024 * 1024);
+        assert_eq!(c.ring_buffer_bytes, 2 * 1024 * 1024);
+        assert_eq!(c.drain_interval_ms, 25);
         assert_eq!(c.log_level, "info");
         assert_eq!(c.task_table_entries, None);
     }
@@ -118,7 +124,8 @@ mod tests {
 
     #[test]
     fn each_invalid_value_is_one_clear_line() {
-        let cases: [(&[&str], &str); 6] = [
+        let cases: [(&[&str], &str); 7] = [
+            (&["--drain-interval-ms", "0"], "--drain-interval-ms"),
             (&["--listen", "nowhere"], "--listen"),
             (&["--ring-buffer-bytes", "5000"], "must be a power of two"),
             (&["--ring-buffer-bytes", "8X"], "unknown size suffix"),

@@ -35,6 +35,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let opts = ProbeOptions {
         ring_buffer_bytes: config.ring_buffer_bytes,
+        drain_interval: Duration::from_millis(config.drain_interval_ms.into()),
         task_table_entries: config.task_table_entries,
     };
     let mut pipeline = Pipeline::start(&opts, config.channel_capacity as usize, shutdown.clone())?;

@@ -163,7 +163,7 @@ async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
 async fn tiny_ring_buffer_loses_nothing_uncounted() {
     let mut pipeline = start(ProbeOptions {
         ring_buffer_bytes: 4096,
-        task_table_entries: None,
+        ..ProbeOptions::default()
     });
     let kind = EventKind::Exit as u32;
     let (emitted_before, dropped_before) = pipeline.kernel.read(kind);

@@ -34,28 +34,16 @@ const KIND_DECL_TAG: u32 = 17;
 const KIND_TYPE_TAG: u32 = 18;
 const KIND_ENUM64: u32 = 19;
 
-#[derive(Debug, Clone, Copy)]
-struct Member {
-    name_off: u32,
-    type_id: u32,
-    /// Offset in bits from the start of the enclosing struct.
-    bit_offset: u32,
-}
-
-#[derive(Debug, Clone)]
-struct Type {
-    name_off: u32,
-    kind: u32,
-    /// size, or the referenced type id for typedef/const/volatile/...
-    size_or_type: u32,
-    members: Vec<Member>,
-}
-
-/// Parsed type table of one BTF blob.
+/// A BTF blob with an index of where each type starts. Members are read
+/// from the blob on demand, so parsing the ~5 MiB vmlinux BTF costs one
+/// `u32` per type on top of the blob itself.
 pub struct Btf {
-    strings: Vec<u8>,
-    /// Index = type id; id 0 is `void`.
-    types: Vec<Type>,
+    /// The whole blob; `types` and `strings` are ranges of it.
+    data: Vec<u8>,
+    types: std::ops::Range<usize>,
+    strings: std::ops::Range<usize>,
+    /// Byte offset in `types` of type id `i + 1` (id 0 is `void`).
+    index: Vec<u32>,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Result<u32, BtfError> {
@@ -63,6 +51,18 @@ fn u32_at(b: &[u8], at: usize) -> Result<u32, BtfError> {
         .and_then(|s| s.try_into().ok())
         .map(u32::from_le_bytes)
         .ok_or(BtfError::Malformed("truncated"))
+}
+
+/// The fixed part of a type record.
+struct TypeHead {
+    name_off: u32,
+    kind: u32,
+    vlen: usize,
+    kind_flag: bool,
+    /// size, or the referenced type id for typedef/const/volatile/...
+    size_or_type: u32,
+    /// Where the kind-specific data starts.
+    data: usize,
 }
 
 impl Btf {
@@ -73,10 +73,10 @@ impl Btf {
     pub fn from_file(path: &Path) -> Result<Self, BtfError> {
         let data =
             std::fs::read(path).map_err(|_| BtfError::Missing(path.display().to_string()))?;
-        Self::parse(&data)
+        Self::parse(data)
     }
 
-    pub fn parse(data: &[u8]) -> Result<Self, BtfError> {
+    pub fn parse(data: Vec<u8>) -> Result<Self, BtfError> {
         let magic = data
             .get(0..2)
             .map(|m| u16::from_le_bytes([m[0], m[1]]))
@@ -84,70 +84,82 @@ impl Btf {
         if magic != MAGIC {
             return Err(BtfError::Malformed("bad magic (big-endian BTF is not supported)"));
         }
-        let hdr_len = u32_at(data, 4)? as usize;
-        let type_off = u32_at(data, 8)? as usize;
-        let type_len = u32_at(data, 12)? as usize;
-        let str_off = u32_at(data, 16)? as usize;
-        let str_len = u32_at(data, 20)? as usize;
-        let types_bytes = data
-            .get(hdr_len + type_off..hdr_len + type_off + type_len)
-            .ok_or(BtfError::Malformed("type section out of bounds"))?;
-        let strings = data
-            .get(hdr_len + str_off..hdr_len + str_off + str_len)
-            .ok_or(BtfError::Malformed("string section out of bounds"))?
-            .to_vec();
+        let hdr_len = u32_at(&data, 4)? as usize;
+        let type_off = u32_at(&data, 8)? as usize;
+        let type_len = u32_at(&data, 12)? as usize;
+        let str_off = u32_at(&data, 16)? as usize;
+        let str_len = u32_at(&data, 20)? as usize;
+        let section = |off: usize, len: usize, what| {
+            hdr_len
+                .checked_add(off)
+                .and_then(|start| Some(start..start.checked_add(len)?))
+                .filter(|r| r.end <= data.len())
+                .ok_or(BtfError::Malformed(what))
+        };
+        let types = section(type_off, type_len, "type section out of bounds")?;
+        let strings = section(str_off, str_len, "string section out of bounds")?;
 
-        let mut types = vec![Type {
-            name_off: 0,
-            kind: 0,
-            size_or_type: 0,
-            members: Vec::new(),
-        }];
+        let mut btf = Self {
+            data,
+            types,
+            strings,
+            index: Vec::new(),
+        };
         let mut at = 0;
-        while at < types_bytes.len() {
-            let name_off = u32_at(types_bytes, at)?;
-            let info = u32_at(types_bytes, at + 4)?;
-            let size_or_type = u32_at(types_bytes, at + 8)?;
-            at += 12;
-            let vlen = (info & 0xffff) as usize;
-            let kind = (info >> 24) & 0x1f;
-            let kind_flag = info >> 31 == 1;
-            let mut members = Vec::new();
-            let extra = match kind {
+        while at < btf.types.len() {
+            let offset = u32::try_from(at).map_err(|_| BtfError::Malformed("type section too large"))?;
+            let head = btf.head_at(at)?;
+            let extra = match head.kind {
                 KIND_INT | KIND_VAR | KIND_DECL_TAG => 4,
                 KIND_ARRAY => 12,
-                KIND_STRUCT | KIND_UNION => {
-                    for i in 0..vlen {
-                        let m = at + i * 12;
-                        let offset = u32_at(types_bytes, m + 8)?;
-                        members.push(Member {
-                            name_off: u32_at(types_bytes, m)?,
-                            type_id: u32_at(types_bytes, m + 4)?,
-                            // With kind_flag the top 8 bits hold a bitfield size.
-                            bit_offset: if kind_flag { offset & 0x00ff_ffff } else { offset },
-                        });
-                    }
-                    vlen * 12
-                }
-                KIND_ENUM | KIND_FUNC_PROTO => vlen * 8,
-                KIND_DATASEC | KIND_ENUM64 => vlen * 12,
-                KIND_TYPE_TAG => 0,
+                KIND_STRUCT | KIND_UNION | KIND_DATASEC | KIND_ENUM64 => head.vlen * 12,
+                KIND_ENUM | KIND_FUNC_PROTO => head.vlen * 8,
                 0..=19 => 0,
                 _ => return Err(BtfError::Malformed("unknown type kind")),
             };
-            at += extra;
-            types.push(Type {
-                name_off,
-                kind,
-                size_or_type,
-                members,
-            });
+            btf.index.push(offset);
+            at = head.data + extra;
         }
-        Ok(Self { strings, types })
+        Ok(btf)
+    }
+
+    fn type_bytes(&self) -> &[u8] {
+        self.data.get(self.types.clone()).unwrap_or_default()
+    }
+
+    fn head_at(&self, at: usize) -> Result<TypeHead, BtfError> {
+        let types = self.type_bytes();
+        let info = u32_at(types, at + 4)?;
+        Ok(TypeHead {
+            name_off: u32_at(types, at)?,
+            kind: (info >> 24) & 0x1f,
+            vlen: (info & 0xffff) as usize,
+            kind_flag: info >> 31 == 1,
+            size_or_type: u32_at(types, at + 8)?,
+            data: at + 12,
+        })
+    }
+
+    fn head(&self, id: u32) -> Option<TypeHead> {
+        let at = *self.index.get((id as usize).checked_sub(1)?)?;
+        self.head_at(at as usize).ok()
+    }
+
+    /// (name_off, type id, bit offset) of member `i` of a struct/union.
+    fn member(&self, head: &TypeHead, i: usize) -> Option<(u32, u32, u32)> {
+        let (types, m) = (self.type_bytes(), head.data + i * 12);
+        let offset = u32_at(types, m + 8).ok()?;
+        Some((
+            u32_at(types, m).ok()?,
+            u32_at(types, m + 4).ok()?,
+            // With kind_flag the top 8 bits hold a bitfield size.
+            if head.kind_flag { offset & 0x00ff_ffff } else { offset },
+        ))
     }
 
     fn name(&self, off: u32) -> &[u8] {
-        let rest = self.strings.get(off as usize..).unwrap_or_default();
+        let strings = self.data.get(self.strings.clone()).unwrap_or_default();
+        let rest = strings.get(off as usize..).unwrap_or_default();
         let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
         &rest[..end]
     }
@@ -155,11 +167,11 @@ impl Btf {
     /// Byte offset of `member` inside `struct name`, looking through
     /// anonymous structs and unions.
     pub fn member_offset(&self, name: &str, member: &str) -> Result<u32, BtfError> {
-        let id = self
-            .types
-            .iter()
-            .position(|t| {
-                t.kind == KIND_STRUCT && !t.members.is_empty() && self.name(t.name_off) == name.as_bytes()
+        let id = (1..=self.index.len() as u32)
+            .find(|&id| {
+                self.head(id).is_some_and(|h| {
+                    h.kind == KIND_STRUCT && h.vlen > 0 && self.name(h.name_off) == name.as_bytes()
+                })
             })
             .ok_or_else(|| BtfError::NoStruct(name.to_string()))?;
         self.find_member(id, member.as_bytes(), 0)
@@ -167,33 +179,33 @@ impl Btf {
             .ok_or_else(|| BtfError::NoMember(name.to_string(), member.to_string()))
     }
 
-    fn find_member(&self, id: usize, member: &[u8], depth: u32) -> Option<u32> {
+    fn find_member(&self, id: u32, member: &[u8], depth: u32) -> Option<u32> {
         if depth > 8 {
             return None;
         }
-        let t = self.types.get(id)?;
-        for m in &t.members {
-            if self.name(m.name_off) == member {
-                return Some(m.bit_offset);
-            }
+        let head = self.head(id)?;
+        if !matches!(head.kind, KIND_STRUCT | KIND_UNION) {
+            return None;
         }
-        for m in t.members.iter().filter(|m| m.name_off == 0) {
-            let inner = self.skip_modifiers(m.type_id as usize)?;
-            if matches!(self.types.get(inner)?.kind, KIND_STRUCT | KIND_UNION) {
-                if let Some(bits) = self.find_member(inner, member, depth + 1) {
-                    return Some(m.bit_offset + bits);
-                }
-            }
+        let members: Vec<_> = (0..head.vlen).filter_map(|i| self.member(&head, i)).collect();
+        if let Some(&(_, _, bits)) = members.iter().find(|(n, _, _)| self.name(*n) == member) {
+            return Some(bits);
         }
-        None
+        members
+            .iter()
+            .filter(|(n, _, _)| *n == 0)
+            .find_map(|&(_, ty, bits)| {
+                let inner = self.skip_modifiers(ty)?;
+                Some(bits + self.find_member(inner, member, depth + 1)?)
+            })
     }
 
-    fn skip_modifiers(&self, mut id: usize) -> Option<usize> {
+    fn skip_modifiers(&self, mut id: u32) -> Option<u32> {
         for _ in 0..16 {
-            let t = self.types.get(id)?;
-            match t.kind {
+            let h = self.head(id)?;
+            match h.kind {
                 KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
-                    id = t.size_or_type as usize
+                    id = h.size_or_type
                 }
                 _ => return Some(id),
             }
@@ -256,7 +268,7 @@ mod tests {
 
     #[test]
     fn finds_direct_and_anonymous_members() {
-        let btf = Btf::parse(&blob()).unwrap();
+        let btf = Btf::parse(blob()).unwrap();
         assert_eq!(btf.member_offset("outer", "a").unwrap(), 0);
         assert_eq!(btf.member_offset("outer", "wanted").unwrap(), 8);
         assert!(matches!(btf.member_offset("outer", "nope"), Err(BtfError::NoMember(..))));
@@ -267,10 +279,10 @@ mod tests {
     fn truncated_or_foreign_blobs_are_errors_not_panics() {
         let b = blob();
         for cut in 0..b.len() {
-            let _ = Btf::parse(&b[..cut]);
+            let _ = Btf::parse(b[..cut].to_vec());
         }
-        assert!(Btf::parse(b"\x9f\xeb").is_err());
-        assert!(Btf::parse(&[0u8; 32]).is_err());
+        assert!(Btf::parse(b"\x9f\xeb".to_vec()).is_err());
+        assert!(Btf::parse(vec![0u8; 32]).is_err());
     }
 
     #[test]

@@ -20,13 +20,18 @@ use super::loader::Logger;
 /// Raw record as read from the ring buffer.
 pub type Record = Vec<u8>;
 
-/// Reads until `shutdown`; returns after a final drain.
+/// Reads until `shutdown`; returns after a final drain. Routine records do
+/// not wake the reader one by one (see `ProbeConfig::wakeup_bytes`): it
+/// drains when woken and every `interval`.
 pub async fn run(
     ring: RingBuf<MapData>,
     tx: mpsc::Sender<Record>,
     stats: Arc<PipelineStats>,
+    interval: std::time::Duration,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // SAFETY: the ring buffer owns its map fd, which stays open and
     // unchanged until the AsyncFd (and with it the ring) is dropped.
     let mut fd = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
@@ -42,6 +47,7 @@ pub async fn run(
                 drain(guard.get_inner_mut(), &tx, &stats);
                 guard.clear_ready();
             }
+            _ = tick.tick() => drain(fd.get_mut(), &tx, &stats),
         }
     }
 }
