@@ -90,7 +90,8 @@ pub struct ExitEvent {
     pub exit_code: u32,
     /// Memory cgroup (v1) or unified cgroup (v2) id of the task.
     pub cgroup_id: u64,
-    /// `task->start_boottime` in ns: with `pid` it names one process.
+    /// `start_boottime` of the thread group leader in ns: with `tgid` it
+    /// names one process.
     pub start_ns: u64,
     pub comm: [u8; COMM_LEN],
     /// 1 when this was the last thread of its group (the process is gone).
@@ -137,6 +138,9 @@ pub struct CgroupEvent {
     pub pid: u32,
     /// Bytes of `path` in use (without the NUL).
     pub path_len: u32,
+    /// Attach only: start time of the moved task from the task table
+    /// (0 when unknown).
+    pub start_ns: u64,
     pub comm: [u8; COMM_LEN],
     pub path: [u8; CGROUP_PATH_LEN],
 }
@@ -205,7 +209,7 @@ pub struct TaskOffsets {
     pub tgid: u32,
     pub real_parent: u32,
     pub start_boottime: u32,
-    pub _pad: u32,
+    pub group_leader: u32,
 }
 
 /// Which cgroup hierarchy the programs attribute tasks to.
@@ -271,7 +275,7 @@ impl TaskOffsets {
         tgid: ABSENT,
         real_parent: ABSENT,
         start_boottime: ABSENT,
-        _pad: 0,
+        group_leader: ABSENT,
     };
 }
 
@@ -306,7 +310,7 @@ pub mod names {
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 16);
 const _: () = assert!(core::mem::size_of::<ExitEvent>() == 72);
 const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136);
-const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 56 + CGROUP_PATH_LEN);
+const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
 const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 24);
 

@@ -157,7 +157,9 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
     let parent: *const u8 = member(task, to.real_parent).unwrap_or(core::ptr::null());
     let ppid: u32 = member(parent, to.tgid).unwrap_or(0);
     let exit_code: u32 = member(task, to.exit_code)?;
-    let start_ns: u64 = member(task, to.start_boottime)?;
+    // The process is named by its leader's start, whichever thread is last.
+    let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
+    let start_ns: u64 = member(leader, to.start_boottime)?;
     let pid = field::<i32>(ctx, tp.exit_pid)?.map_or(tid, |p| p as u32);
     let comm = field::<[u8; COMM_LEN]>(ctx, tp.exit_comm)?.unwrap_or([0; COMM_LEN]);
     let group_dead = field::<u8>(ctx, tp.exit_group_dead)?.unwrap_or(0);
@@ -279,7 +281,7 @@ fn try_cgroup_dir(ctx: &TracePointContext, kind: EventKind, off: &CgroupOffsets)
     }
     let level = field::<i32>(ctx, off.level)?.unwrap_or(0) as u32;
     let id = field::<u64>(ctx, off.id)?.unwrap_or(0);
-    emit_cgroup(ctx, kind, root as u32, level, id, 0, off.path, ABSENT)
+    emit_cgroup(ctx, kind, root as u32, level, id, 0, 0, off.path, ABSENT)
 }
 
 fn try_cgroup_attach(ctx: &TracePointContext) -> ProbeResult {
@@ -304,7 +306,8 @@ fn try_cgroup_attach(ctx: &TracePointContext) -> ProbeResult {
     };
     let _ = TASKS.insert(&pid, &info, 0);
 
-    emit_cgroup(ctx, EventKind::CgroupAttach, root as u32, level, id, pid, off.path, off.comm)
+    let start_ns = info.start_ns;
+    emit_cgroup(ctx, EventKind::CgroupAttach, root as u32, level, id, pid, start_ns, off.path, off.comm)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -316,6 +319,7 @@ fn emit_cgroup(
     level: u32,
     cgroup_id: u64,
     pid: u32,
+    start_ns: u64,
     path_offset: u32,
     comm_offset: u32,
 ) -> ProbeResult {
@@ -332,6 +336,7 @@ fn emit_cgroup(
         (*ev).level = level;
         (*ev).cgroup_id = cgroup_id;
         (*ev).pid = pid;
+        (*ev).start_ns = start_ns;
         (*ev).comm = [0; COMM_LEN];
         // comm is at most 15 bytes by definition: only the path can be cut.
         let _ = data_loc_str(ctx, comm_offset, &mut (*ev).comm);

@@ -133,6 +133,9 @@ pub struct CgroupChange {
 pub struct CgroupAttach {
     pub cgroup: CgroupChange,
     pub pid: u32,
+    /// CLOCK_BOOTTIME ns at which the task started; 0 when the kernel's
+    /// task table did not know it.
+    pub start_ns: u64,
     pub comm: String,
 }
 
@@ -253,6 +256,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 _ => Event::CgroupAttach(CgroupAttach {
                     cgroup: change,
                     pid: r.pid,
+                    start_ns: r.start_ns,
                     comm: c_string(&r.comm),
                 }),
             })
@@ -330,8 +334,8 @@ pub fn encode(event: &Event) -> Vec<u8> {
                 trigger_comm: comm_bytes(&o.trigger_comm),
             })
         }
-        Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => cgroup_record(header, c, 0, ""),
-        Event::CgroupAttach(a) => cgroup_record(header, &a.cgroup, a.pid, &a.comm),
+        Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => cgroup_record(header, c, 0, 0, ""),
+        Event::CgroupAttach(a) => cgroup_record(header, &a.cgroup, a.pid, a.start_ns, &a.comm),
     }
 }
 
@@ -339,6 +343,7 @@ fn cgroup_record(
     header: impl Fn(u64, u32) -> EventHeader,
     c: &CgroupChange,
     pid: u32,
+    start_ns: u64,
     comm: &str,
 ) -> Vec<u8> {
     let mut path = [0u8; CGROUP_PATH_LEN];
@@ -351,6 +356,7 @@ fn cgroup_record(
         cgroup_id: c.cgroup_id,
         pid,
         path_len: n as u32,
+        start_ns,
         comm: comm_bytes(comm),
         path,
     })
@@ -429,6 +435,7 @@ mod tests {
             Event::CgroupAttach(CgroupAttach {
                 cgroup: cgroup("/kubepods.slice/x.scope"),
                 pid: 5,
+                start_ns: 77,
                 comm: "runc:[2:INIT]".into(),
             }),
         ];

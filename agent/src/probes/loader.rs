@@ -119,7 +119,7 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
         tgid: off("tgid")?,
         real_parent: off("real_parent")?,
         start_boottime: off("start_boottime")?,
-        _pad: 0,
+        group_leader: off("group_leader")?,
     })
 }
 
