@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod events;
+pub mod model;
 pub mod pipeline;
 pub mod probes;
 pub mod stats;
@@ -18,10 +19,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
-    events::{Event, ExitStatus},
+    model::{Dispatcher, ExitReport, OomReport, Outcome, PodRef, Registry, Report},
     pipeline::Pipeline,
-    probes::ProbeOptions,
-    telemetry::{metrics, server},
+    probes::{scan::scan, ProbeOptions},
+    telemetry::{metrics, pods::PodMetrics, server},
 };
 
 /// Runs the agent until SIGINT or SIGTERM.
@@ -45,21 +46,46 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         pipeline.probes.programs_attached(),
         &kernel_release(),
     )?;
+    let pod_metrics = PodMetrics::register(&registry)?;
     let state = server::ServerState::new(registry);
     let server_task = tokio::spawn(server::serve(listener, state.clone(), shutdown.clone()));
+
+    // What exists already, then what the kernel reports from here on.
+    let mut dispatcher = Dispatcher::new(Registry::default());
+    let discovered = scan(pipeline.probes.layout(), boottime_ns());
+    for event in &discovered {
+        dispatcher.dispatch(event, boottime_ns());
+    }
+    pod_metrics.refresh(&dispatcher.registry);
     state.ready.store(true, Ordering::Relaxed);
     log::info!(
-        "sandwatch ready: {} programs attached, {} tasks seeded, serving http://{}/metrics",
+        "sandwatch ready: {} programs attached, {} tasks seeded, {} sandboxes found, serving http://{}/metrics",
         pipeline.probes.programs_attached(),
         pipeline.probes.tasks_seeded(),
+        dispatcher.registry.tracked_sandboxes(),
         config.listen
     );
 
+    let mut gauges = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = gauges.tick() => pod_metrics.refresh(&dispatcher.registry),
             event = pipeline.events.next() => match event {
-                Some(event) => log_event(&event),
+                Some(event) => {
+                    log::trace!("{event:?}");
+                    match dispatcher.dispatch(&event, boottime_ns()) {
+                        Some(Report::Exit(r)) => {
+                            pod_metrics.observe_exit(&r);
+                            log_exit(&r);
+                        }
+                        Some(Report::Oom(r)) => {
+                            pod_metrics.observe_oom(&r);
+                            log_oom(&r);
+                        }
+                        None => {}
+                    }
+                }
                 None => break,
             },
         }
@@ -73,21 +99,55 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn log_event(event: &Event) {
-    match event {
-        Event::OomKill(o) => log::info!(
-            "OOM kill: victim pid {} ({}) in cgroup {}, triggered by pid {} ({})",
-            o.victim_pid,
-            o.victim_comm,
-            o.victim.map_or_else(|| "unknown".to_string(), |v| v.cgroup_id.to_string()),
-            o.trigger_pid,
-            o.trigger_comm
+fn describe(pod: Option<&PodRef>) -> String {
+    match pod {
+        Some(p) => format!(
+            "pod {} container {}",
+            p.pod_uid,
+            p.container_id.as_deref().unwrap_or("-")
         ),
-        Event::Exit(e) if e.group_dead && matches!(e.status, ExitStatus::Signal { signo: 9, .. }) => {
-            log::debug!("killed: pid {} ({}) by SIGKILL", e.tgid, e.comm)
-        }
-        other => log::trace!("{other:?}"),
+        None => "no pod".to_string(),
     }
+}
+
+fn log_oom(r: &OomReport) {
+    let trigger = r
+        .trigger
+        .as_ref()
+        .map(|t| format!(", triggered by pid {} ({})", t.tgid, t.comm))
+        .unwrap_or_default();
+    log::info!(
+        "OOM kill: victim pid {} ({}) role {} in {} [{}]{trigger}",
+        r.victim.pid,
+        r.victim_comm,
+        r.role.label(),
+        describe(r.pod.as_ref()),
+        r.outcome.label(),
+    );
+}
+
+fn log_exit(r: &ExitReport) {
+    if let Some(cause) = r.sandbox_death {
+        log::info!("sandbox death ({}): {}", cause.label(), describe(r.pod.as_ref()));
+    }
+    if let Outcome::Late(reason) = r.outcome {
+        log::warn!(
+            "late exit event ({}, source {}): {}",
+            reason.label(),
+            r.source.label(),
+            describe(r.pod.as_ref())
+        );
+    }
+}
+
+/// CLOCK_BOOTTIME, the clock of the kernel's event timestamps.
+pub fn boottime_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
 /// Resolves on the first SIGINT or SIGTERM (Kubernetes stops pods with SIGTERM).

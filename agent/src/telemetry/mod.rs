@@ -1,3 +1,4 @@
 //! What the agent exposes: Prometheus metrics and the HTTP endpoints.
 pub mod metrics;
+pub mod pods;
 pub mod server;

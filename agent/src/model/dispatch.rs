@@ -1,0 +1,450 @@
+//! TaskExit and OomKill handlers. Each resolves cgroup → sandbox →
+//! container → task through `Option` lookups and returns exactly one
+//! [`Outcome`]; something already gone is a counted outcome, never a panic.
+//! This is the handler containerd v2.0.0–2.0.5 lacked (#12038).
+
+use super::{
+    cgroup_path::QosClass,
+    registry::{CgroupOwner, ContainerRole, Registry, SandboxState, TaskKey},
+};
+use crate::events::ExitStatus;
+
+/// Where an event came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Kernel,
+    Runtime,
+}
+
+impl Source {
+    pub fn label(self) -> &'static str {
+        match self {
+            Source::Kernel => "kernel",
+            Source::Runtime => "runtime",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LateReason {
+    /// The pod's sandbox was torn down already.
+    SandboxTornDown,
+    /// The sandbox exists but the container was removed (or cleared).
+    ContainerMissing,
+    /// The container exists but the task already exited.
+    TaskMissing,
+}
+
+impl LateReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            LateReason::SandboxTornDown => "sandbox_torn_down",
+            LateReason::ContainerMissing => "container_missing",
+            LateReason::TaskMissing => "task_missing",
+        }
+    }
+
+    pub const ALL: [LateReason; 3] = [
+        LateReason::SandboxTornDown,
+        LateReason::ContainerMissing,
+        LateReason::TaskMissing,
+    ];
+}
+
+/// The one outcome of a dispatched event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Handled,
+    Late(LateReason),
+    /// Its cgroup was never seen (or the kernel could not name it).
+    Unknown,
+    /// Not a pod process.
+    Host,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Handled => "handled",
+            Outcome::Late(_) => "late",
+            Outcome::Unknown => "unknown",
+            Outcome::Host => "host",
+        }
+    }
+}
+
+/// What the task was to its pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskRole {
+    /// The sandbox's (pause) process.
+    Sandbox,
+    ContainerInit,
+    /// Any other process in a container: kills the kubelet never reports.
+    ContainerChild,
+    Host,
+    /// Not known (unknown cgroup, or a container already gone).
+    Unknown,
+}
+
+impl TaskRole {
+    pub fn label(self) -> &'static str {
+        match self {
+            TaskRole::Sandbox => "sandbox",
+            TaskRole::ContainerInit => "container_init",
+            TaskRole::ContainerChild => "container_child",
+            TaskRole::Host => "host",
+            TaskRole::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeathCause {
+    /// The sandbox's init was an OOM victim.
+    Oom,
+    Signal,
+    Exit,
+}
+
+impl DeathCause {
+    pub fn label(self) -> &'static str {
+        match self {
+            DeathCause::Oom => "oom",
+            DeathCause::Signal => "signal",
+            DeathCause::Exit => "exit",
+        }
+    }
+}
+
+/// The pod (and container) an event was attributed to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub pod_uid: String,
+    /// `None` when only a tombstone remembered the pod.
+    pub qos: Option<QosClass>,
+    pub container_id: Option<String>,
+}
+
+/// A process of a pod ended, as the kernel (or a runtime) reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskExit {
+    pub source: Source,
+    pub key: TaskKey,
+    pub cgroup_id: Option<u64>,
+    pub status: ExitStatus,
+    pub comm: String,
+    /// When it happened (CLOCK_BOOTTIME ns).
+    pub ts_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitReport {
+    pub source: Source,
+    pub outcome: Outcome,
+    pub role: TaskRole,
+    pub pod: Option<PodRef>,
+    pub sandbox_death: Option<DeathCause>,
+    /// From the event's timestamp to its dispatch.
+    pub delay_ns: u64,
+}
+
+/// The OOM killer's choice, as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OomVictim {
+    pub key: TaskKey,
+    pub cgroup_id: Option<u64>,
+    pub comm: String,
+    pub trigger: Trigger,
+    pub ts_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trigger {
+    pub pid: u32,
+    pub tgid: u32,
+    pub comm: String,
+    pub cgroup_id: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OomReport {
+    pub outcome: Outcome,
+    pub role: TaskRole,
+    pub pod: Option<PodRef>,
+    pub victim: TaskKey,
+    pub victim_comm: String,
+    /// The task that ran out of memory, when it is not the victim.
+    pub trigger: Option<Trigger>,
+    pub delay_ns: u64,
+}
+
+/// Where a cgroup id leads.
+enum Place {
+    Container { pod_uid: String, container_id: String },
+    Pod { pod_uid: String },
+    Late(LateReason, PodRef),
+    Host,
+    Unknown,
+}
+
+fn locate(reg: &Registry, cgroup_id: Option<u64>) -> Place {
+    let Some(id) = cgroup_id else { return Place::Unknown };
+    if let Some(owner) = reg.owner(id) {
+        return match owner {
+            CgroupOwner::Container { pod_uid, container_id } => Place::Container {
+                pod_uid: pod_uid.clone(),
+                container_id: container_id.clone(),
+            },
+            CgroupOwner::Pod { pod_uid } => Place::Pod { pod_uid: pod_uid.clone() },
+        };
+    }
+    if let Some(tomb) = reg.tombstone(id) {
+        let (pod_uid, container_id) = match &tomb.owner {
+            CgroupOwner::Container { pod_uid, container_id } => (pod_uid, Some(container_id.clone())),
+            CgroupOwner::Pod { pod_uid } => (pod_uid, None),
+        };
+        let sandbox = reg.sandbox(pod_uid);
+        let reason = if sandbox.is_some() {
+            LateReason::ContainerMissing
+        } else {
+            LateReason::SandboxTornDown
+        };
+        return Place::Late(
+            reason,
+            PodRef {
+                pod_uid: pod_uid.clone(),
+                qos: sandbox.map(|s| s.qos),
+                container_id,
+            },
+        );
+    }
+    if reg.is_host_cgroup(id) {
+        Place::Host
+    } else {
+        Place::Unknown
+    }
+}
+
+/// A task exited. Only whole-process exits are dispatched.
+pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport {
+    reg.expire(now_ns);
+    let mut report = ExitReport {
+        source: exit.source,
+        outcome: Outcome::Unknown,
+        role: TaskRole::Unknown,
+        pod: None,
+        sandbox_death: None,
+        delay_ns: now_ns.saturating_sub(exit.ts_ns),
+    };
+    let (pod_uid, container_id) = match locate(reg, exit.cgroup_id) {
+        Place::Unknown => return report,
+        Place::Host => {
+            report.outcome = Outcome::Host;
+            report.role = TaskRole::Host;
+            return report;
+        }
+        Place::Late(reason, pod) => {
+            report.outcome = Outcome::Late(reason);
+            report.pod = Some(pod);
+            return report;
+        }
+        Place::Pod { pod_uid } => {
+            report.outcome = Outcome::Handled;
+            report.role = TaskRole::ContainerChild;
+            report.pod = reg.sandbox(&pod_uid).map(|s| PodRef {
+                pod_uid: pod_uid.clone(),
+                qos: Some(s.qos),
+                container_id: None,
+            });
+            return report;
+        }
+        Place::Container { pod_uid, container_id } => (pod_uid, container_id),
+    };
+
+    let was_oom_victim = reg.was_oom_victim(&exit.key);
+    let Some(sandbox) = reg.sandboxes.get_mut(&pod_uid) else {
+        report.outcome = Outcome::Late(LateReason::SandboxTornDown);
+        report.pod = Some(PodRef { pod_uid, qos: None, container_id: Some(container_id) });
+        return report;
+    };
+    report.pod = Some(PodRef {
+        pod_uid: pod_uid.clone(),
+        qos: Some(sandbox.qos),
+        container_id: Some(container_id.clone()),
+    });
+    let Some(container) = sandbox.container_mut(&container_id) else {
+        report.outcome = Outcome::Late(LateReason::ContainerMissing);
+        return report;
+    };
+    let is_init = container.init.as_ref().is_some_and(|t| t.key.matches(&exit.key));
+    if !is_init {
+        if container.exited_init.is_some_and(|k| k.matches(&exit.key)) {
+            // The init's exit was handled already: this one is a duplicate.
+            report.outcome = Outcome::Late(LateReason::TaskMissing);
+        } else {
+            report.outcome = Outcome::Handled;
+            report.role = TaskRole::ContainerChild;
+        }
+        return report;
+    }
+    container.exited_init = Some(exit.key);
+    container.init = None;
+    let mut role = container.role;
+    if role == ContainerRole::Workload && exit.comm == "pause" {
+        sandbox.promote_pause(&container_id);
+        role = ContainerRole::Sandbox;
+    }
+    report.outcome = Outcome::Handled;
+    report.role = match role {
+        ContainerRole::Sandbox => TaskRole::Sandbox,
+        ContainerRole::Workload => TaskRole::ContainerInit,
+    };
+    if role == ContainerRole::Sandbox {
+        sandbox.state = SandboxState::Dead;
+        report.sandbox_death = Some(if was_oom_victim {
+            DeathCause::Oom
+        } else if matches!(exit.status, ExitStatus::Signal { .. }) {
+            DeathCause::Signal
+        } else {
+            DeathCause::Exit
+        });
+    }
+    report
+}
+
+/// The OOM killer chose a victim.
+pub fn oom_kill(reg: &mut Registry, oom: &OomVictim, now_ns: u64) -> OomReport {
+    reg.expire(now_ns);
+    reg.remember_oom_victim(oom.key, now_ns);
+    let mut report = OomReport {
+        outcome: Outcome::Unknown,
+        role: TaskRole::Unknown,
+        pod: None,
+        victim: oom.key,
+        victim_comm: oom.comm.clone(),
+        trigger: (oom.trigger.tgid != oom.key.pid).then(|| oom.trigger.clone()),
+        delay_ns: now_ns.saturating_sub(oom.ts_ns),
+    };
+    let (pod_uid, container_id) = match locate(reg, oom.cgroup_id) {
+        Place::Unknown => return report,
+        Place::Host => {
+            report.outcome = Outcome::Host;
+            report.role = TaskRole::Host;
+            return report;
+        }
+        Place::Late(reason, pod) => {
+            report.outcome = Outcome::Late(reason);
+            report.pod = Some(pod);
+            return report;
+        }
+        Place::Pod { pod_uid } => {
+            report.outcome = Outcome::Handled;
+            report.role = TaskRole::ContainerChild;
+            report.pod = reg.sandbox(&pod_uid).map(|s| PodRef {
+                pod_uid: pod_uid.clone(),
+                qos: Some(s.qos),
+                container_id: None,
+            });
+            return report;
+        }
+        Place::Container { pod_uid, container_id } => (pod_uid, container_id),
+    };
+    let Some(sandbox) = reg.sandboxes.get_mut(&pod_uid) else {
+        report.outcome = Outcome::Late(LateReason::SandboxTornDown);
+        return report;
+    };
+    report.pod = Some(PodRef {
+        pod_uid: pod_uid.clone(),
+        qos: Some(sandbox.qos),
+        container_id: Some(container_id.clone()),
+    });
+    let Some(container) = sandbox.container(&container_id) else {
+        report.outcome = Outcome::Late(LateReason::ContainerMissing);
+        return report;
+    };
+    let is_init = container.init.as_ref().is_some_and(|t| t.key.matches(&oom.key));
+    let mut role = container.role;
+    if is_init && role == ContainerRole::Workload && oom.comm == "pause" {
+        sandbox.promote_pause(&container_id);
+        role = ContainerRole::Sandbox;
+    }
+    report.outcome = Outcome::Handled;
+    report.role = match (role, is_init) {
+        (ContainerRole::Sandbox, _) => TaskRole::Sandbox,
+        (ContainerRole::Workload, true) => TaskRole::ContainerInit,
+        (ContainerRole::Workload, false) => TaskRole::ContainerChild,
+    };
+    report
+}
+
+/// What dispatching one event produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    Exit(ExitReport),
+    Oom(OomReport),
+}
+
+/// Applies kernel events to the registry: cgroup changes update it, whole-
+/// process exits and OOM kills are dispatched to their handlers.
+#[derive(Debug, Default)]
+pub struct Dispatcher {
+    pub registry: Registry,
+}
+
+impl Dispatcher {
+    pub fn new(registry: Registry) -> Self {
+        Self { registry }
+    }
+
+    /// Returns a report for exits and OOM kills, `None` for cgroup changes
+    /// and thread exits (which are not process exits).
+    pub fn dispatch(&mut self, event: &crate::events::Event, now_ns: u64) -> Option<Report> {
+        use crate::events::Event;
+        let reg = &mut self.registry;
+        match event {
+            Event::CgroupMkdir(c) => {
+                reg.cgroup_created(c.cgroup_id, &c.path);
+                None
+            }
+            Event::CgroupRmdir(c) => {
+                reg.cgroup_removed(c.cgroup_id, now_ns);
+                None
+            }
+            Event::CgroupAttach(a) => {
+                reg.task_attached(a.cgroup.cgroup_id, TaskKey::new(a.pid, a.start_ns), &a.comm);
+                None
+            }
+            Event::Exit(e) if e.group_dead => {
+                let exit = TaskExit {
+                    source: Source::Kernel,
+                    key: TaskKey::new(e.tgid, e.start_ns),
+                    cgroup_id: e.cgroup_id,
+                    status: e.status,
+                    comm: e.comm.clone(),
+                    ts_ns: e.ts_ns,
+                };
+                Some(Report::Exit(task_exit(reg, &exit, now_ns)))
+            }
+            Event::Exit(_) => None,
+            Event::OomKill(o) => {
+                let (key, cgroup_id) = match o.victim {
+                    Some(v) => (TaskKey::new(v.tgid, v.start_ns), Some(v.cgroup_id)),
+                    None => (TaskKey::new(o.victim_pid, 0), None),
+                };
+                let victim = OomVictim {
+                    key,
+                    cgroup_id,
+                    comm: o.victim_comm.clone(),
+                    trigger: Trigger {
+                        pid: o.trigger_pid,
+                        tgid: o.trigger_tgid,
+                        comm: o.trigger_comm.clone(),
+                        cgroup_id: o.trigger_cgroup_id,
+                    },
+                    ts_ns: o.ts_ns,
+                };
+                Some(Report::Oom(oom_kill(reg, &victim, now_ns)))
+            }
+        }
+    }
+}

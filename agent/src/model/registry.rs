@@ -1,0 +1,442 @@
+//! The node's pods as the kernel shows them: sandboxes, their containers,
+//! each container's init task, and tombstones for what was torn down.
+//! Pure data and methods, no I/O. Every lookup returns an `Option`; every
+//! collection is bounded and counts what it evicts.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use super::cgroup_path::{self, QosClass};
+
+/// /proc and the kernel count process start times in USER_HZ ticks (100 on
+/// every Linux ABI); identities compare at that resolution so a seeded
+/// start time and a kernel one agree.
+pub const TICK_NS: u64 = 10_000_000;
+
+/// One process: pid plus start time, so a reused pid is another process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TaskKey {
+    pub pid: u32,
+    /// Start in ticks since boot; 0 when unknown.
+    pub start_ticks: u64,
+}
+
+impl TaskKey {
+    pub fn new(pid: u32, start_ns: u64) -> Self {
+        Self {
+            pid,
+            start_ticks: start_ns / TICK_NS,
+        }
+    }
+
+    /// Same process, as far as both sides know.
+    pub fn matches(&self, other: &TaskKey) -> bool {
+        self.pid == other.pid
+            && (self.start_ticks == 0 || other.start_ticks == 0 || self.start_ticks == other.start_ticks)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    pub key: TaskKey,
+    pub comm: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerRole {
+    /// The pod's sandbox (pause) container.
+    Sandbox,
+    Workload,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Container {
+    pub id: String,
+    pub cgroup_id: u64,
+    pub role: ContainerRole,
+    /// The first task attached to the empty container cgroup, while alive.
+    pub init: Option<Task>,
+    /// The init after it exited: a second exit for it is late.
+    pub exited_init: Option<TaskKey>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxState {
+    /// The sandbox's init is alive (or not seen yet).
+    Running,
+    /// The sandbox's init exited; containers may still be torn down.
+    Dead,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    pub pod_uid: String,
+    pub qos: QosClass,
+    /// The pod-level cgroup, once seen.
+    pub cgroup_id: Option<u64>,
+    pub sandbox_container: Option<Container>,
+    pub containers: BTreeMap<String, Container>,
+    pub state: SandboxState,
+    /// Set when the first container cgroup appeared: the sandbox rule.
+    had_container: bool,
+}
+
+impl Sandbox {
+    fn new(pod_uid: String, qos: QosClass) -> Self {
+        Self {
+            pod_uid,
+            qos,
+            cgroup_id: None,
+            sandbox_container: None,
+            containers: BTreeMap::new(),
+            state: SandboxState::Running,
+            had_container: false,
+        }
+    }
+
+    /// The container with this id, sandbox or workload.
+    pub fn container(&self, id: &str) -> Option<&Container> {
+        self.sandbox_container
+            .as_ref()
+            .filter(|c| c.id == id)
+            .or_else(|| self.containers.get(id))
+    }
+
+    pub fn container_mut(&mut self, id: &str) -> Option<&mut Container> {
+        match self.sandbox_container.as_mut() {
+            Some(c) if c.id == id => Some(c),
+            _ => self.containers.get_mut(id),
+        }
+    }
+
+    fn remove_container(&mut self, id: &str) -> Option<Container> {
+        if self.sandbox_container.as_ref().is_some_and(|c| c.id == id) {
+            return self.sandbox_container.take();
+        }
+        self.containers.remove(id)
+    }
+
+    /// Makes `id` the sandbox container (its init is named `pause`); the
+    /// previous one, if any, becomes a workload container.
+    pub(super) fn promote_pause(&mut self, id: &str) {
+        if self.sandbox_container.as_ref().is_some_and(|c| c.id == id) {
+            return;
+        }
+        let Some(mut c) = self.containers.remove(id) else { return };
+        c.role = ContainerRole::Sandbox;
+        if let Some(mut old) = self.sandbox_container.replace(c) {
+            old.role = ContainerRole::Workload;
+            self.containers.insert(old.id.clone(), old);
+        }
+    }
+
+    fn all_containers(&self) -> impl Iterator<Item = &Container> {
+        self.sandbox_container.iter().chain(self.containers.values())
+    }
+}
+
+/// Who owns a cgroup id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupOwner {
+    Pod { pod_uid: String },
+    Container { pod_uid: String, container_id: String },
+}
+
+/// What a removed cgroup belonged to, kept for a while so that events for
+/// it are late rather than unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tombstone {
+    pub owner: CgroupOwner,
+    pub removed_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_sandboxes: usize,
+    pub max_containers_per_pod: usize,
+    pub max_tombstones: usize,
+    pub tombstone_ttl_ns: u64,
+    pub max_host_cgroups: usize,
+    pub max_oom_victims: usize,
+    pub oom_victim_ttl_ns: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_sandboxes: 4096,
+            max_containers_per_pod: 256,
+            max_tombstones: 8192,
+            tombstone_ttl_ns: 300 * 1_000_000_000,
+            max_host_cgroups: 16384,
+            max_oom_victims: 4096,
+            oom_victim_ttl_ns: 120 * 1_000_000_000,
+        }
+    }
+}
+
+/// Things the registry refused or forgot because a bound was reached.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Evictions {
+    pub sandboxes_refused: u64,
+    pub containers_refused: u64,
+    pub tombstones_evicted: u64,
+    pub host_cgroups_refused: u64,
+    pub oom_victims_evicted: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Registry {
+    pub(super) limits: Limits,
+    pub(super) sandboxes: HashMap<String, Sandbox>,
+    pub(super) cgroups: HashMap<u64, CgroupOwner>,
+    host_cgroups: HashSet<u64>,
+    tombstones: HashMap<u64, Tombstone>,
+    tombstone_order: VecDeque<(u64, u64)>,
+    oom_victims: HashMap<u32, (TaskKey, u64)>,
+    oom_order: VecDeque<(u32, u64)>,
+    pub evictions: Evictions,
+}
+
+impl Registry {
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    pub fn sandbox(&self, pod_uid: &str) -> Option<&Sandbox> {
+        self.sandboxes.get(pod_uid)
+    }
+
+    pub fn sandboxes(&self) -> impl Iterator<Item = &Sandbox> {
+        self.sandboxes.values()
+    }
+
+    pub fn owner(&self, cgroup_id: u64) -> Option<&CgroupOwner> {
+        self.cgroups.get(&cgroup_id)
+    }
+
+    pub fn tombstone(&self, cgroup_id: u64) -> Option<&Tombstone> {
+        self.tombstones.get(&cgroup_id)
+    }
+
+    pub fn is_host_cgroup(&self, cgroup_id: u64) -> bool {
+        self.host_cgroups.contains(&cgroup_id)
+    }
+
+    pub fn tracked_sandboxes(&self) -> usize {
+        self.sandboxes.len()
+    }
+
+    pub fn tracked_containers(&self) -> usize {
+        self.sandboxes.values().map(|s| s.all_containers().count()).sum()
+    }
+
+    /// Container inits currently alive and known.
+    pub fn tracked_processes(&self) -> usize {
+        self.sandboxes
+            .values()
+            .flat_map(Sandbox::all_containers)
+            .filter(|c| c.init.is_some())
+            .count()
+    }
+
+    pub fn tombstone_count(&self) -> usize {
+        self.tombstones.len()
+    }
+
+    /// True when no pod state is held: only tombstones, host cgroups and
+    /// recent OOM victims, all of which expire or are bounded.
+    pub fn holds_no_pods(&self) -> bool {
+        self.sandboxes.is_empty() && self.cgroups.is_empty()
+    }
+
+    /// A cgroup appeared (mkdir event or start-up scan).
+    pub fn cgroup_created(&mut self, cgroup_id: u64, path: &str) {
+        let Some(pod) = cgroup_path::parse(path) else {
+            if self.host_cgroups.len() < self.limits.max_host_cgroups {
+                self.host_cgroups.insert(cgroup_id);
+            } else {
+                self.evictions.host_cgroups_refused += 1;
+            }
+            return;
+        };
+        // Already known (a scan and a mkdir event may both report it).
+        if self.cgroups.contains_key(&cgroup_id) {
+            return;
+        }
+        if !self.sandboxes.contains_key(&pod.pod_uid) && self.sandboxes.len() >= self.limits.max_sandboxes {
+            self.evictions.sandboxes_refused += 1;
+            return;
+        }
+        let sandbox = self
+            .sandboxes
+            .entry(pod.pod_uid.clone())
+            .or_insert_with(|| Sandbox::new(pod.pod_uid.clone(), pod.qos));
+        match pod.container_id {
+            None => {
+                sandbox.cgroup_id = Some(cgroup_id);
+                self.cgroups.insert(cgroup_id, CgroupOwner::Pod { pod_uid: pod.pod_uid });
+            }
+            Some(container_id) => {
+                if sandbox.container(&container_id).is_some() {
+                    // A deeper cgroup inside a known container: same owner.
+                } else if sandbox.containers.len() >= self.limits.max_containers_per_pod {
+                    self.evictions.containers_refused += 1;
+                    return;
+                } else {
+                    // The sandbox rule: the pod's first container cgroup is
+                    // its sandbox until an init named `pause` says otherwise.
+                    let role = if sandbox.had_container {
+                        ContainerRole::Workload
+                    } else {
+                        ContainerRole::Sandbox
+                    };
+                    sandbox.had_container = true;
+                    let container = Container {
+                        id: container_id.clone(),
+                        cgroup_id,
+                        role,
+                        init: None,
+                        exited_init: None,
+                    };
+                    match role {
+                        ContainerRole::Sandbox => sandbox.sandbox_container = Some(container),
+                        ContainerRole::Workload => {
+                            sandbox.containers.insert(container_id.clone(), container);
+                        }
+                    }
+                }
+                self.cgroups.insert(
+                    cgroup_id,
+                    CgroupOwner::Container {
+                        pod_uid: pod.pod_uid,
+                        container_id,
+                    },
+                );
+            }
+        }
+        self.tombstones.remove(&cgroup_id);
+    }
+
+    /// A task was moved into a cgroup. The first task in an empty container
+    /// cgroup is its init; an init named `pause` marks the sandbox.
+    pub fn task_attached(&mut self, cgroup_id: u64, key: TaskKey, comm: &str) {
+        let Some(CgroupOwner::Container { pod_uid, container_id }) = self.cgroups.get(&cgroup_id) else {
+            return;
+        };
+        let Some(sandbox) = self.sandboxes.get_mut(pod_uid) else { return };
+        let Some(container) = sandbox.container_mut(container_id) else { return };
+        if container.init.is_none() && container.exited_init.is_none() && container.cgroup_id == cgroup_id {
+            container.init = Some(Task {
+                key,
+                comm: comm.to_string(),
+            });
+        }
+        if comm == "pause" && container.init.as_ref().is_some_and(|t| t.key.matches(&key)) {
+            let id = container_id.clone();
+            sandbox.promote_pause(&id);
+        }
+    }
+
+    /// A cgroup was removed: its owner goes, leaving a tombstone.
+    pub fn cgroup_removed(&mut self, cgroup_id: u64, now_ns: u64) {
+        self.host_cgroups.remove(&cgroup_id);
+        let Some(owner) = self.cgroups.remove(&cgroup_id) else { return };
+        match &owner {
+            CgroupOwner::Container { pod_uid, container_id } => {
+                if let Some(sandbox) = self.sandboxes.get_mut(pod_uid) {
+                    if sandbox.container(container_id).is_some_and(|c| c.cgroup_id == cgroup_id) {
+                        sandbox.remove_container(container_id);
+                    }
+                    // A pod known only through its containers (its own
+                    // mkdir was never seen) ends with its last container.
+                    if sandbox.cgroup_id.is_none() && sandbox.all_containers().next().is_none() {
+                        self.sandboxes.remove(pod_uid);
+                    }
+                }
+            }
+            CgroupOwner::Pod { pod_uid } => {
+                // The pod is gone, with whatever containers it still had.
+                if let Some(sandbox) = self.sandboxes.remove(pod_uid) {
+                    let left: Vec<(u64, String)> = sandbox
+                        .all_containers()
+                        .map(|c| (c.cgroup_id, c.id.clone()))
+                        .collect();
+                    for (id, container_id) in left {
+                        self.cgroups.remove(&id);
+                        self.bury(
+                            id,
+                            CgroupOwner::Container {
+                                pod_uid: pod_uid.clone(),
+                                container_id,
+                            },
+                            now_ns,
+                        );
+                    }
+                }
+            }
+        }
+        self.bury(cgroup_id, owner, now_ns);
+    }
+
+    fn bury(&mut self, cgroup_id: u64, owner: CgroupOwner, now_ns: u64) {
+        self.tombstones.insert(
+            cgroup_id,
+            Tombstone {
+                owner,
+                removed_ns: now_ns,
+            },
+        );
+        self.tombstone_order.push_back((cgroup_id, now_ns));
+        while self.tombstones.len() > self.limits.max_tombstones {
+            let Some((id, at)) = self.tombstone_order.pop_front() else { break };
+            if self.tombstones.get(&id).is_some_and(|t| t.removed_ns == at) {
+                self.tombstones.remove(&id);
+                self.evictions.tombstones_evicted += 1;
+            }
+        }
+    }
+
+    /// Records an OOM victim so that its exit can be told apart.
+    pub(super) fn remember_oom_victim(&mut self, key: TaskKey, now_ns: u64) {
+        self.oom_victims.insert(key.pid, (key, now_ns));
+        self.oom_order.push_back((key.pid, now_ns));
+        while self.oom_victims.len() > self.limits.max_oom_victims {
+            let Some((pid, at)) = self.oom_order.pop_front() else { break };
+            if self.oom_victims.get(&pid).is_some_and(|(_, t)| *t == at) {
+                self.oom_victims.remove(&pid);
+                self.evictions.oom_victims_evicted += 1;
+            }
+        }
+    }
+
+    pub(super) fn was_oom_victim(&self, key: &TaskKey) -> bool {
+        self.oom_victims.get(&key.pid).is_some_and(|(k, _)| k.matches(key))
+    }
+
+    /// Drops tombstones and OOM-victim records older than their TTL.
+    pub fn expire(&mut self, now_ns: u64) {
+        let ttl = self.limits.tombstone_ttl_ns;
+        while let Some(&(id, at)) = self.tombstone_order.front() {
+            if now_ns.saturating_sub(at) < ttl {
+                break;
+            }
+            self.tombstone_order.pop_front();
+            if self.tombstones.get(&id).is_some_and(|t| t.removed_ns == at) {
+                self.tombstones.remove(&id);
+            }
+        }
+        let ttl = self.limits.oom_victim_ttl_ns;
+        while let Some(&(pid, at)) = self.oom_order.front() {
+            if now_ns.saturating_sub(at) < ttl {
+                break;
+            }
+            self.oom_order.pop_front();
+            if self.oom_victims.get(&pid).is_some_and(|(_, t)| *t == at) {
+                self.oom_victims.remove(&pid);
+            }
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Registry and dispatcher behaviour, including the containerd #12038
+//! sequence and random interleavings of everything that can go wrong.
+
+use proptest::prelude::*;
+
+use super::{
+    dispatch::{oom_kill, task_exit},
+    registry::SandboxState,
+    *,
+};
+use crate::events::ExitStatus;
+
+const SEC: u64 = 1_000_000_000;
+
+fn uid(n: u32) -> String {
+    format!("{n:08x}-0000-4000-8000-000000000000")
+}
+
+fn cid(n: u32) -> String {
+    format!("{n:064x}")
+}
+
+fn pod_path(pod: u32) -> String {
+    format!("/test/kubepods/burstable/pod{}", uid(pod))
+}
+
+fn container_path(pod: u32, c: u32) -> String {
+    format!("{}/{}", pod_path(pod), cid(c))
+}
+
+fn exit(key: TaskKey, cgroup: u64, status: ExitStatus, comm: &str, ts: u64) -> TaskExit {
+    TaskExit {
+        source: Source::Kernel,
+        key,
+        cgroup_id: Some(cgroup),
+        status,
+        comm: comm.to_string(),
+        ts_ns: ts,
+    }
+}
+
+fn oom(key: TaskKey, cgroup: u64, comm: &str, ts: u64) -> OomVictim {
+    OomVictim {
+        key,
+        cgroup_id: Some(cgroup),
+        comm: comm.to_string(),
+        trigger: Trigger {
+            pid: key.pid,
+            tgid: key.pid,
+            comm: comm.to_string(),
+            cgroup_id: cgroup,
+        },
+        ts_ns: ts,
+    }
+}
+
+const KILLED: ExitStatus = ExitStatus::Signal { signo: 9, core_dumped: false };
+
+/// A pod (cgroup 100) with a sandbox container (101, init pid 10 "pause")
+/// and one workload container (102, init pid 20).
+fn pod_with_two_containers() -> Registry {
+    let mut reg = Registry::default();
+    reg.cgroup_created(100, &pod_path(1));
+    reg.cgroup_created(101, &container_path(1, 1));
+    reg.task_attached(101, TaskKey::new(10, 5 * SEC), "runc:[2:INIT]");
+    reg.cgroup_created(102, &container_path(1, 2));
+    reg.task_attached(102, TaskKey::new(20, 6 * SEC), "runc:[2:INIT]");
+    reg
+}
+
+#[test]
+fn containerd_12038_late_sandbox_exit_is_counted_not_fatal() {
+    // 1. A pod is scheduled; its pause container starts.
+    let mut reg = pod_with_two_containers();
+    let pause = TaskKey::new(10, 5 * SEC);
+    // 2. Memory pressure: the OOM killer kills the pause process.
+    let r = oom_kill(&mut reg, &oom(pause, 101, "pause", 10 * SEC), 10 * SEC);
+    assert_eq!((r.outcome, r.role), (Outcome::Handled, TaskRole::Sandbox));
+    // 3. The start failed; teardown clears the sandbox's container but the
+    //    sandbox stays in the store.
+    reg.cgroup_removed(101, 11 * SEC);
+    assert!(reg.sandbox(&uid(1)).is_some_and(|s| s.sandbox_container.is_none()));
+    // 4. The TaskExit of step 2 is handled only now.
+    let r = task_exit(&mut reg, &exit(pause, 101, KILLED, "pause", 10 * SEC), 12 * SEC);
+    assert_eq!(r.outcome, Outcome::Late(LateReason::ContainerMissing));
+    assert_eq!(r.delay_ns, 2 * SEC);
+    assert_eq!(r.pod.as_ref().map(|p| p.pod_uid.as_str()), Some(uid(1).as_str()));
+    // Nothing else disturbed: the workload container and its init are there.
+    let s = reg.sandbox(&uid(1)).expect("sandbox still stored");
+    assert!(s.containers.get(&cid(2)).is_some_and(|c| c.init.is_some()));
+    // Once the pod itself is gone, a later exit names that instead.
+    reg.cgroup_removed(102, 13 * SEC);
+    reg.cgroup_removed(100, 13 * SEC);
+    let r = task_exit(&mut reg, &exit(pause, 101, KILLED, "pause", 10 * SEC), 14 * SEC);
+    assert_eq!(r.outcome, Outcome::Late(LateReason::SandboxTornDown));
+    assert!(reg.holds_no_pods());
+}
+
+#[test]
+fn victims_are_classified_and_a_sandbox_oom_death_is_seen() {
+    let mut reg = pod_with_two_containers();
+    let child = TaskKey::new(21, 7 * SEC);
+    let r = oom_kill(&mut reg, &oom(child, 102, "stress", SEC), SEC);
+    assert_eq!((r.outcome, r.role), (Outcome::Handled, TaskRole::ContainerChild));
+    assert_eq!(r.pod.as_ref().and_then(|p| p.container_id.clone()), Some(cid(2)));
+    assert_eq!(r.pod.as_ref().and_then(|p| p.qos), Some(QosClass::Burstable));
+    let r = task_exit(&mut reg, &exit(child, 102, KILLED, "stress", SEC), SEC);
+    assert_eq!((r.outcome, r.role, r.sandbox_death), (Outcome::Handled, TaskRole::ContainerChild, None));
+
+    let init = TaskKey::new(20, 6 * SEC);
+    let r = oom_kill(&mut reg, &oom(init, 102, "app", SEC), SEC);
+    assert_eq!(r.role, TaskRole::ContainerInit);
+    let r = task_exit(&mut reg, &exit(init, 102, KILLED, "app", SEC), SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerInit, None));
+
+    let pause = TaskKey::new(10, 5 * SEC);
+    let r = oom_kill(&mut reg, &oom(pause, 101, "pause", SEC), SEC);
+    assert_eq!(r.role, TaskRole::Sandbox);
+    let r = task_exit(&mut reg, &exit(pause, 101, KILLED, "pause", SEC), SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Oom)));
+    assert_eq!(reg.sandbox(&uid(1)).map(|s| s.state), Some(SandboxState::Dead));
+    // A duplicate of the same exit is late: its task is gone.
+    let r = task_exit(&mut reg, &exit(pause, 101, KILLED, "pause", SEC), SEC);
+    assert_eq!(r.outcome, Outcome::Late(LateReason::TaskMissing));
+}
+
+#[test]
+fn sandbox_death_causes_signal_and_exit() {
+    let mut reg = pod_with_two_containers();
+    let r = task_exit(&mut reg, &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Signal { signo: 15, core_dumped: false }, "pause", SEC), SEC);
+    assert_eq!(r.sandbox_death, Some(DeathCause::Signal));
+    let mut reg = pod_with_two_containers();
+    let r = task_exit(&mut reg, &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Code(0), "pause", SEC), SEC);
+    assert_eq!(r.sandbox_death, Some(DeathCause::Exit));
+}
+
+#[test]
+fn sandbox_rule_first_container_unless_pause_says_otherwise() {
+    // First container cgroup is the sandbox by default.
+    let reg = pod_with_two_containers();
+    let s = reg.sandbox(&uid(1)).expect("sandbox");
+    assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(1)));
+
+    // A workload created first, then a container whose init is `pause`:
+    // the pause one is the sandbox (seen at attach, e.g. by the start-up scan).
+    let mut reg = Registry::default();
+    reg.cgroup_created(201, &container_path(2, 7));
+    reg.task_attached(201, TaskKey::new(70, SEC), "app");
+    reg.cgroup_created(202, &container_path(2, 8));
+    reg.task_attached(202, TaskKey::new(80, SEC), "pause");
+    let s = reg.sandbox(&uid(2)).expect("sandbox");
+    assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(8)));
+    assert!(s.containers.contains_key(&cid(7)));
+
+    // Learned only from the exit's comm: the death is still a sandbox death.
+    let mut reg = Registry::default();
+    reg.cgroup_created(301, &container_path(3, 1));
+    reg.task_attached(301, TaskKey::new(90, SEC), "runc:[2:INIT]");
+    reg.cgroup_created(302, &container_path(3, 2));
+    reg.task_attached(302, TaskKey::new(91, SEC), "runc:[2:INIT]");
+    let r = task_exit(&mut reg, &exit(TaskKey::new(91, SEC), 302, ExitStatus::Code(0), "pause", 2 * SEC), 2 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Exit)));
+}
+
+#[test]
+fn pid_reuse_is_not_the_init() {
+    let mut reg = pod_with_two_containers();
+    // Same pid as the workload init, different start: another process.
+    let reused = TaskKey::new(20, 60 * SEC);
+    let r = task_exit(&mut reg, &exit(reused, 102, ExitStatus::Code(0), "sh", 61 * SEC), 61 * SEC);
+    assert_eq!(r.role, TaskRole::ContainerChild);
+    let s = reg.sandbox(&uid(1)).expect("sandbox");
+    assert!(s.containers.get(&cid(2)).is_some_and(|c| c.init.is_some()), "init untouched");
+}
+
+#[test]
+fn host_unknown_and_expired_tombstones() {
+    let mut reg = pod_with_two_containers();
+    reg.cgroup_created(5, "/system.slice/containerd.service");
+    let k = TaskKey::new(1, 0);
+    assert_eq!(task_exit(&mut reg, &exit(k, 5, ExitStatus::Code(0), "x", 0), 0).outcome, Outcome::Host);
+    assert_eq!(task_exit(&mut reg, &exit(k, 999, ExitStatus::Code(0), "x", 0), 0).outcome, Outcome::Unknown);
+    let mut no_cgroup = exit(k, 0, ExitStatus::Code(0), "x", 0);
+    no_cgroup.cgroup_id = None;
+    assert_eq!(task_exit(&mut reg, &no_cgroup, 0).outcome, Outcome::Unknown);
+
+    reg.cgroup_removed(102, SEC);
+    let late = exit(TaskKey::new(20, 6 * SEC), 102, KILLED, "app", SEC);
+    assert_eq!(task_exit(&mut reg, &late, 2 * SEC).outcome, Outcome::Late(LateReason::ContainerMissing));
+    // Past the tombstone's TTL the same event is unknown.
+    let after = 2 * SEC + Limits::default().tombstone_ttl_ns;
+    assert_eq!(task_exit(&mut reg, &late, after).outcome, Outcome::Unknown);
+    assert_eq!(reg.tombstone_count(), 0);
+}
+
+#[test]
+fn tombstones_are_capped_and_evictions_counted() {
+    let mut reg = Registry::new(Limits {
+        max_tombstones: 10,
+        ..Limits::default()
+    });
+    for pod in 0..20u32 {
+        reg.cgroup_created(u64::from(pod), &pod_path(pod));
+        reg.cgroup_removed(u64::from(pod), u64::from(pod));
+    }
+    assert_eq!(reg.tombstone_count(), 10);
+    assert_eq!(reg.evictions.tombstones_evicted, 10);
+}
+
+/// One step of a random history.
+#[derive(Debug, Clone)]
+enum Step {
+    Mkdir { pod: u32, container: Option<u32> },
+    Attach { pod: u32, container: u32, pid: u32, start: u64 },
+    Exit { pod: u32, container: u32, pid: u32, start: u64 },
+    Oom { pod: u32, container: u32, pid: u32, start: u64 },
+    Rmdir { pod: u32, container: Option<u32> },
+    Stray { cgroup: u64, pid: u32 },
+}
+
+fn cgroup_of(pod: u32, container: Option<u32>) -> u64 {
+    1000 + u64::from(pod) * 100 + container.map_or(0, |c| u64::from(c) + 1)
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let pod = 0..6u32;
+    let container = 0..4u32;
+    // A small pid space and two start times make reuse frequent.
+    let pid = 1..12u32;
+    let start = 0..2u64;
+    prop_oneof![
+        (pod.clone(), proptest::option::of(container.clone())).prop_map(|(pod, container)| Step::Mkdir { pod, container }),
+        (pod.clone(), container.clone(), pid.clone(), start.clone())
+            .prop_map(|(pod, container, pid, start)| Step::Attach { pod, container, pid, start }),
+        (pod.clone(), container.clone(), pid.clone(), start.clone())
+            .prop_map(|(pod, container, pid, start)| Step::Exit { pod, container, pid, start }),
+        (pod.clone(), container.clone(), pid.clone(), start.clone())
+            .prop_map(|(pod, container, pid, start)| Step::Oom { pod, container, pid, start }),
+        (pod.clone(), proptest::option::of(container)).prop_map(|(pod, container)| Step::Rmdir { pod, container }),
+        (0..5000u64, pid).prop_map(|(cgroup, pid)| Step::Stray { cgroup, pid }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Duplicates, reordering, PID reuse, exits after teardown, ids never
+    /// seen: no panic, one outcome per dispatched event, and nothing but
+    /// tombstones left once every pod is torn down.
+    #[test]
+    fn random_interleavings_keep_the_invariants(steps in proptest::collection::vec(step(), 0..200)) {
+        let mut reg = Registry::default();
+        let (mut dispatched, mut outcomes) = (0u64, 0u64);
+        for (i, s) in steps.iter().enumerate() {
+            let now = i as u64 * SEC / 10;
+            let key = |pid: u32, start: u64| TaskKey::new(pid, (start + 1) * SEC);
+            match s.clone() {
+                Step::Mkdir { pod, container } => {
+                    let path = match container { Some(c) => container_path(pod, c), None => pod_path(pod) };
+                    reg.cgroup_created(cgroup_of(pod, container), &path);
+                }
+                Step::Attach { pod, container, pid, start } => {
+                    reg.task_attached(cgroup_of(pod, Some(container)), key(pid, start), "sh");
+                }
+                Step::Exit { pod, container, pid, start } => {
+                    dispatched += 1;
+                    let r = task_exit(&mut reg, &exit(key(pid, start), cgroup_of(pod, Some(container)), KILLED, "sh", now), now);
+                    outcomes += 1;
+                    if r.sandbox_death.is_some() { prop_assert_eq!(r.role, TaskRole::Sandbox); }
+                    if r.outcome != Outcome::Handled { prop_assert!(r.sandbox_death.is_none()); }
+                }
+                Step::Oom { pod, container, pid, start } => {
+                    dispatched += 1;
+                    let _ = oom_kill(&mut reg, &oom(key(pid, start), cgroup_of(pod, Some(container)), "sh", now), now);
+                    outcomes += 1;
+                }
+                Step::Rmdir { pod, container } => reg.cgroup_removed(cgroup_of(pod, container), now),
+                Step::Stray { cgroup, pid } => {
+                    dispatched += 1;
+                    let r = task_exit(&mut reg, &exit(key(pid, 0), cgroup, ExitStatus::Code(0), "x", now), now);
+                    outcomes += 1;
+                    prop_assert!(matches!(r.outcome, Outcome::Unknown | Outcome::Handled | Outcome::Late(_) | Outcome::Host));
+                }
+            }
+            prop_assert!(reg.tracked_processes() <= reg.tracked_containers());
+        }
+        prop_assert_eq!(dispatched, outcomes);
+        // Tear everything down, containers first, then pods.
+        let end = steps.len() as u64 * SEC / 10;
+        for pod in 0..6 {
+            for c in 0..4 { reg.cgroup_removed(cgroup_of(pod, Some(c)), end); }
+            reg.cgroup_removed(cgroup_of(pod, None), end);
+        }
+        prop_assert!(reg.holds_no_pods(), "left: {} sandboxes", reg.tracked_sandboxes());
+        prop_assert_eq!(reg.tracked_containers(), 0);
+        prop_assert_eq!(reg.tracked_processes(), 0);
+        // And the tombstones expire.
+        reg.expire(end + Limits::default().tombstone_ttl_ns);
+        prop_assert_eq!(reg.tombstone_count(), 0);
+    }
+}

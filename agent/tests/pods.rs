@@ -1,0 +1,332 @@
+//! Privileged end-to-end tests of the pod model: a kubelet-shaped cgroup
+//! tree inside the test's own cgroup (cgroupfs and systemd names), a
+//! pause-like sandbox process and two containers; real OOM kills of a
+//! container child, a container init and the sandbox; teardown; and an agent
+//! restart that must rediscover the pod.
+
+mod harness;
+
+use std::{
+    os::unix::fs::PermissionsExt as _,
+    path::PathBuf,
+    process::Child,
+    time::Duration,
+};
+
+use prometheus::Registry as PromRegistry;
+use sandwatch::{
+    boottime_ns,
+    model::{DeathCause, Dispatcher, Outcome, Registry, Report, TaskRole},
+    pipeline::Pipeline,
+    probes::{scan::scan, ProbeOptions},
+    telemetry::{metrics::render, pods::PodMetrics},
+};
+use tokio_util::sync::CancellationToken;
+
+use harness::{metric, require_root, sh, TestCgroup};
+
+const UID: &str = "5d2a7c1e-3b4f-4a6d-8e9f-0a1b2c3d4e5f";
+
+fn cid(n: u8) -> String {
+    format!("{n:02x}").repeat(32)
+}
+
+/// A pod: sandbox container (first) and containers A and B, each with a
+/// 32 MiB limit and an init waiting on a FIFO before it allocates.
+struct Pod {
+    cg: TestCgroup,
+    tmp: PathBuf,
+    pod_path: String,
+    paths: [String; 3],
+    inits: Vec<Child>,
+}
+
+const SANDBOX: usize = 0;
+const A: usize = 1;
+const B: usize = 2;
+
+impl Pod {
+    fn build(name: &str, systemd: bool) -> Self {
+        let mut cg = TestCgroup::create(name);
+        let (pod_rel, container_rel): (String, Box<dyn Fn(u8) -> String>) = if systemd {
+            let uid_ = UID.replace('-', "_");
+            (
+                format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice"),
+                Box::new(|n| format!("cri-containerd-{}.scope", cid(n))),
+            )
+        } else {
+            (format!("kubepods/burstable/pod{UID}"), Box::new(cid))
+        };
+        let pod_path = cg.child(&pod_rel);
+        let paths = [1u8, 2, 3].map(|n| {
+            let p = cg.child(&format!("{pod_rel}/{}", container_rel(n)));
+            cg.set_memory_limit(&p, 32 << 20);
+            p
+        });
+        let tmp = std::env::temp_dir().join(format!("sandwatch-pod-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&tmp).expect("temp dir");
+        // The sandbox's process is called `pause` (a copy of dd, so that it
+        // can be made to run out of memory).
+        let pause = tmp.join("pause");
+        std::fs::copy("/bin/dd", &pause).expect("copy dd");
+        std::fs::set_permissions(&pause, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        for i in 0..3 {
+            let fifo = tmp.join(format!("go{i}"));
+            let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
+            // SAFETY: mkfifo on a path we own.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        }
+        Self { cg, tmp, pod_path, paths, inits: Vec::new() }
+    }
+
+    fn procs(&self, i: usize) -> String {
+        self.cg.procs_file(&self.paths[i]).display().to_string()
+    }
+
+    fn fifo(&self, i: usize) -> String {
+        self.tmp.join(format!("go{i}")).display().to_string()
+    }
+
+    /// Starts the three inits: they join their cgroups and wait.
+    fn start(&mut self) {
+        let hog = "if=/dev/zero of=/dev/null bs=256M count=1";
+        let scripts = [
+            format!("echo $$ > {} && read x < {} && exec {}/pause {hog}", self.procs(SANDBOX), self.fifo(SANDBOX), self.tmp.display()),
+            format!("echo $$ > {} && read x < {} && dd {hog}; exec sleep 1000", self.procs(A), self.fifo(A)),
+            format!("echo $$ > {} && read x < {} && exec dd {hog}", self.procs(B), self.fifo(B)),
+        ];
+        self.inits = scripts.iter().map(|s| sh(s)).collect();
+        // Every init has joined its cgroup.
+        for i in 0..3 {
+            for _ in 0..200 {
+                if !std::fs::read_to_string(self.procs(i)).unwrap_or_default().trim().is_empty() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    fn init_pid(&self, i: usize) -> u32 {
+        self.inits[i].id()
+    }
+
+    /// Lets init `i` go on to allocate.
+    fn trigger(&self, i: usize) {
+        std::fs::write(self.fifo(i), "go\n").expect("write fifo");
+    }
+
+    fn cgroup_id(&self, i: usize) -> u64 {
+        self.cg.id_of(&self.paths[i])
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        for c in &mut self.inits {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        // TestCgroup's drop kills what is left and removes the tree.
+    }
+}
+
+struct Watch {
+    pipeline: Pipeline,
+    dispatcher: Dispatcher,
+    metrics: PodMetrics,
+    prom: PromRegistry,
+}
+
+impl Watch {
+    fn start() -> Self {
+        require_root();
+        let pipeline = Pipeline::start(&ProbeOptions::default(), 1 << 16, CancellationToken::new())
+            .unwrap_or_else(|e| panic!("pipeline: {e}"));
+        let mut dispatcher = Dispatcher::new(Registry::default());
+        for event in scan(pipeline.probes.layout(), boottime_ns()) {
+            dispatcher.dispatch(&event, boottime_ns());
+        }
+        let prom = PromRegistry::new();
+        let metrics = PodMetrics::register(&prom).expect("metrics");
+        Self { pipeline, dispatcher, metrics, prom }
+    }
+
+    /// Dispatches events until `done` holds for the reports seen so far.
+    async fn until(&mut self, timeout: Duration, done: impl Fn(&[Report]) -> bool) -> Vec<Report> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut reports = Vec::new();
+        while !done(&reports) {
+            match tokio::time::timeout_at(deadline, self.pipeline.events.next()).await {
+                Ok(Some(event)) => {
+                    if let Some(r) = self.dispatcher.dispatch(&event, boottime_ns()) {
+                        match &r {
+                            Report::Exit(e) => self.metrics.observe_exit(e),
+                            Report::Oom(o) => self.metrics.observe_oom(o),
+                        }
+                        reports.push(r);
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.metrics.refresh(&self.dispatcher.registry);
+        reports
+    }
+
+    fn text(&self) -> String {
+        render(&self.prom).expect("render")
+    }
+}
+
+fn oom_of(reports: &[Report], pid: u32) -> Option<&sandwatch::model::OomReport> {
+    reports.iter().find_map(|r| match r {
+        Report::Oom(o) if o.victim.pid == pid => Some(o),
+        _ => None,
+    })
+}
+
+fn exit_with_role(reports: &[Report], role: TaskRole) -> Option<&sandwatch::model::ExitReport> {
+    reports.iter().find_map(|r| match r {
+        Report::Exit(e) if e.role == role && e.pod.as_ref().is_some_and(|p| p.pod_uid == UID) => Some(e),
+        _ => None,
+    })
+}
+
+/// OOM-kills a container child (A), a container init (B) and the sandbox,
+/// asserting each victim's role, pod and container, then tears down.
+async fn oom_three_ways(watch: &mut Watch, pod: &Pod, restart_after_child: bool) {
+    let uid = UID.to_string();
+
+    // (a) a child of container A's init.
+    pod.trigger(A);
+    let reports = watch
+        .until(Duration::from_secs(15), |rs| {
+            rs.iter().any(|r| matches!(r, Report::Oom(o) if o.role == TaskRole::ContainerChild && o.pod.as_ref().is_some_and(|p| p.pod_uid == UID)))
+        })
+        .await;
+    let child_oom = reports
+        .iter()
+        .find_map(|r| match r {
+            Report::Oom(o) if o.pod.as_ref().is_some_and(|p| p.pod_uid == uid) => Some(o),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no OOM report for container A's child: {reports:#?}"));
+    assert_eq!(child_oom.outcome, Outcome::Handled);
+    assert_eq!(child_oom.role, TaskRole::ContainerChild);
+    assert_ne!(child_oom.victim.pid, pod.init_pid(A), "the victim is dd, not the init");
+    assert_eq!(child_oom.pod.as_ref().and_then(|p| p.container_id.clone()), Some(cid(2)));
+    assert_eq!(child_oom.victim_comm, "dd");
+
+    if restart_after_child {
+        // Restart: a new agent must rediscover the running pod.
+        let old = std::mem::replace(watch, Watch::start());
+        old.pipeline.stop().await;
+        let s = watch.dispatcher.registry.sandbox(&uid).expect("pod rediscovered after restart");
+        assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(1)));
+        assert_eq!(
+            s.containers.get(&cid(3)).and_then(|c| c.init.as_ref()).map(|t| t.key.pid),
+            Some(pod.init_pid(B)),
+            "container B's init rediscovered"
+        );
+    }
+
+    // (b) container B's init itself.
+    pod.trigger(B);
+    let b_pid = pod.init_pid(B);
+    let reports = watch
+        .until(Duration::from_secs(15), |rs| {
+            rs.iter().any(|r| matches!(r, Report::Exit(e) if e.role == TaskRole::ContainerInit))
+        })
+        .await;
+    let init_oom = oom_of(&reports, b_pid).unwrap_or_else(|| panic!("no OOM report for B's init: {reports:#?}"));
+    assert_eq!((init_oom.outcome, init_oom.role), (Outcome::Handled, TaskRole::ContainerInit));
+    assert_eq!(init_oom.pod.as_ref().and_then(|p| p.container_id.clone()), Some(cid(3)));
+    let b_exit = exit_with_role(&reports, TaskRole::ContainerInit).expect("B's init exit");
+    assert_eq!((b_exit.outcome, b_exit.sandbox_death), (Outcome::Handled, None));
+
+    // (c) the sandbox's pause process.
+    pod.trigger(SANDBOX);
+    let s_pid = pod.init_pid(SANDBOX);
+    let reports = watch
+        .until(Duration::from_secs(15), |rs| {
+            rs.iter().any(|r| matches!(r, Report::Exit(e) if e.sandbox_death.is_some()))
+        })
+        .await;
+    let sandbox_oom = oom_of(&reports, s_pid).unwrap_or_else(|| panic!("no OOM report for the sandbox: {reports:#?}"));
+    assert_eq!((sandbox_oom.outcome, sandbox_oom.role), (Outcome::Handled, TaskRole::Sandbox));
+    assert_eq!(sandbox_oom.victim_comm, "pause");
+    let death = reports
+        .iter()
+        .find_map(|r| match r {
+            Report::Exit(e) if e.sandbox_death.is_some() => Some(e),
+            _ => None,
+        })
+        .expect("sandbox death");
+    assert_eq!(death.sandbox_death, Some(DeathCause::Oom));
+    assert_eq!(death.pod.as_ref().map(|p| p.pod_uid.clone()), Some(uid.clone()));
+    let sandbox_cgroup = watch.dispatcher.registry.sandbox(&uid).and_then(|s| s.sandbox_container.as_ref()).map(|c| c.cgroup_id);
+    assert_eq!(sandbox_cgroup, Some(pod.cgroup_id(SANDBOX)), "the sandbox container is the first one");
+
+    let text = watch.text();
+    let restarted = restart_after_child;
+    for (series, want) in [
+        ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}", if restarted { 0.0 } else { 1.0 }),
+        ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}", 1.0),
+        ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}", 1.0),
+        ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
+        (&format!("sandwatch_pod_oom_kills_total{{container_id=\"{}\",pod_uid=\"{UID}\",victim_role=\"sandbox\"}}", cid(1)), 1.0),
+        ("sandwatch_tracked_sandboxes", 1.0),
+    ] {
+        assert_eq!(metric(&text, series), Some(want), "{series} in\n{text}");
+    }
+}
+
+/// Teardown: everything left is killed, containers then the pod removed;
+/// the registry keeps nothing but tombstones.
+async fn teardown(watch: &mut Watch, pod: Pod) {
+    let pod_path = pod.pod_path.clone();
+    let a_init = pod.init_pid(A);
+    drop(pod);
+    let reports = watch
+        .until(Duration::from_secs(5), |_| false)
+        .await;
+    // Container A's init (now `sleep`) was killed before its cgroup went.
+    let a_exit = reports
+        .iter()
+        .find_map(|r| match r {
+            Report::Exit(e) if e.role == TaskRole::ContainerInit => Some(e),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no exit report for A's init {a_init}: {reports:#?}"));
+    assert_eq!(a_exit.outcome, Outcome::Handled);
+    let reg = &watch.dispatcher.registry;
+    assert!(reg.sandbox(UID).is_none(), "pod {pod_path} gone from the registry");
+    assert!(reg.tombstone_count() >= 4, "pod and containers leave tombstones");
+    let text = watch.text();
+    assert_eq!(metric(&text, "sandwatch_tracked_containers"), Some(0.0), "{text}");
+    assert_eq!(metric(&text, "sandwatch_tracked_processes"), Some(0.0), "{text}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn cgroupfs_pod_victims_roles_and_sandbox_oom_death() {
+    let mut watch = Watch::start();
+    let mut pod = Pod::build("cgroupfs", false);
+    pod.start();
+    let _ = watch.until(Duration::from_millis(300), |_| false).await;
+    oom_three_ways(&mut watch, &pod, false).await;
+    teardown(&mut watch, pod).await;
+    watch.pipeline.stop().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn systemd_pod_survives_agent_restart_and_is_attributed() {
+    let mut watch = Watch::start();
+    let mut pod = Pod::build("systemd", true);
+    pod.start();
+    let _ = watch.until(Duration::from_millis(300), |_| false).await;
+    oom_three_ways(&mut watch, &pod, true).await;
+    teardown(&mut watch, pod).await;
+    watch.pipeline.stop().await;
+}
