@@ -5,7 +5,10 @@ use std::{ffi::OsString, net::SocketAddr};
 
 use clap::Parser;
 
-use crate::probes::loader::{DEFAULT_DRAIN_INTERVAL_MS, DEFAULT_RING_BUFFER_BYTES};
+use crate::{
+    probes::loader::{DEFAULT_DRAIN_INTERVAL_MS, DEFAULT_RING_BUFFER_BYTES},
+    telemetry::pods::ChurnSettings,
+};
 
 #[derive(Parser, Debug, Clone, PartialEq, Eq)]
 #[command(name = "sandwatch", version, about = "eBPF node watchdog: OOM kills, process exits and pod sandboxes")]
@@ -32,6 +35,24 @@ pub struct Config {
     /// between 8192 and 131072).
     #[arg(long, env = "SANDWATCH_TASK_TABLE_ENTRIES", value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]
     pub task_table_entries: Option<u32>,
+
+    /// Most `sandwatch_pod_oom_kills_total` series kept; beyond it the least
+    /// recently updated is dropped (counted in sandwatch_pod_series_evicted_total).
+    #[arg(long, env = "SANDWATCH_MAX_POD_SERIES", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_pod_series: u32,
+
+    /// Length of the OOM-churn window, in seconds.
+    #[arg(long, env = "SANDWATCH_OOM_WINDOW_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub oom_window_seconds: u64,
+
+    /// OOM kills within the window that raise sandwatch_oom_storm to 1.
+    #[arg(long, env = "SANDWATCH_OOM_STORM_THRESHOLD", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub oom_storm_threshold: u64,
+
+    /// OOM kills within the window at or below which the storm is over
+    /// (must be below the threshold, so the flag does not flap).
+    #[arg(long, env = "SANDWATCH_OOM_STORM_CLEAR", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub oom_storm_clear: u64,
 
     /// error, warn, info, debug (every event) or trace.
     #[arg(long, env = "SANDWATCH_LOG_LEVEL", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
@@ -77,7 +98,7 @@ impl Config {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        Config::try_parse_from(args).map_err(|e| {
+        let config = Config::try_parse_from(args).map_err(|e| {
             use clap::error::ErrorKind;
             match e.kind() {
                 ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ConfigExit::Info(e.to_string()),
@@ -87,7 +108,29 @@ impl Config {
                     ConfigExit::Invalid(first.trim_start_matches("error: ").to_string())
                 }
             }
-        })
+        })?;
+        config.validate().map_err(ConfigExit::Invalid)?;
+        Ok(config)
+    }
+
+    /// Checks that span more than one flag.
+    fn validate(&self) -> Result<(), String> {
+        if self.oom_storm_clear >= self.oom_storm_threshold {
+            return Err(format!(
+                "--oom-storm-clear ({}) must be below --oom-storm-threshold ({})",
+                self.oom_storm_clear, self.oom_storm_threshold
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn churn(&self) -> ChurnSettings {
+        ChurnSettings {
+            window_secs: self.oom_window_seconds,
+            storm_threshold: self.oom_storm_threshold,
+            storm_clear: self.oom_storm_clear,
+            max_pod_series: self.max_pod_series as usize,
+        }
     }
 }
 
@@ -110,6 +153,7 @@ mod tests {
         assert_eq!(c.listen, "127.0.0.1:9432".parse().unwrap());
         assert_eq!(c.ring_buffer_bytes, 2 * 1024 * 1024);
         assert_eq!(c.drain_interval_ms, 25);
+        assert_eq!(c.churn(), ChurnSettings::default());
         assert_eq!(c.log_level, "info");
         assert_eq!(c.task_table_entries, None);
     }
@@ -124,7 +168,10 @@ mod tests {
 
     #[test]
     fn each_invalid_value_is_one_clear_line() {
-        let cases: [(&[&str], &str); 7] = [
+        let cases: [(&[&str], &str); 10] = [
+            (&["--max-pod-series", "0"], "--max-pod-series"),
+            (&["--oom-window-seconds", "0"], "--oom-window-seconds"),
+            (&["--oom-storm-threshold", "4", "--oom-storm-clear", "4"], "must be below --oom-storm-threshold"),
             (&["--drain-interval-ms", "0"], "--drain-interval-ms"),
             (&["--listen", "nowhere"], "--listen"),
             (&["--ring-buffer-bytes", "5000"], "must be a power of two"),

@@ -46,7 +46,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         pipeline.probes.programs_attached(),
         &kernel_release(),
     )?;
-    let pod_metrics = PodMetrics::register(&registry)?;
+    let pod_metrics = PodMetrics::register(&registry, config.churn())?;
     let state = server::ServerState::new(registry);
     let server_task = tokio::spawn(server::serve(listener, state.clone(), shutdown.clone()));
 
@@ -70,7 +70,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = gauges.tick() => pod_metrics.refresh(&dispatcher.registry),
+            _ = gauges.tick() => {
+                pod_metrics.refresh(&dispatcher.registry);
+                pod_metrics.tick(boottime_ns());
+            }
             event = pipeline.events.next() => match event {
                 Some(event) => {
                     log::trace!("{event:?}");
@@ -80,7 +83,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                             log_exit(&r);
                         }
                         Some(Report::Oom(r)) => {
-                            pod_metrics.observe_oom(&r);
+                            pod_metrics.observe_oom(&r, boottime_ns());
                             log_oom(&r);
                         }
                         None => {}

@@ -6,12 +6,7 @@
 
 mod harness;
 
-use std::{
-    os::unix::fs::PermissionsExt as _,
-    path::PathBuf,
-    process::Child,
-    time::Duration,
-};
+use std::time::Duration;
 
 use prometheus::Registry as PromRegistry;
 use sandwatch::{
@@ -19,117 +14,30 @@ use sandwatch::{
     model::{DeathCause, Dispatcher, Outcome, Registry, Report, TaskRole},
     pipeline::Pipeline,
     probes::{scan::scan, ProbeOptions},
-    telemetry::{metrics::render, pods::PodMetrics},
+    telemetry::{
+        metrics::render,
+        pods::{ChurnSettings, PodMetrics},
+    },
 };
 use tokio_util::sync::CancellationToken;
 
-use harness::{metric, require_root, sh, TestCgroup};
+use harness::{cid, metric, require_root, KubePod};
 
 const UID: &str = "5d2a7c1e-3b4f-4a6d-8e9f-0a1b2c3d4e5f";
-
-fn cid(n: u8) -> String {
-    format!("{n:02x}").repeat(32)
-}
-
-/// A pod: sandbox container (first) and containers A and B, each with a
-/// 32 MiB limit and an init waiting on a FIFO before it allocates.
-struct Pod {
-    cg: TestCgroup,
-    tmp: PathBuf,
-    pod_path: String,
-    paths: [String; 3],
-    inits: Vec<Child>,
-}
 
 const SANDBOX: usize = 0;
 const A: usize = 1;
 const B: usize = 2;
 
-impl Pod {
-    fn build(name: &str, systemd: bool) -> Self {
-        let mut cg = TestCgroup::create(name);
-        let (pod_rel, container_rel): (String, Box<dyn Fn(u8) -> String>) = if systemd {
-            let uid_ = UID.replace('-', "_");
-            (
-                format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice"),
-                Box::new(|n| format!("cri-containerd-{}.scope", cid(n))),
-            )
-        } else {
-            (format!("kubepods/burstable/pod{UID}"), Box::new(cid))
-        };
-        let pod_path = cg.child(&pod_rel);
-        let paths = [1u8, 2, 3].map(|n| {
-            let p = cg.child(&format!("{pod_rel}/{}", container_rel(n)));
-            cg.set_memory_limit(&p, 32 << 20);
-            p
-        });
-        let tmp = std::env::temp_dir().join(format!("sandwatch-pod-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&tmp).expect("temp dir");
-        // The sandbox's process is called `pause` (a copy of dd, so that it
-        // can be made to run out of memory).
-        let pause = tmp.join("pause");
-        std::fs::copy("/bin/dd", &pause).expect("copy dd");
-        std::fs::set_permissions(&pause, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        for i in 0..3 {
-            let fifo = tmp.join(format!("go{i}"));
-            let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
-            // SAFETY: mkfifo on a path we own.
-            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-        }
-        Self { cg, tmp, pod_path, paths, inits: Vec::new() }
-    }
-
-    fn procs(&self, i: usize) -> String {
-        self.cg.procs_file(&self.paths[i]).display().to_string()
-    }
-
-    fn fifo(&self, i: usize) -> String {
-        self.tmp.join(format!("go{i}")).display().to_string()
-    }
-
-    /// Starts the three inits: they join their cgroups and wait.
-    fn start(&mut self) {
-        let hog = "if=/dev/zero of=/dev/null bs=256M count=1";
-        let scripts = [
-            format!("echo $$ > {} && read x < {} && exec {}/pause {hog}", self.procs(SANDBOX), self.fifo(SANDBOX), self.tmp.display()),
-            format!("echo $$ > {} && read x < {} && dd {hog}; exec sleep 1000", self.procs(A), self.fifo(A)),
-            format!("echo $$ > {} && read x < {} && exec dd {hog}", self.procs(B), self.fifo(B)),
-        ];
-        self.inits = scripts.iter().map(|s| sh(s)).collect();
-        // Every init has joined its cgroup.
-        for i in 0..3 {
-            for _ in 0..200 {
-                if !std::fs::read_to_string(self.procs(i)).unwrap_or_default().trim().is_empty() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-
-    fn init_pid(&self, i: usize) -> u32 {
-        self.inits[i].id()
-    }
-
-    /// Lets init `i` go on to allocate.
-    fn trigger(&self, i: usize) {
-        std::fs::write(self.fifo(i), "go\n").expect("write fifo");
-    }
-
-    fn cgroup_id(&self, i: usize) -> u64 {
-        self.cg.id_of(&self.paths[i])
-    }
-}
-
-impl Drop for Pod {
-    fn drop(&mut self) {
-        for c in &mut self.inits {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.tmp);
-        // TestCgroup's drop kills what is left and removes the tree.
-    }
+/// The three inits: each joins its cgroup and waits on its FIFO; then the
+/// sandbox's `pause` allocates, A's init runs an allocating child and
+/// sleeps on, B's init becomes the allocator itself.
+fn start_inits(pod: &mut KubePod) {
+    let hog = "if=/dev/zero of=/dev/null bs=256M count=1";
+    let pause = pod.pause_binary();
+    pod.start_init(SANDBOX, &format!("exec {pause} {hog}"));
+    pod.start_init(A, &format!("dd {hog}; exec sleep 1000"));
+    pod.start_init(B, &format!("exec dd {hog}"));
 }
 
 struct Watch {
@@ -149,7 +57,7 @@ impl Watch {
             dispatcher.dispatch(&event, boottime_ns());
         }
         let prom = PromRegistry::new();
-        let metrics = PodMetrics::register(&prom).expect("metrics");
+        let metrics = PodMetrics::register(&prom, ChurnSettings::default()).expect("metrics");
         Self { pipeline, dispatcher, metrics, prom }
     }
 
@@ -163,7 +71,7 @@ impl Watch {
                     if let Some(r) = self.dispatcher.dispatch(&event, boottime_ns()) {
                         match &r {
                             Report::Exit(e) => self.metrics.observe_exit(e),
-                            Report::Oom(o) => self.metrics.observe_oom(o),
+                            Report::Oom(o) => self.metrics.observe_oom(o, boottime_ns()),
                         }
                         reports.push(r);
                     }
@@ -196,7 +104,7 @@ fn exit_with_role(reports: &[Report], role: TaskRole) -> Option<&sandwatch::mode
 
 /// OOM-kills a container child (A), a container init (B) and the sandbox,
 /// asserting each victim's role, pod and container, then tears down.
-async fn oom_three_ways(watch: &mut Watch, pod: &Pod, restart_after_child: bool) {
+async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: bool) {
     let uid = UID.to_string();
 
     // (a) a child of container A's init.
@@ -276,7 +184,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &Pod, restart_after_child: bool)
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}", 1.0),
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}", 1.0),
         ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
-        (&format!("sandwatch_pod_oom_kills_total{{container_id=\"{}\",pod_uid=\"{UID}\",victim_role=\"sandbox\"}}", cid(1)), 1.0),
+        (&format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\"}}", cid(1)), 1.0),
         ("sandwatch_tracked_sandboxes", 1.0),
     ] {
         assert_eq!(metric(&text, series), Some(want), "{series} in\n{text}");
@@ -285,7 +193,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &Pod, restart_after_child: bool)
 
 /// Teardown: everything left is killed, containers then the pod removed;
 /// the registry keeps nothing but tombstones.
-async fn teardown(watch: &mut Watch, pod: Pod) {
+async fn teardown(watch: &mut Watch, pod: KubePod) {
     let pod_path = pod.pod_path.clone();
     let a_init = pod.init_pid(A);
     drop(pod);
@@ -312,8 +220,8 @@ async fn teardown(watch: &mut Watch, pod: Pod) {
 #[tokio::test(flavor = "current_thread")]
 async fn cgroupfs_pod_victims_roles_and_sandbox_oom_death() {
     let mut watch = Watch::start();
-    let mut pod = Pod::build("cgroupfs", false);
-    pod.start();
+    let mut pod = KubePod::build("cgroupfs", UID, false, 3);
+    start_inits(&mut pod);
     let _ = watch.until(Duration::from_millis(300), |_| false).await;
     oom_three_ways(&mut watch, &pod, false).await;
     teardown(&mut watch, pod).await;
@@ -323,8 +231,8 @@ async fn cgroupfs_pod_victims_roles_and_sandbox_oom_death() {
 #[tokio::test(flavor = "current_thread")]
 async fn systemd_pod_survives_agent_restart_and_is_attributed() {
     let mut watch = Watch::start();
-    let mut pod = Pod::build("systemd", true);
-    pod.start();
+    let mut pod = KubePod::build("systemd", UID, true, 3);
+    start_inits(&mut pod);
     let _ = watch.until(Duration::from_millis(300), |_| false).await;
     oom_three_ways(&mut watch, &pod, true).await;
     teardown(&mut watch, pod).await;

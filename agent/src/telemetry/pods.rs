@@ -1,8 +1,14 @@
 //! Pod-level metrics: what the dispatcher's reports mean to an SRE. Labels
-//! are bounded enums, except `sandwatch_pod_oom_kills_total` which carries
-//! pod UID and container ID (a later change caps its series).
+//! are bounded enums, except `sandwatch_pod_oom_kills_total`, which names
+//! pods and is capped (least recently updated series evicted, counted), and
+//! the OOM-churn window with its storm flag.
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts, Registry};
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex},
+};
+
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 use crate::model::{
     DeathCause, ExitReport, LateReason, OomReport, Outcome, QosClass, Registry as PodRegistry,
@@ -26,10 +32,109 @@ const DELAY_BUCKETS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// How the OOM-churn window and the per-pod series behave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChurnSettings {
+    /// Length of the sliding window, in seconds.
+    pub window_secs: u64,
+    /// The storm flag rises when the window holds at least this many kills…
+    pub storm_threshold: u64,
+    /// …and falls only when it holds at most this many (hysteresis).
+    pub storm_clear: u64,
+    /// Cap on `sandwatch_pod_oom_kills_total` series.
+    pub max_pod_series: usize,
+}
+
+impl Default for ChurnSettings {
+    fn default() -> Self {
+        Self {
+            window_secs: 60,
+            storm_threshold: 10,
+            storm_clear: 5,
+            max_pod_series: 500,
+        }
+    }
+}
+
+/// Label values of one per-pod series.
+type PodLabels = [String; 6];
+
+/// Per-pod series with a cap: the least recently updated one is dropped
+/// (and counted) to make room for a new one.
+struct PodSeries {
+    counter: IntCounterVec,
+    evicted: IntCounter,
+    max: usize,
+    /// labels → update sequence number.
+    last_update: HashMap<PodLabels, u64>,
+    seq: u64,
+}
+
+impl PodSeries {
+    fn inc(&mut self, labels: PodLabels) {
+        self.seq += 1;
+        if !self.last_update.contains_key(&labels) && self.last_update.len() >= self.max {
+            let oldest = self
+                .last_update
+                .iter()
+                .min_by_key(|(_, seq)| **seq)
+                .map(|(l, _)| l.clone());
+            if let Some(oldest) = oldest {
+                self.last_update.remove(&oldest);
+                let refs: Vec<&str> = oldest.iter().map(String::as_str).collect();
+                let _ = self.counter.remove_label_values(&refs);
+                self.evicted.inc();
+            }
+        }
+        let refs: Vec<&str> = labels.iter().map(String::as_str).collect();
+        self.counter.with_label_values(&refs).inc();
+        self.last_update.insert(labels, self.seq);
+    }
+}
+
+/// OOM kills in a sliding window, and the storm flag with hysteresis.
+struct Churn {
+    settings: ChurnSettings,
+    kills_ns: VecDeque<u64>,
+    storm: bool,
+    window: IntGaugeVec,
+    storm_gauge: IntGauge,
+}
+
+/// Kill timestamps kept at most; a storm beyond this still reads as one.
+const MAX_WINDOW_KILLS: usize = 100_000;
+
+impl Churn {
+    fn record(&mut self, now_ns: u64) {
+        if self.kills_ns.len() >= MAX_WINDOW_KILLS {
+            self.kills_ns.pop_front();
+        }
+        self.kills_ns.push_back(now_ns);
+        self.update(now_ns);
+    }
+
+    fn update(&mut self, now_ns: u64) {
+        let window_ns = self.settings.window_secs.saturating_mul(1_000_000_000);
+        while self.kills_ns.front().is_some_and(|t| now_ns.saturating_sub(*t) >= window_ns) {
+            self.kills_ns.pop_front();
+        }
+        let n = self.kills_ns.len() as u64;
+        if !self.storm && n >= self.settings.storm_threshold {
+            self.storm = true;
+        } else if self.storm && n <= self.settings.storm_clear {
+            self.storm = false;
+        }
+        let label = format!("{}s", self.settings.window_secs);
+        self.window.with_label_values(&[&label]).set(n as i64);
+        self.storm_gauge.set(i64::from(self.storm));
+    }
+}
+
 #[derive(Clone)]
 pub struct PodMetrics {
     oom_kills: IntCounterVec,
-    pod_oom_kills: IntCounterVec,
+    pod_series: Arc<Mutex<PodSeries>>,
+    churn: Arc<Mutex<Churn>>,
     sandbox_deaths: IntCounterVec,
     task_exits: IntCounterVec,
     late_exits: IntCounterVec,
@@ -40,16 +145,51 @@ pub struct PodMetrics {
 }
 
 impl PodMetrics {
-    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+    pub fn register(registry: &Registry, settings: ChurnSettings) -> Result<Self, prometheus::Error> {
+        let pod_oom_kills = IntCounterVec::new(
+            Opts::new(
+                "sandwatch_pod_oom_kills_total",
+                "OOM kills per pod and container (namespace, pod and container names are empty without runtime metadata). Capped series.",
+            ),
+            &["pod_uid", "namespace", "pod", "container", "container_id", "victim_role"],
+        )?;
+        let evicted = IntCounter::new(
+            "sandwatch_pod_series_evicted_total",
+            "Per-pod OOM series dropped because the --max-pod-series cap was reached.",
+        )?;
+        let window = IntGaugeVec::new(
+            Opts::new("sandwatch_oom_kills_window", "OOM kills on this node within the sliding window."),
+            &["window"],
+        )?;
+        let storm_gauge = IntGauge::new(
+            "sandwatch_oom_storm",
+            "1 while OOM kills in the window are at or above the storm threshold, until they fall to the clear level.",
+        )?;
+        registry.register(Box::new(pod_oom_kills.clone()))?;
+        registry.register(Box::new(evicted.clone()))?;
+        registry.register(Box::new(window.clone()))?;
+        registry.register(Box::new(storm_gauge.clone()))?;
+        let mut churn = Churn {
+            settings,
+            kills_ns: VecDeque::new(),
+            storm: false,
+            window,
+            storm_gauge,
+        };
+        churn.update(0);
         let m = Self {
             oom_kills: IntCounterVec::new(
                 Opts::new("sandwatch_oom_kills_total", "OOM kills on this node by victim role and pod QoS class."),
                 &["victim_role", "qos_class"],
             )?,
-            pod_oom_kills: IntCounterVec::new(
-                Opts::new("sandwatch_pod_oom_kills_total", "OOM kills per pod and container."),
-                &["pod_uid", "container_id", "victim_role"],
-            )?,
+            pod_series: Arc::new(Mutex::new(PodSeries {
+                counter: pod_oom_kills,
+                evicted,
+                max: settings.max_pod_series.max(1),
+                last_update: HashMap::new(),
+                seq: 0,
+            })),
+            churn: Arc::new(Mutex::new(churn)),
             sandbox_deaths: IntCounterVec::new(
                 Opts::new("sandwatch_sandbox_deaths_total", "Exits of a pod sandbox's init (pause), by cause."),
                 &["cause"],
@@ -80,7 +220,6 @@ impl PodMetrics {
             )?,
         };
         registry.register(Box::new(m.oom_kills.clone()))?;
-        registry.register(Box::new(m.pod_oom_kills.clone()))?;
         registry.register(Box::new(m.sandbox_deaths.clone()))?;
         registry.register(Box::new(m.task_exits.clone()))?;
         registry.register(Box::new(m.late_exits.clone()))?;
@@ -124,14 +263,31 @@ impl PodMetrics {
         self.exit_delay.observe(r.delay_ns as f64 / 1e9);
     }
 
-    pub fn observe_oom(&self, r: &OomReport) {
+    pub fn observe_oom(&self, r: &OomReport, now_ns: u64) {
         let qos = r.pod.as_ref().and_then(|p| p.qos).map_or(NO_QOS, QosClass::label);
         self.oom_kills.with_label_values(&[r.role.label(), qos]).inc();
         if let Some(pod) = &r.pod {
-            let container = pod.container_id.as_deref().unwrap_or("");
-            self.pod_oom_kills
-                .with_label_values(&[&pod.pod_uid, container, r.role.label()])
-                .inc();
+            let labels = [
+                pod.pod_uid.clone(),
+                String::new(),
+                String::new(),
+                String::new(),
+                pod.container_id.clone().unwrap_or_default(),
+                r.role.label().to_string(),
+            ];
+            if let Ok(mut series) = self.pod_series.lock() {
+                series.inc(labels);
+            }
+        }
+        if let Ok(mut churn) = self.churn.lock() {
+            churn.record(now_ns);
+        }
+    }
+
+    /// Lets the churn window slide on when no kill happens.
+    pub fn tick(&self, now_ns: u64) {
+        if let Ok(mut churn) = self.churn.lock() {
+            churn.update(now_ns);
         }
     }
 
@@ -139,5 +295,91 @@ impl PodMetrics {
         self.tracked_sandboxes.set(registry.tracked_sandboxes() as i64);
         self.tracked_containers.set(registry.tracked_containers() as i64);
         self.tracked_processes.set(registry.tracked_processes() as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        model::{OomReport, Outcome, PodRef, TaskKey},
+        telemetry::metrics::render,
+    };
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn report(pod: u32) -> OomReport {
+        OomReport {
+            outcome: Outcome::Handled,
+            role: TaskRole::ContainerChild,
+            pod: Some(PodRef {
+                pod_uid: format!("pod-{pod}"),
+                qos: Some(QosClass::Burstable),
+                container_id: Some("c".into()),
+            }),
+            victim: TaskKey::new(pod, 0),
+            victim_comm: "x".into(),
+            trigger: None,
+            delay_ns: 0,
+        }
+    }
+
+    fn metrics(settings: ChurnSettings) -> (Registry, PodMetrics) {
+        let registry = Registry::new();
+        let m = PodMetrics::register(&registry, settings).unwrap();
+        (registry, m)
+    }
+
+    fn value(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn pod_series_never_exceed_the_cap_and_evictions_are_counted() {
+        let (registry, m) = metrics(ChurnSettings { max_pod_series: 3, ..ChurnSettings::default() });
+        for pod in 0..10 {
+            m.observe_oom(&report(pod), 0);
+        }
+        // pod-0's series was evicted long ago; touching pod-9 again keeps it.
+        m.observe_oom(&report(9), 0);
+        m.observe_oom(&report(10), 0);
+        let text = render(&registry).unwrap();
+        let series = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
+        assert_eq!(series, 3, "{text}");
+        assert_eq!(value(&text, "sandwatch_pod_series_evicted_total"), Some(8.0));
+        assert!(text.contains("pod_uid=\"pod-9\",victim_role=\"container_child\"} 2"), "{text}");
+        // 7, 8, 9 were kept; 9 was touched again, so 10 evicted 7.
+        assert!(!text.contains("pod_uid=\"pod-7\""), "least recently updated goes first: {text}");
+        assert!(text.contains("pod_uid=\"pod-8\""), "{text}");
+        // The node-wide counter saw all of them.
+        let total: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("sandwatch_oom_kills_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert_eq!(total, 12.0);
+    }
+
+    #[test]
+    fn storm_rises_at_threshold_and_falls_with_hysteresis() {
+        let s = ChurnSettings { window_secs: 10, storm_threshold: 4, storm_clear: 1, max_pod_series: 10 };
+        let (registry, m) = metrics(s);
+        let storm = |r: &Registry| value(&render(r).unwrap(), "sandwatch_oom_storm");
+        let window = |r: &Registry| value(&render(r).unwrap(), "sandwatch_oom_kills_window{window=\"10s\"}");
+        assert_eq!(storm(&registry), Some(0.0));
+        for i in 0..3 {
+            m.observe_oom(&report(i), i as u64 * SEC);
+        }
+        assert_eq!(storm(&registry), Some(0.0), "3 < threshold 4");
+        m.observe_oom(&report(3), 3 * SEC);
+        assert_eq!((storm(&registry), window(&registry)), (Some(1.0), Some(4.0)));
+        // Kills at 0 s and 1 s leave the window: 2 left, above clear (1): still a storm.
+        m.tick(11 * SEC + SEC / 2);
+        assert_eq!((storm(&registry), window(&registry)), (Some(1.0), Some(2.0)));
+        // One left: the storm is over.
+        m.tick(12 * SEC + SEC / 2);
+        assert_eq!((storm(&registry), window(&registry)), (Some(0.0), Some(1.0)));
+        m.tick(100 * SEC);
+        assert_eq!(window(&registry), Some(0.0));
     }
 }

@@ -274,3 +274,108 @@ impl Drop for AgentProcess {
         let _ = std::fs::remove_file(&self.log);
     }
 }
+
+/// A container id made of one repeated byte: `cid(1)` = "0101…01" (64 hex).
+pub fn cid(n: u8) -> String {
+    format!("{n:02x}").repeat(32)
+}
+
+/// A kubelet-shaped pod inside the test's own cgroup: the pod cgroup
+/// (burstable QoS) and `containers` container cgroups named `cid(1..)`,
+/// created in order (the first is the sandbox by the registry's rule), each
+/// limited to 32 MiB. Inits join their cgroup, then wait on a FIFO until
+/// the test triggers them. Everything is killed and removed on drop.
+pub struct KubePod {
+    pub cg: TestCgroup,
+    pub tmp: PathBuf,
+    pub pod_path: String,
+    pub paths: Vec<String>,
+    inits: Vec<Option<Child>>,
+}
+
+impl KubePod {
+    pub fn build(name: &str, uid: &str, systemd: bool, containers: u8) -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mut cg = TestCgroup::create(name);
+        let pod_rel = if systemd {
+            let uid_ = uid.replace('-', "_");
+            format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice")
+        } else {
+            format!("kubepods/burstable/pod{uid}")
+        };
+        let pod_path = cg.child(&pod_rel);
+        let paths: Vec<String> = (1..=containers)
+            .map(|n| {
+                let leaf = if systemd { format!("cri-containerd-{}.scope", cid(n)) } else { cid(n) };
+                let p = cg.child(&format!("{pod_rel}/{leaf}"));
+                cg.set_memory_limit(&p, 32 << 20);
+                p
+            })
+            .collect();
+        let tmp = std::env::temp_dir().join(format!("sandwatch-pod-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&tmp).expect("temp dir");
+        // A sandbox process called `pause` (a copy of dd, so that it can be
+        // made to run out of memory).
+        let pause = tmp.join("pause");
+        std::fs::copy("/bin/dd", &pause).expect("copy dd");
+        std::fs::set_permissions(&pause, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        for i in 0..paths.len() {
+            let fifo = tmp.join(format!("go{i}"));
+            let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
+            // SAFETY: mkfifo on a path we own.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        }
+        let inits = paths.iter().map(|_| None).collect();
+        Self { cg, tmp, pod_path, paths, inits }
+    }
+
+    pub fn pause_binary(&self) -> String {
+        self.tmp.join("pause").display().to_string()
+    }
+
+    fn procs(&self, i: usize) -> String {
+        self.cg.procs_file(&self.paths[i]).display().to_string()
+    }
+
+    fn fifo(&self, i: usize) -> String {
+        self.tmp.join(format!("go{i}")).display().to_string()
+    }
+
+    /// Starts container `i`'s init: it joins the cgroup, waits for
+    /// [`KubePod::trigger`], then runs `then` (a shell snippet).
+    pub fn start_init(&mut self, i: usize, then: &str) {
+        let script = format!("echo $$ > {} && read x < {} && {then}", self.procs(i), self.fifo(i));
+        self.inits[i] = Some(sh(&script));
+        for _ in 0..200 {
+            if !std::fs::read_to_string(self.procs(i)).unwrap_or_default().trim().is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("init of container {i} never joined its cgroup");
+    }
+
+    pub fn init_pid(&self, i: usize) -> u32 {
+        self.inits[i].as_ref().map(Child::id).expect("init started")
+    }
+
+    /// Lets init `i` go on.
+    pub fn trigger(&self, i: usize) {
+        std::fs::write(self.fifo(i), "go\n").expect("write fifo");
+    }
+
+    pub fn cgroup_id(&self, i: usize) -> u64 {
+        self.cg.id_of(&self.paths[i])
+    }
+}
+
+impl Drop for KubePod {
+    fn drop(&mut self) {
+        for c in self.inits.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.tmp);
+        // TestCgroup's drop kills what is left and removes the tree.
+    }
+}
