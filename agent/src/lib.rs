@@ -66,14 +66,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         config.listen
     );
 
+    // The OOM-churn window slides on even when no kill happens.
     let mut gauges = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = gauges.tick() => {
-                pod_metrics.refresh(&dispatcher.registry);
-                pod_metrics.tick(boottime_ns());
-            }
+            _ = gauges.tick() => pod_metrics.tick(boottime_ns()),
             event = pipeline.events.next() => match event {
                 Some(event) => {
                     log::trace!("{event:?}");
@@ -88,6 +86,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                         }
                         None => {}
                     }
+                    pod_metrics.refresh(&dispatcher.registry);
                 }
                 None => break,
             },

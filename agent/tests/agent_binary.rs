@@ -4,9 +4,14 @@
 
 mod harness;
 
-use std::{os::unix::fs::PermissionsExt as _, process::Command, time::Duration};
+use std::{
+    collections::BTreeSet, io::Write as _, os::unix::fs::PermissionsExt as _, process::Command,
+    time::Duration,
+};
 
-use harness::{memory_hog, metric, require_root, sh, AgentProcess, TestCgroup};
+use harness::{cid, metric, require_root, sh, AgentProcess, KubePod};
+
+const UID: &str = "0c9e8d7f-6a5b-4c3d-9e2f-1a0b9c8d7e6f";
 
 /// Programs of ours that are loaded in the kernel right now (names are cut
 /// to 15 bytes by the kernel).
@@ -39,12 +44,11 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     for code in 0..20 {
         sh(&format!("exit {code}")).wait().expect("wait");
     }
-    let cg = TestCgroup::create("agent-oom");
-    cg.set_memory_limit(&cg.path, 32 << 20);
-    for _ in 0..2 {
-        memory_hog(&cg.procs_file(&cg.path), 256).wait().expect("wait hog");
-    }
-    drop(cg);
+    // Two OOM kills of a workload container's children in a kubelet-shaped
+    // pod (its first container is the sandbox, left idle).
+    let mut pod = KubePod::build("agent", UID, false, 2);
+    pod.start_init(1, "dd if=/dev/zero of=/dev/null bs=256M count=1; dd if=/dev/zero of=/dev/null bs=256M count=1; exec sleep 1000");
+    pod.trigger(1);
 
     let mut m1 = String::new();
     for _ in 0..100 {
@@ -61,13 +65,63 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     // Only this test makes OOM kills here; other exits on the machine may add up.
     assert_eq!(ooms, 2.0, "two OOM kills counted:\n{m1}");
     assert!(exits >= 22.0, "20 exits + 2 OOM-killed hogs counted, got {exits}");
+    let pod_series = format!(
+        "sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"container_child\"}}",
+        cid(2)
+    );
+    assert_eq!(metric(&m1, &pod_series), Some(2.0), "{m1}");
+    assert_eq!(
+        metric(&m1, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"),
+        Some(2.0)
+    );
+    assert_eq!(metric(&m1, "sandwatch_tracked_sandboxes"), Some(1.0), "{m1}");
     assert_eq!(metric(&m1, "sandwatch_events_dropped_total{stage=\"kernel\"}"), Some(0.0));
     assert_eq!(metric(&m1, "sandwatch_events_dropped_total{stage=\"channel\"}"), Some(0.0));
     assert_eq!(metric(&m1, "sandwatch_events_dropped_total{stage=\"decode\"}"), Some(0.0));
 
+    // The exposition of a real scrape, after real exits and OOM kills,
+    // passes Prometheus's own linter.
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus, installed by cargo xtask setup)");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(m1.as_bytes())
+        .expect("feed promtool");
+    let out = promtool.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // README's metric reference is exactly what /metrics serves.
+    let served: BTreeSet<String> = m1
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README");
+    let documented: BTreeSet<String> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `sandwatch_"))
+        .filter_map(|l| l.split('`').next())
+        .map(|n| format!("sandwatch_{n}"))
+        .collect();
+    assert_eq!(documented, served, "README metric table vs /metrics");
+
     let (status, log) = agent.terminate(Duration::from_secs(10));
     assert!(status.success(), "exit 0 after SIGTERM, got {status}: {log}");
     assert!(log.contains("OOM kill: victim pid"), "OOM kills are logged: {log}");
+    drop(pod);
     assert_eq!(our_programs_loaded(), before, "programs detached after exit");
 }
 
@@ -104,4 +158,29 @@ fn unprivileged_run_fails_with_one_line() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
     assert!(stderr.contains("needs root"), "{stderr}");
+}
+
+#[test]
+fn invalid_environment_values_are_one_line_and_exit_2() {
+    for (var, value, needle) in [
+        ("SANDWATCH_LISTEN", "not-an-address", "--listen"),
+        ("SANDWATCH_RING_BUFFER_BYTES", "3000", "power of two"),
+        ("SANDWATCH_DRAIN_INTERVAL_MS", "0", "--drain-interval-ms"),
+        ("SANDWATCH_CHANNEL_CAPACITY", "lots", "--channel-capacity"),
+        ("SANDWATCH_TASK_TABLE_ENTRIES", "5", "--task-table-entries"),
+        ("SANDWATCH_MAX_POD_SERIES", "0", "--max-pod-series"),
+        ("SANDWATCH_OOM_WINDOW_SECONDS", "0", "--oom-window-seconds"),
+        ("SANDWATCH_OOM_STORM_THRESHOLD", "0", "--oom-storm-threshold"),
+        ("SANDWATCH_OOM_STORM_CLEAR", "20", "must be below --oom-storm-threshold"),
+        ("SANDWATCH_LOG_LEVEL", "loud", "--log-level"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sandwatch"))
+            .env(var, value)
+            .output()
+            .expect("run sandwatch");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={value}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{var}: one line: {stderr:?}");
+        assert!(stderr.contains(needle), "{var}={value}: {stderr:?} lacks {needle:?}");
+    }
 }

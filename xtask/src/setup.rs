@@ -10,8 +10,9 @@ use crate::util::{is_root, output, run as run_cmd};
 /// Version pinned because newer bpf-linker releases need a newer rustc.
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
-/// Debian packages the tests use, besides LLVM (which depends on nightly).
-const TEST_PACKAGES: &[&str] = &["util-linux"];
+/// Debian packages the tests use, besides LLVM (which depends on nightly):
+/// setpriv (util-linux) for the unprivileged run, Prometheus and promtool.
+const TEST_PACKAGES: &[&str] = &["util-linux", "prometheus"];
 
 pub fn run() -> Result<()> {
     let nightly = ensure_nightly()?;

@@ -309,6 +309,8 @@ pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport
             DeathCause::Exit
         });
     }
+    // An init is gone: the tracked processes changed.
+    reg.touch();
     report
 }
 

@@ -195,6 +195,9 @@ pub struct Registry {
     oom_victims: HashMap<u32, (TaskKey, u64)>,
     oom_order: VecDeque<(u32, u64)>,
     pub evictions: Evictions,
+    /// Bumped by every change to sandboxes, containers or inits, so that
+    /// gauges are refreshed only when something changed.
+    generation: u64,
 }
 
 impl Registry {
@@ -242,6 +245,14 @@ impl Registry {
             .count()
     }
 
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub(super) fn touch(&mut self) {
+        self.generation += 1;
+    }
+
     pub fn tombstone_count(&self) -> usize {
         self.tombstones.len()
     }
@@ -254,6 +265,7 @@ impl Registry {
 
     /// A cgroup appeared (mkdir event or start-up scan).
     pub fn cgroup_created(&mut self, cgroup_id: u64, path: &str) {
+        self.touch();
         let Some(pod) = cgroup_path::parse(path) else {
             if self.host_cgroups.len() < self.limits.max_host_cgroups {
                 self.host_cgroups.insert(cgroup_id);
@@ -323,6 +335,7 @@ impl Registry {
     /// A task was moved into a cgroup. The first task in an empty container
     /// cgroup is its init; an init named `pause` marks the sandbox.
     pub fn task_attached(&mut self, cgroup_id: u64, key: TaskKey, comm: &str) {
+        self.touch();
         let Some(CgroupOwner::Container { pod_uid, container_id }) = self.cgroups.get(&cgroup_id) else {
             return;
         };
@@ -342,6 +355,7 @@ impl Registry {
 
     /// A cgroup was removed: its owner goes, leaving a tombstone.
     pub fn cgroup_removed(&mut self, cgroup_id: u64, now_ns: u64) {
+        self.touch();
         self.host_cgroups.remove(&cgroup_id);
         let Some(owner) = self.cgroups.remove(&cgroup_id) else { return };
         match &owner {

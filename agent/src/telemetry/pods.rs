@@ -142,6 +142,8 @@ pub struct PodMetrics {
     tracked_sandboxes: IntGauge,
     tracked_containers: IntGauge,
     tracked_processes: IntGauge,
+    /// Registry generation the gauges were last computed for.
+    refreshed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl PodMetrics {
@@ -218,6 +220,7 @@ impl PodMetrics {
                 "sandwatch_tracked_processes",
                 "Container init processes alive and known to the registry.",
             )?,
+            refreshed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
         };
         registry.register(Box::new(m.oom_kills.clone()))?;
         registry.register(Box::new(m.sandbox_deaths.clone()))?;
@@ -291,7 +294,13 @@ impl PodMetrics {
         }
     }
 
+    /// Recomputes the tracked-object gauges if the registry changed since
+    /// the last call (cheap to call after every event).
     pub fn refresh(&self, registry: &PodRegistry) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.refreshed.swap(registry.generation(), Relaxed) == registry.generation() {
+            return;
+        }
         self.tracked_sandboxes.set(registry.tracked_sandboxes() as i64);
         self.tracked_containers.set(registry.tracked_containers() as i64);
         self.tracked_processes.set(registry.tracked_processes() as i64);
