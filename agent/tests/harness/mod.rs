@@ -379,3 +379,104 @@ impl Drop for KubePod {
         // TestCgroup's drop kills what is left and removes the tree.
     }
 }
+
+/// A real Prometheus server on loopback, scraping `target` every second,
+/// with its own temporary configuration and storage. Killed on drop.
+pub struct PrometheusProcess {
+    child: Child,
+    pub addr: SocketAddr,
+    dir: PathBuf,
+}
+
+impl PrometheusProcess {
+    pub fn start(target: SocketAddr) -> Self {
+        let dir = std::env::temp_dir().join(format!("sandwatch-prom-{}-{}", std::process::id(), target.port()));
+        std::fs::create_dir_all(dir.join("data")).expect("prometheus dir");
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: sandwatch\n    static_configs:\n      - targets: ['{target}']\n"
+        );
+        std::fs::write(dir.join("prometheus.yml"), config).expect("prometheus.yml");
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let log = std::fs::File::create(dir.join("prometheus.log")).expect("log");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("prometheus (Debian package prometheus, installed by cargo xtask setup)");
+        let mut p = Self { child, addr, dir };
+        let start = Instant::now();
+        while !matches!(http_get(p.addr, "/-/ready"), Some((200, _))) {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                panic!("prometheus exited with {status}: {}", p.log());
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "prometheus not ready: {}", p.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        p
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// An instant query, optionally at `time` (Unix seconds); returns
+    /// (labels, value) per series.
+    pub fn query(&self, promql: &str, time: Option<f64>) -> Vec<(serde_json::Value, f64)> {
+        let mut path = format!("/api/v1/query?query={}", percent_encode(promql));
+        if let Some(t) = time {
+            path.push_str(&format!("&time={t:.3}"));
+        }
+        let (status, body) = http_get(self.addr, &path).expect("query prometheus");
+        assert_eq!(status, 200, "{promql}: {body}");
+        let json: serde_json::Value = serde_json::from_str(&body).expect("prometheus JSON");
+        json["data"]["result"]
+            .as_array()
+            .map(|rs| {
+                rs.iter()
+                    .filter_map(|r| {
+                        let v = r["value"][1].as_str()?.parse::<f64>().ok()?;
+                        Some((r["metric"].clone(), v))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The single value of a query that returns one series, if any.
+    pub fn scalar(&self, promql: &str, time: Option<f64>) -> Option<f64> {
+        self.query(promql, time).first().map(|(_, v)| *v)
+    }
+
+    /// Polls `promql` until `ok(value)` or `timeout`; returns the last value.
+    pub fn wait_for(&self, promql: &str, timeout: Duration, ok: impl Fn(f64) -> bool) -> Option<f64> {
+        let start = Instant::now();
+        loop {
+            let v = self.scalar(promql, None);
+            if v.is_some_and(&ok) || start.elapsed() > timeout {
+                return v;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for PrometheusProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
