@@ -89,7 +89,111 @@ pub fn run(args: Args) -> Result<()> {
         rounds.push(round);
     }
     report(&args, &rounds);
+
+    let latency = oom_latency(&bin, &args, workers)?;
+    println!("{latency}");
+    cargo(&["bench", "--package", "sandwatch", "--bench", "metrics_render"])?;
     Ok(())
+}
+
+/// OOM kills made while an exit storm runs: time from the victim's reaping
+/// (just after the kill) to the counter showing it on /metrics.
+fn oom_latency(bin: &std::path::Path, args: &Args, workers: u32) -> Result<String> {
+    const KILLS: usize = 40;
+    let agent = Agent::start(bin, &args.agent_args)?;
+    let cgroup = BenchCgroup::create()?;
+    let forks = args.forks;
+    let storm = std::thread::spawn(move || storm(forks, workers));
+    let series = "sandwatch_oom_kills_total{qos_class=\"none\",victim_role=\"host\"}";
+    let mut latencies = Vec::with_capacity(KILLS);
+    let mut timeouts = 0;
+    for _ in 0..KILLS {
+        let before = agent.value(series);
+        let status = Command::new("sh")
+            .args([
+                "-c",
+                &format!(
+                    "echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs=256M count=1",
+                    cgroup.procs().display()
+                ),
+            ])
+            .stderr(Stdio::null())
+            .status()?;
+        let reaped = Instant::now();
+        if status.success() {
+            bail!("the memory hog was not OOM-killed ({status})");
+        }
+        loop {
+            if agent.value(series) > before {
+                latencies.push(reaped.elapsed().as_secs_f64() * 1e3);
+                break;
+            }
+            if reaped.elapsed() > Duration::from_secs(5) {
+                timeouts += 1;
+                break;
+            }
+        }
+    }
+    let storm_time = storm.join().map_err(|_| anyhow::anyhow!("storm thread panicked"))??;
+    agent.stop()?;
+    drop(cgroup);
+    latencies.sort_by(f64::total_cmp);
+    let at = |q: f64| latencies.get(((latencies.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
+    let p99 = at(0.99);
+    Ok(format!(
+        "| OOM kill → counter on /metrics, {} kills during a {:.0} s exit storm | p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, {timeouts} never seen | p99 ≤ 100 ms | {} |",
+        latencies.len(),
+        storm_time.as_secs_f64(),
+        at(0.5),
+        p99,
+        at(1.0),
+        if p99 <= 100.0 && timeouts == 0 { "ok" } else { "MISSED" }
+    ))
+}
+
+/// A memory cgroup of 32 MiB inside this process's own, removed on drop.
+struct BenchCgroup {
+    dir: std::path::PathBuf,
+}
+
+impl BenchCgroup {
+    fn create() -> Result<Self> {
+        let own = std::fs::read_to_string("/proc/self/cgroup")?;
+        let (root, path, limit) = if let Some(p) = own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let _ = parts.next();
+            let controllers = parts.next()?;
+            controllers.split(',').any(|c| c == "memory").then(|| parts.next()).flatten()
+        }) {
+            ("/sys/fs/cgroup/memory", p.to_string(), "memory.limit_in_bytes")
+        } else {
+            let p = own.lines().find_map(|l| l.strip_prefix("0::")).context("no cgroup in /proc/self/cgroup")?;
+            ("/sys/fs/cgroup", p.to_string(), "memory.max")
+        };
+        let dir = std::path::Path::new(root)
+            .join(path.trim_start_matches('/'))
+            .join(format!("sandwatch-bench-{}", std::process::id()));
+        std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let cg = Self { dir };
+        std::fs::write(cg.dir.join(limit), (32u64 << 20).to_string())?;
+        Ok(cg)
+    }
+
+    fn procs(&self) -> std::path::PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+}
+
+impl Drop for BenchCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("bench: could not remove {}", self.dir.display());
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -198,6 +302,13 @@ impl Agent {
         }
         let _ = agent.child.kill();
         bail!("agent not ready within 30 s")
+    }
+
+    /// One series' value now (0 if absent or unreachable).
+    fn value(&self, series: &str) -> f64 {
+        get(self.addr, "/metrics")
+            .and_then(|(_, text)| metric(&text, series))
+            .unwrap_or(0.0)
     }
 
     fn sample(&self) -> Result<Sample> {

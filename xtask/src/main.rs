@@ -50,7 +50,7 @@ fn main() -> Result<()> {
             // Default members (the eBPF crate only builds for the BPF
             // target); one test at a time, since privileged tests share the
             // kernel.
-            let mut args = vec!["test", "--all-targets", "--", "--test-threads=1"];
+            let mut args = vec!["test", "--lib", "--bins", "--tests", "--", "--test-threads=1"];
             if let Some(f) = filter.as_deref() {
                 args.push(f);
             }

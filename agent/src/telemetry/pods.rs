@@ -23,6 +23,14 @@ const ROLES: [TaskRole; 5] = [
     TaskRole::Unknown,
 ];
 const OUTCOMES: [&str; 4] = ["handled", "late", "unknown", "host"];
+
+fn role_index(role: TaskRole) -> usize {
+    ROLES.iter().position(|r| *r == role).unwrap_or(ROLES.len() - 1)
+}
+
+fn outcome_index(outcome: Outcome) -> usize {
+    OUTCOMES.iter().position(|o| *o == outcome.label()).unwrap_or(0)
+}
 const CAUSES: [DeathCause; 3] = [DeathCause::Oom, DeathCause::Signal, DeathCause::Exit];
 /// qos_class for victims outside any pod.
 const NO_QOS: &str = "none";
@@ -137,6 +145,9 @@ pub struct PodMetrics {
     churn: Arc<Mutex<Churn>>,
     sandbox_deaths: IntCounterVec,
     task_exits: IntCounterVec,
+    /// `task_exits` children resolved once, indexed role × outcome: the
+    /// exit path is hot, label hashing is not needed on it.
+    task_exit_counters: Vec<IntCounter>,
     late_exits: IntCounterVec,
     exit_delay: Histogram,
     tracked_sandboxes: IntGauge,
@@ -200,6 +211,7 @@ impl PodMetrics {
                 Opts::new("sandwatch_task_exits_total", "Process exits dispatched, by role and outcome."),
                 &["role", "outcome"],
             )?,
+            task_exit_counters: Vec::new(),
             late_exits: IntCounterVec::new(
                 Opts::new(
                     "sandwatch_late_exit_events_total",
@@ -232,12 +244,14 @@ impl PodMetrics {
         registry.register(Box::new(m.tracked_processes.clone()))?;
         // Every bounded series exists from the start, so increase() sees
         // the first event.
+        let mut m = m;
         for role in ROLES {
             for qos in QosClass::LABELS.iter().chain([&NO_QOS]) {
                 m.oom_kills.with_label_values(&[role.label(), qos]);
             }
             for outcome in OUTCOMES {
-                m.task_exits.with_label_values(&[role.label(), outcome]);
+                let counter = m.task_exits.with_label_values(&[role.label(), outcome]);
+                m.task_exit_counters.push(counter);
             }
         }
         for cause in CAUSES {
@@ -252,9 +266,11 @@ impl PodMetrics {
     }
 
     pub fn observe_exit(&self, r: &ExitReport) {
-        self.task_exits
-            .with_label_values(&[r.role.label(), r.outcome.label()])
-            .inc();
+        let slot = role_index(r.role) * OUTCOMES.len() + outcome_index(r.outcome);
+        match self.task_exit_counters.get(slot) {
+            Some(counter) => counter.inc(),
+            None => self.task_exits.with_label_values(&[r.role.label(), r.outcome.label()]).inc(),
+        }
         if let Outcome::Late(reason) = r.outcome {
             self.late_exits
                 .with_label_values(&[reason.label(), r.source.label()])
@@ -367,6 +383,39 @@ mod tests {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
         assert_eq!(total, 12.0);
+    }
+
+    #[test]
+    fn exits_land_in_their_role_and_outcome_series() {
+        use crate::model::{ExitReport, LateReason, Source};
+        let (registry, m) = metrics(ChurnSettings::default());
+        let exit = |role, outcome, death| ExitReport {
+            source: Source::Kernel,
+            outcome,
+            role,
+            pod: None,
+            sandbox_death: death,
+            delay_ns: 2_000_000,
+        };
+        m.observe_exit(&exit(TaskRole::ContainerChild, Outcome::Handled, None));
+        m.observe_exit(&exit(TaskRole::ContainerChild, Outcome::Handled, None));
+        m.observe_exit(&exit(TaskRole::Sandbox, Outcome::Handled, Some(DeathCause::Oom)));
+        m.observe_exit(&exit(TaskRole::Unknown, Outcome::Late(LateReason::ContainerMissing), None));
+        m.observe_exit(&exit(TaskRole::Host, Outcome::Host, None));
+        let text = render(&registry).unwrap();
+        for (series, want) in [
+            ("sandwatch_task_exits_total{outcome=\"handled\",role=\"container_child\"}", 2.0),
+            ("sandwatch_task_exits_total{outcome=\"handled\",role=\"sandbox\"}", 1.0),
+            ("sandwatch_task_exits_total{outcome=\"late\",role=\"unknown\"}", 1.0),
+            ("sandwatch_task_exits_total{outcome=\"host\",role=\"host\"}", 1.0),
+            ("sandwatch_task_exits_total{outcome=\"unknown\",role=\"unknown\"}", 0.0),
+            ("sandwatch_late_exit_events_total{reason=\"container_missing\",source=\"kernel\"}", 1.0),
+            ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
+            ("sandwatch_exit_handling_delay_seconds_bucket{le=\"0.0025\"}", 5.0),
+            ("sandwatch_exit_handling_delay_seconds_bucket{le=\"0.001\"}", 0.0),
+        ] {
+            assert_eq!(value(&text, series), Some(want), "{series}");
+        }
     }
 
     #[test]

@@ -1,0 +1,73 @@
+//! Time to render /metrics with the per-pod series cap full, against the
+//! same registry with no pod series, in one run. Run by `cargo xtask bench`.
+
+use std::{sync::Arc, time::Instant};
+
+use sandwatch::{
+    model::{OomReport, Outcome, PodRef, QosClass, TaskKey, TaskRole},
+    stats::PipelineStats,
+    telemetry::{
+        metrics::{registry, render},
+        pods::{ChurnSettings, PodMetrics},
+    },
+};
+
+fn report(pod: usize) -> OomReport {
+    OomReport {
+        outcome: Outcome::Handled,
+        role: TaskRole::ContainerChild,
+        pod: Some(PodRef {
+            pod_uid: format!("{pod:08x}-0000-4000-8000-000000000000"),
+            qos: Some(QosClass::Burstable),
+            container_id: Some(format!("{pod:064x}")),
+        }),
+        victim: TaskKey::new(pod as u32, 0),
+        victim_comm: "stress".into(),
+        trigger: None,
+        delay_ns: 0,
+    }
+}
+
+/// Median and 99th percentile of `runs` renders, in microseconds.
+fn time_renders(reg: &prometheus::Registry, runs: usize) -> (f64, f64, usize) {
+    let mut us: Vec<f64> = Vec::with_capacity(runs);
+    let mut bytes = 0;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let text = render(reg).unwrap_or_default();
+        us.push(start.elapsed().as_secs_f64() * 1e6);
+        bytes = text.len();
+    }
+    us.sort_by(f64::total_cmp);
+    (us[runs / 2], us[runs * 99 / 100], bytes)
+}
+
+fn build(pods: usize, cap: usize) -> prometheus::Registry {
+    let reg = registry(Arc::new(PipelineStats::default()), None, 6, "bench").expect("registry");
+    let m = PodMetrics::register(&reg, ChurnSettings { max_pod_series: cap, ..ChurnSettings::default() })
+        .expect("pod metrics");
+    for pod in 0..pods {
+        m.observe_oom(&report(pod), pod as u64);
+    }
+    reg
+}
+
+fn main() {
+    // `cargo bench` passes --bench; nothing else to parse.
+    const CAP: usize = 500;
+    const RUNS: usize = 400;
+    let empty = build(0, CAP);
+    let full = build(CAP * 2, CAP);
+    let _ = time_renders(&empty, 20);
+    let (base_p50, base_p99, base_bytes) = time_renders(&empty, RUNS);
+    let (p50, p99, bytes) = time_renders(&full, RUNS);
+    println!("render /metrics, no pod series:        p50 {base_p50:.0} µs, p99 {base_p99:.0} µs, {base_bytes} bytes");
+    println!("render /metrics, {CAP} pod series (cap): p50 {p50:.0} µs, p99 {p99:.0} µs, {bytes} bytes");
+    println!(
+        "| /metrics render with the pod-series cap full ({CAP}) | p50 {:.2} ms, p99 {:.2} ms (x{:.1} the empty registry) | ≤ 5 ms | {} |",
+        p50 / 1e3,
+        p99 / 1e3,
+        p50 / base_p50,
+        if p99 <= 5000.0 { "ok" } else { "MISSED" }
+    );
+}
