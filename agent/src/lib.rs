@@ -2,6 +2,7 @@
 //!
 //! Data flows one way: kernel programs → [`probes::reader`] → decode
 //! ([`events`]) → the agent loop in [`run`] → [`telemetry`].
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod config;
 pub mod events;
