@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::util::{cargo, workspace_root};
+use crate::util::cargo;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -38,12 +38,11 @@ struct Round {
     rss_kib: u64,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(bin: &std::path::Path, args: Args) -> Result<()> {
     if args.forks == 0 || args.rounds == 0 {
         bail!("--forks and --rounds must be at least 1");
     }
-    cargo(&["build", "--release", "--package", "sandwatch"])?;
-    let bin = workspace_root()?.join("target/release/sandwatch");
+    let bin = bin.to_path_buf();
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
     eprintln!(
         "bench: exit storm of {} fork+exit on {workers} workers, {} rounds",

@@ -19,6 +19,9 @@ enum Command {
     /// Install what the build needs (idempotent): nightly rust-src, LLVM,
     /// bpf-linker, and the tools the tests use.
     Setup,
+    /// Set up, then build the release agent (target/release/sandwatch). The
+    /// container image's build stage runs exactly this.
+    Build,
     /// Set up, build, and run the agent with sensible defaults (needs root).
     Run {
         /// Arguments passed to sandwatch, e.g. `-- --listen 0.0.0.0:9432`.
@@ -37,11 +40,10 @@ enum Command {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Setup => setup::run(),
+        Command::Build => build().map(|_| ()),
         Command::Run { args } => {
-            setup::run()?;
+            let bin = build()?;
             util::require_root("the agent loads eBPF programs")?;
-            util::cargo(&["build", "--release", "--package", "sandwatch"])?;
-            let bin = util::workspace_root()?.join("target/release/sandwatch");
             util::exec(&bin, &args)
         }
         Command::Test { filter } => {
@@ -57,9 +59,16 @@ fn main() -> Result<()> {
             util::cargo_test(&args)
         }
         Command::Bench(args) => {
-            setup::run()?;
+            let bin = build()?;
             util::require_root("the benchmark loads the agent's eBPF programs")?;
-            bench::run(args)
+            bench::run(&bin, args)
         }
     }
+}
+
+/// The one recipe for a release binary: setup, then cargo build.
+fn build() -> Result<std::path::PathBuf> {
+    setup::run()?;
+    util::cargo(&["build", "--release", "--package", "sandwatch"])?;
+    Ok(util::workspace_root()?.join("target/release/sandwatch"))
 }
