@@ -84,5 +84,44 @@ fn prometheus_sees_an_oom_storm_exactly() {
     assert_eq!(prom.scalar("sandwatch_pod_series_evicted_total", None), Some(1.0));
     let kept = prom.query("sandwatch_pod_oom_kills_total", None);
     assert_eq!(kept.first().map(|(l, v)| (l["victim_role"].clone(), *v)), Some(("container_init".into(), 1.0)));
+
+    // Every PromQL expression that ships — dashboard panels and alert rules
+    // — parses on this Prometheus, and every panel has data to show.
+    for (origin, expr) in shipped_queries() {
+        let (status, body) = prom.raw_query(&expr);
+        assert_eq!(status, 200, "{origin}: {expr}: {body}");
+        if origin.starts_with("dashboard") {
+            assert!(!prom.query(&expr, None).is_empty(), "{origin} returns no data: {expr}");
+        }
+    }
     drop(pod);
+}
+
+/// (where, expression) for each dashboard target and alert rule, with
+/// Grafana's variables replaced the way Grafana would for "All".
+fn shipped_queries() -> Vec<(String, String)> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{root}/dashboards/sandwatch.json")).expect("dashboard"),
+    )
+    .expect("dashboard JSON");
+    let mut out = Vec::new();
+    for panel in dash["panels"].as_array().into_iter().flatten() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if let Some(expr) = target["expr"].as_str() {
+                let expr = expr
+                    .replace("$node", ".*")
+                    .replace("$namespace", ".*")
+                    .replace("$__rate_interval", "1m")
+                    .replace("$__range", "10m");
+                out.push((format!("dashboard panel {:?}", panel["title"]), expr));
+            }
+        }
+    }
+    let rules = std::fs::read_to_string(format!("{root}/deploy/prometheus/rules.yml")).expect("rules");
+    for expr in rules.lines().filter_map(|l| l.trim().strip_prefix("expr: ")) {
+        out.push(("alert rule".to_string(), expr.to_string()));
+    }
+    assert!(out.len() >= 20, "{out:?}");
+    out
 }

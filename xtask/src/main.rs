@@ -72,3 +72,27 @@ fn build() -> Result<std::path::PathBuf> {
     util::cargo(&["build", "--release", "--package", "sandwatch"])?;
     Ok(util::workspace_root()?.join("target/release/sandwatch"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The image's build stage must be exactly the tested recipe.
+    #[test]
+    fn dockerfile_builds_with_the_xtask_recipe() {
+        let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/Dockerfile"))
+            .expect("deploy/Dockerfile");
+        let runs: Vec<&str> = dockerfile
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("RUN "))
+            .map(str::trim)
+            .collect();
+        assert_eq!(runs, ["cargo xtask build"], "the build stage runs only `cargo xtask build`");
+        assert!(
+            dockerfile.contains("COPY --from=build /src/target/release/sandwatch "),
+            "the runtime stage takes the binary `cargo xtask build` produces"
+        );
+        let cli = Cli::try_parse_from(["xtask", "build"]).expect("`cargo xtask build` exists");
+        assert!(matches!(cli.command, Command::Build));
+    }
+}

@@ -21,7 +21,31 @@ pub fn run() -> Result<()> {
     packages.extend(TEST_PACKAGES.iter().map(|p| p.to_string()));
     ensure_apt(&packages)?;
     ensure_bpf_linker(llvm)?;
+    ensure_pip(KUBERNETES_VALIDATE)?;
     Ok(())
+}
+
+/// Offline validation of the manifests against Kubernetes' schemas.
+const KUBERNETES_VALIDATE: (&str, &str, &str) = ("kubernetes-validate", "kubernetes_validate", "1.37.0");
+
+/// Installs a PyPI package (name, module, version) unless `python3 -m
+/// module --version` already answers.
+fn ensure_pip((package, module, version): (&str, &str, &str)) -> Result<()> {
+    let present = output(Command::new("python3").args(["-m", module, "--version"]))
+        .is_some_and(|v| v.contains(version));
+    if present {
+        say(format!("{package} {version} present"));
+        return Ok(());
+    }
+    say(format!("installing {package} {version} from PyPI"));
+    run_cmd(Command::new("python3").args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        &format!("{package}=={version}"),
+    ]))
 }
 
 fn say(msg: impl AsRef<str>) {

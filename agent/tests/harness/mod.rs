@@ -446,6 +446,11 @@ impl PrometheusProcess {
             .unwrap_or_default()
     }
 
+    /// The raw answer to an instant query: (HTTP status, body).
+    pub fn raw_query(&self, promql: &str) -> (u16, String) {
+        http_get(self.addr, &format!("/api/v1/query?query={}", percent_encode(promql))).expect("query prometheus")
+    }
+
     /// The single value of a query that returns one series, if any.
     pub fn scalar(&self, promql: &str, time: Option<f64>) -> Option<f64> {
         self.query(promql, time).first().map(|(_, v)| *v)
