@@ -38,14 +38,16 @@ fn ensure_pip((package, module, version): (&str, &str, &str)) -> Result<()> {
         return Ok(());
     }
     say(format!("installing {package} {version} from PyPI"));
-    run_cmd(Command::new("python3").args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        &format!("{package}=={version}"),
-    ]))
+    let pip = |extra: &[&str]| {
+        let mut cmd = Command::new("python3");
+        cmd.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args(extra)
+            .arg(format!("{package}=={version}"));
+        run_cmd(&mut cmd)
+    };
+    // Debian's own python3 refuses plain installs (PEP 668); this tool is
+    // self-contained, so allow it there.
+    pip(&[]).or_else(|_| pip(&["--break-system-packages"]))
 }
 
 fn say(msg: impl AsRef<str>) {
