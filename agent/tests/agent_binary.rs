@@ -184,3 +184,35 @@ fn invalid_environment_values_are_one_line_and_exit_2() {
         assert!(stderr.contains(needle), "{var}={value}: {stderr:?} lacks {needle:?}");
     }
 }
+
+/// Agents in containers on cgroup v2 live in a private cgroup namespace,
+/// where /proc/<pid>/cgroup paths are relative to it. Started in one, the
+/// agent must still find a pod that was running before it, with its init,
+/// and attribute the init's OOM kill.
+#[test]
+fn agent_in_a_private_cgroup_namespace_rediscovers_running_pods() {
+    require_root();
+    const NS_UID: &str = "4b3a2c1d-0e9f-4a8b-9c7d-6e5f4a3b2c1d";
+    let mut pod = KubePod::build("cgns", NS_UID, false, 2);
+    pod.start_init(1, "exec dd if=/dev/zero of=/dev/null bs=256M count=1");
+    let agent = AgentProcess::start_wrapped(&["unshare", "--cgroup", "--"], &[]);
+    let m0 = agent.metrics();
+    assert_eq!(metric(&m0, "sandwatch_tracked_sandboxes"), Some(1.0), "pod found at start-up: {}", agent.log_text());
+    assert_eq!(metric(&m0, "sandwatch_tracked_processes"), Some(1.0), "its init found at start-up: {}", agent.log_text());
+
+    pod.trigger(1);
+    let series = "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}";
+    let mut seen = None;
+    for _ in 0..100 {
+        seen = metric(&agent.metrics(), series);
+        if seen == Some(1.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(seen, Some(1.0), "the init's OOM kill is attributed: {}", agent.metrics());
+    let (status, log) = agent.terminate(Duration::from_secs(10));
+    assert!(status.success(), "{log}");
+    assert!(!log.contains("namespace root /)"), "the agent noticed its cgroup namespace: {log}");
+    drop(pod);
+}

@@ -28,6 +28,10 @@ pub struct CgroupLayout {
     pub mode: CgroupMode,
     /// Where the tracked hierarchy is mounted.
     pub mount: PathBuf,
+    /// Host path of this process's cgroup-namespace root: `/` unless the
+    /// agent runs in a private cgroup namespace (containers on cgroup v2),
+    /// where /proc/<pid>/cgroup paths are relative to it.
+    pub ns_root: String,
 }
 
 impl CgroupLayout {
@@ -36,7 +40,9 @@ impl CgroupLayout {
             .map_err(|e| CgroupError::Read("/proc/mounts", e))?;
         let cgroups = std::fs::read_to_string("/proc/cgroups")
             .map_err(|e| CgroupError::Read("/proc/cgroups", e))?;
-        Self::from_tables(&mounts, &cgroups)
+        let mut layout = Self::from_tables(&mounts, &cgroups)?;
+        layout.ns_root = find_ns_root(&layout);
+        Ok(layout)
     }
 
     /// Decides from the text of /proc/mounts and /proc/cgroups. A v1 memory
@@ -64,6 +70,7 @@ impl CgroupLayout {
                     return Ok(Self {
                         mode: CgroupMode::V1Memory { hierarchy_id },
                         mount: PathBuf::from(dir),
+                        ns_root: "/".to_string(),
                     });
                 }
             }
@@ -76,6 +83,7 @@ impl CgroupLayout {
             .map(|mount| Self {
                 mode: CgroupMode::V2,
                 mount,
+                ns_root: "/".to_string(),
             })
             .ok_or(CgroupError::UnknownLayout)
     }
@@ -109,6 +117,12 @@ impl CgroupLayout {
         })
     }
 
+    /// A path as /proc/<pid>/cgroup shows it, as the kernel's tracepoints
+    /// and the hierarchy's mount show it (from the hierarchy root).
+    pub fn host_path(&self, proc_path: &str) -> String {
+        resolve(&self.ns_root, proc_path)
+    }
+
     /// Directory of a cgroup path relative to the hierarchy root.
     pub fn dir(&self, path: &str) -> PathBuf {
         self.mount.join(path.trim_start_matches('/'))
@@ -124,7 +138,69 @@ impl CgroupLayout {
 /// relative to the hierarchy root.
 pub fn own_cgroup(layout: &CgroupLayout) -> Option<String> {
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    layout.task_path(&text).map(str::to_string)
+    layout.task_path(&text).map(|p| layout.host_path(p))
+}
+
+/// `base` joined with `rel`, `..` and `.` resolved, never above the root.
+pub fn resolve(base: &str, rel: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in base.split('/').chain(rel.split('/')) {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// Where this process's cgroup namespace is rooted in the hierarchy. If
+/// the cgroup that /proc/self/cgroup names does not list our pid when read
+/// from the hierarchy's mount, that path is namespace-relative: we find our
+/// own cgroup by looking for our pid in the cgroup.procs files, and the
+/// namespace root is that cgroup minus the path /proc/self/cgroup shows.
+fn find_ns_root(layout: &CgroupLayout) -> String {
+    let me = std::process::id().to_string();
+    let lists_me = |rel: &str| {
+        std::fs::read_to_string(layout.dir(rel).join("cgroup.procs"))
+            .is_ok_and(|procs| procs.lines().any(|l| l.trim() == me))
+    };
+    let Some(own_rel) = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|t| layout.task_path(&t).map(str::to_string))
+    else {
+        return "/".to_string();
+    };
+    if lists_me(&own_rel) {
+        return "/".to_string();
+    }
+    let Some(host) = find_pid(&layout.mount, "", &me, 0) else {
+        log::warn!("cgroup {own_rel} (from /proc/self/cgroup) does not list this process and it was found nowhere else; pod discovery at start-up may miss processes");
+        return "/".to_string();
+    };
+    // host = ns_root + own_rel: strip own_rel's components from the end.
+    let depth = own_rel.split('/').filter(|p| !p.is_empty() && *p != "..").count();
+    let parts: Vec<&str> = host.split('/').filter(|p| !p.is_empty()).collect();
+    format!("/{}", parts[..parts.len().saturating_sub(depth)].join("/"))
+}
+
+fn find_pid(mount: &Path, rel: &str, pid: &str, depth: usize) -> Option<String> {
+    if depth > 32 {
+        return None;
+    }
+    let dir = mount.join(rel.trim_start_matches('/'));
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    if procs.lines().any(|l| l.trim() == pid) {
+        return Some(if rel.is_empty() { "/".to_string() } else { rel.to_string() });
+    }
+    std::fs::read_dir(&dir)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .find_map(|child| find_pid(mount, &format!("{rel}/{child}"), pid, depth + 1))
 }
 
 /// True if `path` exists as a cgroup directory in the layout.
@@ -167,6 +243,15 @@ cpu\t1\t1\t1\nmemory\t4\t48\t1\n";
     fn no_cgroup_mount_is_an_unknown_layout() {
         let err = CgroupLayout::from_tables("proc /proc proc rw 0 0\n", V1_CGROUPS).unwrap_err();
         assert!(err.to_string().starts_with("unknown cgroup layout"));
+    }
+
+    #[test]
+    fn namespaced_paths_resolve_against_the_namespace_root() {
+        assert_eq!(resolve("/", "/kubepods/pod1"), "/kubepods/pod1");
+        assert_eq!(resolve("/kubepods.slice/agent.scope", "/../../system.slice/x"), "/system.slice/x");
+        assert_eq!(resolve("/a/b", "/../../../../x"), "/x", "never above the root");
+        assert_eq!(resolve("/a", "/"), "/a");
+        assert_eq!(resolve("/a", "./b/../c"), "/a/c");
     }
 
     #[test]

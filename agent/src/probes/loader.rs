@@ -161,9 +161,10 @@ impl Probes {
             _pad: 0,
         };
         log::info!(
-            "cgroup layout {:?} at {}; tracefs at {}",
+            "cgroup layout {:?} at {} (namespace root {}); tracefs at {}",
             layout.mode,
             layout.mount.display(),
+            layout.ns_root,
             tracefs.root().display()
         );
 
@@ -317,11 +318,11 @@ fn seed_tasks(ebpf: &mut Ebpf, layout: &CgroupLayout) -> Result<usize, LoadError
         let dir = format!("/proc/{tgid}/task/{tid}");
         // Tasks may exit during the scan: skip what vanished.
         let Ok(cgroup_text) = std::fs::read_to_string(format!("{dir}/cgroup")) else { continue };
-        let Some(path) = layout.task_path(&cgroup_text) else { continue };
-        let cgroup_id = match ids.get(path) {
+        let Some(path) = layout.task_path(&cgroup_text).map(|p| layout.host_path(p)) else { continue };
+        let cgroup_id = match ids.get(&path) {
             Some(id) => *id,
-            None => match layout.cgroup_id(path) {
-                Ok(id) => *ids.entry(path.to_string()).or_insert(id),
+            None => match layout.cgroup_id(&path) {
+                Ok(id) => *ids.entry(path).or_insert(id),
                 Err(_) => continue,
             },
         };

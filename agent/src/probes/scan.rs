@@ -81,12 +81,12 @@ fn attachments(layout: &CgroupLayout, pod_cgroups: &HashMap<String, u64>, now_ns
     {
         let base = Path::new("/proc").join(pid.to_string());
         let Ok(text) = std::fs::read_to_string(base.join("cgroup")) else { continue };
-        let Some(path) = layout.task_path(&text) else { continue };
-        let Some(&cgroup_id) = pod_cgroups.get(path) else { continue };
+        let Some(path) = layout.task_path(&text).map(|p| layout.host_path(p)) else { continue };
+        let Some(&cgroup_id) = pod_cgroups.get(&path) else { continue };
         let Ok(stat) = std::fs::read_to_string(base.join("stat")) else { continue };
         let Some(ticks) = start_ticks(&stat) else { continue };
         let comm = std::fs::read_to_string(base.join("comm")).unwrap_or_default();
-        found.push((cgroup_id, ticks, pid, comm.trim().to_string(), path.to_string()));
+        found.push((cgroup_id, ticks, pid, comm.trim().to_string(), path));
     }
     found.sort();
     found

@@ -211,11 +211,26 @@ pub struct AgentProcess {
 
 impl AgentProcess {
     pub fn start(extra: &[&str]) -> Self {
+        Self::start_wrapped(&[], extra)
+    }
+
+    /// Starts the agent through `wrapper` (e.g. `unshare --cgroup --`),
+    /// which must exec it so the pid stays the agent's.
+    pub fn start_wrapped(wrapper: &[&str], extra: &[&str]) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         // A file, not a pipe: a chatty agent must never block on its log.
         let log = std::env::temp_dir().join(format!("sandwatch-test-{}-{}.log", std::process::id(), addr.port()));
         let log_file = std::fs::File::create(&log).expect("agent log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_sandwatch"))
+        let bin = env!("CARGO_BIN_EXE_sandwatch");
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let child = cmd
             .args(["--listen", &addr.to_string(), "--log-level", "info"])
             .args(extra)
             .stdin(Stdio::null())
