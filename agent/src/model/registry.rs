@@ -415,6 +415,7 @@ impl Registry {
 
     /// Records an OOM victim so that its exit can be told apart.
     pub(super) fn remember_oom_victim(&mut self, key: TaskKey, now_ns: u64) {
+        self.touch();
         self.oom_victims.insert(key.pid, (key, now_ns));
         self.oom_order.push_back((key.pid, now_ns));
         while self.oom_victims.len() > self.limits.max_oom_victims {

@@ -32,6 +32,8 @@ fn outcome_index(outcome: Outcome) -> usize {
     OUTCOMES.iter().position(|o| *o == outcome.label()).unwrap_or(0)
 }
 const CAUSES: [DeathCause; 3] = [DeathCause::Oom, DeathCause::Signal, DeathCause::Exit];
+const EVICTION_KINDS: [&str; 5] = ["sandbox", "container", "tombstone", "host_cgroup", "oom_victim"];
+
 /// qos_class for victims outside any pod.
 const NO_QOS: &str = "none";
 
@@ -153,6 +155,8 @@ pub struct PodMetrics {
     tracked_sandboxes: IntGauge,
     tracked_containers: IntGauge,
     tracked_processes: IntGauge,
+    /// What the registry refused or forgot because a bound was reached.
+    registry_evictions: IntCounterVec,
     /// Registry generation the gauges were last computed for.
     refreshed: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -232,6 +236,13 @@ impl PodMetrics {
                 "sandwatch_tracked_processes",
                 "Container init processes alive and known to the registry.",
             )?,
+            registry_evictions: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_registry_evictions_total",
+                    "Pod state the registry refused or forgot because a bound was reached, by what.",
+                ),
+                &["what"],
+            )?,
             refreshed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
         };
         registry.register(Box::new(m.oom_kills.clone()))?;
@@ -242,6 +253,10 @@ impl PodMetrics {
         registry.register(Box::new(m.tracked_sandboxes.clone()))?;
         registry.register(Box::new(m.tracked_containers.clone()))?;
         registry.register(Box::new(m.tracked_processes.clone()))?;
+        registry.register(Box::new(m.registry_evictions.clone()))?;
+        for what in EVICTION_KINDS {
+            m.registry_evictions.with_label_values(&[what]);
+        }
         // Every bounded series exists from the start, so increase() sees
         // the first event.
         let mut m = m;
@@ -320,6 +335,18 @@ impl PodMetrics {
         self.tracked_sandboxes.set(registry.tracked_sandboxes() as i64);
         self.tracked_containers.set(registry.tracked_containers() as i64);
         self.tracked_processes.set(registry.tracked_processes() as i64);
+        let e = registry.evictions;
+        for (what, total) in EVICTION_KINDS.iter().zip([
+            e.sandboxes_refused,
+            e.containers_refused,
+            e.tombstones_evicted,
+            e.host_cgroups_refused,
+            e.oom_victims_evicted,
+        ]) {
+            let c = self.registry_evictions.with_label_values(&[what]);
+            // The registry's own totals only grow; copy the difference.
+            c.inc_by(total.saturating_sub(c.get()));
+        }
     }
 }
 
@@ -416,6 +443,22 @@ mod tests {
         ] {
             assert_eq!(value(&text, series), Some(want), "{series}");
         }
+    }
+
+    #[test]
+    fn registry_evictions_are_exported() {
+        use crate::model::{Limits, Registry as PodRegistry};
+        let (registry, m) = metrics(ChurnSettings::default());
+        let mut reg = PodRegistry::new(Limits { max_tombstones: 2, ..Limits::default() });
+        for i in 0..5u64 {
+            reg.cgroup_created(i, &format!("/kubepods/pod{i:08x}-0000-4000-8000-000000000000"));
+            reg.cgroup_removed(i, i);
+        }
+        m.refresh(&reg);
+        m.refresh(&reg);
+        let text = render(&registry).unwrap();
+        assert_eq!(value(&text, "sandwatch_registry_evictions_total{what=\"tombstone\"}"), Some(3.0), "{text}");
+        assert_eq!(value(&text, "sandwatch_registry_evictions_total{what=\"sandbox\"}"), Some(0.0));
     }
 
     #[test]
