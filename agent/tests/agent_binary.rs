@@ -216,3 +216,54 @@ fn agent_in_a_private_cgroup_namespace_rediscovers_running_pods() {
     assert!(!log.contains("namespace root /)"), "the agent noticed its cgroup namespace: {log}");
     drop(pod);
 }
+
+/// The DaemonSet grants CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE. The
+/// last is only for kernels before 5.11 (this one charges BPF memory to the
+/// cgroup, and root here cannot even hold it), so with just the first two
+/// the agent must run and count; without CAP_PERFMON it must refuse with
+/// its one line.
+#[test]
+fn least_privilege_bpf_and_perfmon_suffice_and_each_is_needed() {
+    require_root();
+    let only = |caps: &str| -> Vec<String> {
+        ["setpriv", "--bounding-set", &format!("-all,{caps}"), "--inh-caps", &format!("-all,{caps}"), "--"]
+            .map(str::to_string)
+            .to_vec()
+    };
+    let wrapper = only("+bpf,+perfmon");
+    let refs: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let agent = AgentProcess::start_wrapped(&refs, &[]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).expect("status");
+    let cap_eff = status.lines().find_map(|l| l.strip_prefix("CapEff:")).map(str::trim);
+    assert_eq!(cap_eff, Some("000000c000000000"), "only CAP_BPF and CAP_PERFMON");
+    let exits = |m: &str| metric(m, "sandwatch_events_total{kind=\"exit\"}").unwrap_or(0.0);
+    let before = exits(&agent.metrics());
+    for _ in 0..5 {
+        sh("exit 0").wait().expect("wait");
+    }
+    let mut after = before;
+    for _ in 0..100 {
+        after = exits(&agent.metrics());
+        if after >= before + 5.0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(after >= before + 5.0, "exits counted with least privilege: {before} -> {after}");
+    assert_eq!(metric(&agent.metrics(), "sandwatch_programs_attached"), Some(6.0));
+    let (status, log) = agent.terminate(Duration::from_secs(10));
+    assert!(status.success(), "{log}");
+
+    for caps in ["+bpf", "+perfmon"] {
+        let out = Command::new("setpriv")
+            .args(only(caps))
+            .arg(env!("CARGO_BIN_EXE_sandwatch"))
+            .args(["--listen", "127.0.0.1:0"])
+            .output()
+            .expect("setpriv");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "with only {caps}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+        assert!(stderr.contains("CAP_BPF and CAP_PERFMON"), "{stderr}");
+    }
+}
