@@ -178,24 +178,33 @@ pub struct OomReport {
     pub delay_ns: u64,
 }
 
-/// Where a cgroup id leads.
+/// Where a cgroup id leads: to a container of a live pod, or straight to
+/// a final verdict (outcome, role, pod) that both handlers share.
 enum Place {
     Container { pod_uid: String, container_id: String },
-    Pod { pod_uid: String },
-    Late(LateReason, PodRef),
-    Host,
-    Unknown,
+    Verdict(Outcome, TaskRole, Option<PodRef>),
 }
 
 fn locate(reg: &Registry, cgroup_id: Option<u64>) -> Place {
-    let Some(id) = cgroup_id else { return Place::Unknown };
+    let Some(id) = cgroup_id else {
+        return Place::Verdict(Outcome::Unknown, TaskRole::Unknown, None);
+    };
     if let Some(owner) = reg.owner(id) {
         return match owner {
             CgroupOwner::Container { pod_uid, container_id } => Place::Container {
                 pod_uid: pod_uid.clone(),
                 container_id: container_id.clone(),
             },
-            CgroupOwner::Pod { pod_uid } => Place::Pod { pod_uid: pod_uid.clone() },
+            // A process in the pod cgroup itself, outside any container.
+            CgroupOwner::Pod { pod_uid } => Place::Verdict(
+                Outcome::Handled,
+                TaskRole::ContainerChild,
+                reg.sandbox(pod_uid).map(|s| PodRef {
+                    pod_uid: pod_uid.clone(),
+                    qos: Some(s.qos),
+                    container_id: None,
+                }),
+            ),
         };
     }
     if let Some(tomb) = reg.tombstone(id) {
@@ -209,19 +218,17 @@ fn locate(reg: &Registry, cgroup_id: Option<u64>) -> Place {
         } else {
             LateReason::SandboxTornDown
         };
-        return Place::Late(
-            reason,
-            PodRef {
-                pod_uid: pod_uid.clone(),
-                qos: sandbox.map(|s| s.qos),
-                container_id,
-            },
-        );
+        let pod = PodRef {
+            pod_uid: pod_uid.clone(),
+            qos: sandbox.map(|s| s.qos),
+            container_id,
+        };
+        return Place::Verdict(Outcome::Late(reason), TaskRole::Unknown, Some(pod));
     }
     if reg.is_host_cgroup(id) {
-        Place::Host
+        Place::Verdict(Outcome::Host, TaskRole::Host, None)
     } else {
-        Place::Unknown
+        Place::Verdict(Outcome::Unknown, TaskRole::Unknown, None)
     }
 }
 
@@ -237,28 +244,11 @@ pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport
         delay_ns: now_ns.saturating_sub(exit.ts_ns),
     };
     let (pod_uid, container_id) = match locate(reg, exit.cgroup_id) {
-        Place::Unknown => return report,
-        Place::Host => {
-            report.outcome = Outcome::Host;
-            report.role = TaskRole::Host;
-            return report;
-        }
-        Place::Late(reason, pod) => {
-            report.outcome = Outcome::Late(reason);
-            report.pod = Some(pod);
-            return report;
-        }
-        Place::Pod { pod_uid } => {
-            report.outcome = Outcome::Handled;
-            report.role = TaskRole::ContainerChild;
-            report.pod = reg.sandbox(&pod_uid).map(|s| PodRef {
-                pod_uid: pod_uid.clone(),
-                qos: Some(s.qos),
-                container_id: None,
-            });
-            return report;
-        }
         Place::Container { pod_uid, container_id } => (pod_uid, container_id),
+        Place::Verdict(outcome, role, pod) => {
+            (report.outcome, report.role, report.pod) = (outcome, role, pod);
+            return report;
+        }
     };
 
     let was_oom_victim = reg.was_oom_victim(&exit.key);
@@ -328,28 +318,11 @@ pub fn oom_kill(reg: &mut Registry, oom: &OomVictim, now_ns: u64) -> OomReport {
         delay_ns: now_ns.saturating_sub(oom.ts_ns),
     };
     let (pod_uid, container_id) = match locate(reg, oom.cgroup_id) {
-        Place::Unknown => return report,
-        Place::Host => {
-            report.outcome = Outcome::Host;
-            report.role = TaskRole::Host;
-            return report;
-        }
-        Place::Late(reason, pod) => {
-            report.outcome = Outcome::Late(reason);
-            report.pod = Some(pod);
-            return report;
-        }
-        Place::Pod { pod_uid } => {
-            report.outcome = Outcome::Handled;
-            report.role = TaskRole::ContainerChild;
-            report.pod = reg.sandbox(&pod_uid).map(|s| PodRef {
-                pod_uid: pod_uid.clone(),
-                qos: Some(s.qos),
-                container_id: None,
-            });
-            return report;
-        }
         Place::Container { pod_uid, container_id } => (pod_uid, container_id),
+        Place::Verdict(outcome, role, pod) => {
+            (report.outcome, report.role, report.pod) = (outcome, role, pod);
+            return report;
+        }
     };
     let Some(sandbox) = reg.sandboxes.get_mut(&pod_uid) else {
         report.outcome = Outcome::Late(LateReason::SandboxTornDown);
