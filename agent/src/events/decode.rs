@@ -184,9 +184,31 @@ fn read<T: Copy>(bytes: &[u8], kind: EventKind) -> Result<T, DecodeError> {
     Ok(unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
 }
 
+/// Text of a kernel string field up to its NUL. The kernel's bytes need not
+/// be UTF-8 (prctl can set any comm, and truncation can split a character):
+/// each invalid byte becomes one `?`, so the text is never longer than the
+/// field and re-encodes to the same length.
 fn c_string(bytes: &[u8]) -> String {
+    // The last byte of a kernel string field is its NUL, whatever a
+    // malformed record holds there.
+    let bytes = &bytes[..bytes.len().saturating_sub(1)];
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
+    let mut out = String::with_capacity(end);
+    for chunk in bytes[..end].utf8_chunks() {
+        out.push_str(chunk.valid());
+        out.extend(std::iter::repeat_n('?', chunk.invalid().len()));
+    }
+    out
+}
+
+/// The longest prefix of `s` that fits in `max` bytes without splitting a
+/// character.
+fn fit(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
@@ -238,8 +260,9 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
         }
         EventKind::CgroupMkdir | EventKind::CgroupRmdir | EventKind::CgroupAttach => {
             let r: CgroupEvent = read(bytes, kind)?;
+            // The kernel copies at most CGROUP_PATH_LEN - 1 bytes and a NUL.
             let len = r.path_len as usize;
-            if len > CGROUP_PATH_LEN {
+            if len >= CGROUP_PATH_LEN {
                 return Err(DecodeError::BadPathLength(r.path_len));
             }
             let change = CgroupChange {
@@ -247,7 +270,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 hierarchy_id: r.hierarchy_id,
                 level: r.level,
                 cgroup_id: r.cgroup_id,
-                path: String::from_utf8_lossy(&r.path[..len]).into_owned(),
+                path: c_string(&r.path[..=len]),
                 truncated: r.header.flags & FLAG_TRUNCATED != 0,
             };
             Ok(match kind {
@@ -272,8 +295,8 @@ fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
 
 fn comm_bytes(s: &str) -> [u8; COMM_LEN] {
     let mut out = [0u8; COMM_LEN];
-    let n = s.len().min(COMM_LEN - 1);
-    out[..n].copy_from_slice(&s.as_bytes()[..n]);
+    let s = fit(s, COMM_LEN - 1);
+    out[..s.len()].copy_from_slice(s.as_bytes());
     out
 }
 
@@ -347,8 +370,9 @@ fn cgroup_record(
     comm: &str,
 ) -> Vec<u8> {
     let mut path = [0u8; CGROUP_PATH_LEN];
-    let n = c.path.len().min(CGROUP_PATH_LEN - 1);
-    path[..n].copy_from_slice(&c.path.as_bytes()[..n]);
+    let p = fit(&c.path, CGROUP_PATH_LEN - 1);
+    let n = p.len();
+    path[..n].copy_from_slice(p.as_bytes());
     bytes_of(&CgroupEvent {
         header: header(c.ts_ns, if c.truncated { FLAG_TRUNCATED } else { 0 }),
         hierarchy_id: c.hierarchy_id,
@@ -479,6 +503,48 @@ mod tests {
         // path_len sits at byte 36 of a cgroup record.
         bytes[36..40].copy_from_slice(&10_000u32.to_ne_bytes());
         assert_eq!(decode(&bytes), Err(DecodeError::BadPathLength(10_000)));
+    }
+
+    /// Found by `cargo xtask fuzz` (decode target): a comm of invalid UTF-8
+    /// decoded to a longer lossy string, which no longer round-tripped.
+    #[test]
+    fn non_utf8_comm_and_path_round_trip() {
+        let mut bytes = encode(&exit());
+        // comm starts at byte 48 of an exit record: "d" then invalid bytes.
+        bytes[48..56].copy_from_slice(&[b'd', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0]);
+        let e = decode(&bytes).unwrap();
+        let Event::Exit(x) = &e else { unreachable!() };
+        assert_eq!(x.comm, "d??????");
+        assert_eq!(decode(&encode(&e)).unwrap(), e);
+        // A multi-byte character cut by the kernel's 15-byte limit.
+        let mut bytes = encode(&exit());
+        let cut = "abcdefghijklmn\u{e9}".as_bytes(); // 16 bytes; the kernel keeps 15
+        bytes[48..63].copy_from_slice(&cut[..15]);
+        bytes[63] = 0;
+        let e = decode(&bytes).unwrap();
+        let Event::Exit(x) = &e else { unreachable!() };
+        assert_eq!(x.comm, "abcdefghijklmn?");
+        assert_eq!(decode(&encode(&e)).unwrap(), e);
+        let long = Event::CgroupMkdir(cgroup(&"\u{e9}".repeat(300)));
+        let again = decode(&encode(&long)).unwrap();
+        assert_eq!(decode(&encode(&again)).unwrap(), again);
+    }
+
+    /// Also found by the decode fuzz target: a comm with no NUL in its 16
+    /// bytes, and a path length that leaves no room for the NUL, cannot
+    /// come from the kernel; the 16th comm byte is ignored and such a path
+    /// length is rejected.
+    #[test]
+    fn unterminated_fields_are_bounded() {
+        let mut bytes = encode(&exit());
+        bytes[48..64].copy_from_slice(b"abcdefghijklmnop");
+        let e = decode(&bytes).unwrap();
+        let Event::Exit(x) = &e else { unreachable!() };
+        assert_eq!(x.comm, "abcdefghijklmno");
+        assert_eq!(decode(&encode(&e)).unwrap(), e);
+        let mut bytes = encode(&Event::CgroupMkdir(cgroup("/a")));
+        bytes[36..40].copy_from_slice(&(CGROUP_PATH_LEN as u32).to_ne_bytes());
+        assert_eq!(decode(&bytes), Err(DecodeError::BadPathLength(CGROUP_PATH_LEN as u32)));
     }
 
     proptest! {
