@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 fn main() -> anyhow::Result<()> {
+    if std::env::var_os("CARGO_FEATURE_EMBED_EBPF").is_none() {
+        return Ok(());
+    }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR")?);
     let root = manifest.parent().context("agent has no parent directory")?;
     let ebpf_dir = root.join("agent-ebpf");

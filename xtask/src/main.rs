@@ -1,6 +1,7 @@
 //! Project tasks: `cargo xtask setup | run | test | bench`.
 
 mod bench;
+mod fuzz;
 mod setup;
 mod util;
 
@@ -35,6 +36,8 @@ enum Command {
     },
     /// Exit-storm benchmark: drops, agent CPU per event, RSS, slowdown.
     Bench(bench::Args),
+    /// Run every fuzz target (decoder, cgroup paths, tracefs formats, BTF).
+    Fuzz(fuzz::Args),
 }
 
 fn main() -> Result<()> {
@@ -49,6 +52,11 @@ fn main() -> Result<()> {
         Command::Test { filter } => {
             setup::run()?;
             util::require_root("the privileged tests load eBPF programs and create cgroups")?;
+            if filter.is_none() {
+                // A short run of every fuzz target, before the tests so that
+                // their summary closes the output.
+                fuzz::run_all(&fuzz::Args::short())?;
+            }
             // Default members (the eBPF crate only builds for the BPF
             // target); one test at a time, since privileged tests share the
             // kernel.
@@ -57,6 +65,10 @@ fn main() -> Result<()> {
                 args.push(f);
             }
             util::cargo_test(&args)
+        }
+        Command::Fuzz(args) => {
+            setup::run()?;
+            fuzz::run_all(&args)
         }
         Command::Bench(args) => {
             let bin = build()?;

@@ -22,7 +22,29 @@ pub fn run() -> Result<()> {
     ensure_apt(&packages)?;
     ensure_bpf_linker(llvm)?;
     ensure_pip(KUBERNETES_VALIDATE)?;
+    ensure_cargo_fuzz()?;
     Ok(())
+}
+
+const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
+/// cargo-fuzz drives libFuzzer for `cargo xtask fuzz`.
+fn ensure_cargo_fuzz() -> Result<()> {
+    let present = output(Command::new("cargo").args(["fuzz", "--version"]))
+        .is_some_and(|v| v.contains(CARGO_FUZZ_VERSION));
+    if present {
+        say(format!("cargo-fuzz {CARGO_FUZZ_VERSION} present"));
+        return Ok(());
+    }
+    say(format!("installing cargo-fuzz {CARGO_FUZZ_VERSION}"));
+    run_cmd(Command::new("cargo").args([
+        "install",
+        "cargo-fuzz",
+        "--locked",
+        "--force",
+        "--version",
+        CARGO_FUZZ_VERSION,
+    ]))
 }
 
 /// Offline validation of the manifests against Kubernetes' schemas.

@@ -1,0 +1,70 @@
+//! `cargo xtask fuzz`: every cargo-fuzz target for a few seconds, starting
+//! from the corpus kept in fuzz/corpus/<target>. New inputs go to a
+//! scratch corpus, so a run never changes the repository; a crash fails
+//! the run and names the reproducer to turn into a regression test.
+
+use std::process::Command;
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::util::{run, workspace_root};
+
+pub const TARGETS: [&str; 4] = ["decode", "cgroup_path", "tracefs_format", "btf"];
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Seconds per target.
+    #[arg(long, default_value_t = 60)]
+    seconds: u32,
+    /// Only this target.
+    #[arg(long, value_parser = TARGETS)]
+    target: Option<String>,
+}
+
+impl Args {
+    /// What `cargo xtask test` runs: 15 s per target.
+    pub fn short() -> Self {
+        Self {
+            seconds: 15,
+            target: None,
+        }
+    }
+}
+
+pub fn run_all(args: &Args) -> Result<()> {
+    if args.seconds == 0 {
+        bail!("--seconds must be at least 1");
+    }
+    let fuzz_dir = workspace_root()?.join("fuzz");
+    let scratch = std::env::temp_dir().join(format!("sandwatch-fuzz-{}", std::process::id()));
+    let targets: Vec<&str> = match &args.target {
+        Some(t) => vec![t.as_str()],
+        None => TARGETS.to_vec(),
+    };
+    for target in targets {
+        let work = scratch.join(target);
+        std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+        let seeds = fuzz_dir.join("corpus").join(target);
+        eprintln!("fuzz: {target} for {} s", args.seconds);
+        let result = run(Command::new("cargo")
+            .current_dir(&fuzz_dir)
+            .args(["+nightly", "fuzz", "run", target])
+            .arg(&work)
+            .arg(&seeds)
+            .arg("--")
+            .arg(format!("-max_total_time={}", args.seconds))
+            .arg("-rss_limit_mb=2048")
+            // cargo-fuzz needs the nightly toolchain; drop the stable one
+            // that `cargo xtask` runs under.
+            .env_remove("RUSTUP_TOOLCHAIN"));
+        if result.is_err() {
+            let _ = std::fs::remove_dir_all(&scratch);
+            bail!(
+                "fuzz target {target} failed: its reproducer is under fuzz/artifacts/{target}/; \
+                 add it as a regression test, fix, and run `cargo xtask fuzz --target {target}` again"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
