@@ -157,22 +157,25 @@ async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
     pipeline.stop().await;
 }
 
-/// A ring buffer far too small for a burst: every exit the kernel produced
-/// is either delivered or counted as dropped, exactly.
+/// A ring buffer overrun far beyond its capacity, with three kinds of
+/// events: for each kind, every record the kernel produced is either
+/// delivered or counted as dropped, exactly.
 #[tokio::test(flavor = "current_thread")]
-async fn tiny_ring_buffer_loses_nothing_uncounted() {
+async fn overrun_ring_buffer_accounts_for_every_event_per_kind() {
     let mut pipeline = start(ProbeOptions {
         ring_buffer_bytes: 4096,
         ..ProbeOptions::default()
     });
-    let kind = EventKind::Exit as u32;
-    let (emitted_before, dropped_before) = pipeline.kernel.read(kind);
-    let received_before = pipeline.stats.received(EventKind::Exit);
+    let kinds = [EventKind::Exit, EventKind::CgroupMkdir, EventKind::CgroupRmdir];
+    let snapshot = |p: &Pipeline| kinds.map(|k| (p.kernel.read(k as u32), p.stats.received(k)));
+    let before = snapshot(&pipeline);
 
     // This runtime has one thread and the burst blocks it: the reader
-    // cannot drain until the burst is over, so the 4 KiB buffer overflows.
-    const BURST: u32 = 400;
-    for _ in 0..BURST {
+    // cannot drain until the burst is over. 4 KiB holds ~51 exit records
+    // or ~8 cgroup records; the burst is 8x that for each kind.
+    const EXITS: u64 = 420;
+    const CGROUPS: u64 = 64;
+    let fork_exit = || {
         // SAFETY: the child calls only _exit.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
@@ -181,31 +184,51 @@ async fn tiny_ring_buffer_loses_nothing_uncounted() {
         assert!(pid > 0, "fork failed");
         let mut status = 0;
         unsafe { libc::waitpid(pid, &mut status, 0) };
+    };
+    for _ in 0..EXITS / 2 {
+        fork_exit();
+    }
+    let cg = TestCgroup::create("overrun");
+    for i in 0..CGROUPS {
+        let dir = cg.dir().join(format!("c{i}"));
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::remove_dir(&dir).expect("rmdir");
+    }
+    drop(cg);
+    for _ in 0..EXITS / 2 {
+        fork_exit();
     }
 
-    // Drain until the kernel's and the reader's counts agree and stay put
-    // (other processes on the machine may exit meanwhile).
+    // Drain until, for every kind, the kernel's and the reader's counts
+    // agree and stay put (other activity on the machine may add events).
     let mut settled = None;
     for _ in 0..250 {
         let _ = tokio::time::timeout(Duration::from_millis(20), async {
             while pipeline.events.next().await.is_some() {}
         })
         .await;
-        let (emitted, dropped) = pipeline.kernel.read(kind);
-        let received = pipeline.stats.received(EventKind::Exit);
-        if pipeline.kernel.read(kind) == (emitted, dropped)
-            && received - received_before == emitted - emitted_before
-        {
-            settled = Some((emitted - emitted_before, dropped - dropped_before, received - received_before));
+        let now = snapshot(&pipeline);
+        let stable = now.iter().zip(snapshot(&pipeline).iter()).all(|(a, b)| a.0 == b.0);
+        let agree = now
+            .iter()
+            .zip(before.iter())
+            .all(|((k, r), (k0, r0))| r - r0 == k.0 - k0.0);
+        if stable && agree {
+            settled = Some(now);
             break;
         }
     }
-    let (emitted, dropped, delivered) = settled.expect("kernel and reader counts never agreed");
-    let produced = emitted + dropped;
-    eprintln!("burst {BURST}: produced {produced}, delivered {delivered}, dropped {dropped}");
-    assert!(produced >= u64::from(BURST), "every exit was produced: {produced} < {BURST}");
-    assert!(dropped > 0, "a 4 KiB ring buffer must overflow during the burst");
-    assert_eq!(delivered + dropped, produced, "delivered + dropped == produced");
+    let now = settled.expect("kernel and reader counts never agreed");
+    for (i, kind) in kinds.iter().enumerate() {
+        let (((emitted, dropped), received), ((emitted0, dropped0), received0)) = (now[i], before[i]);
+        let (emitted, dropped, delivered) = (emitted - emitted0, dropped - dropped0, received - received0);
+        let produced = emitted + dropped;
+        let generated = if *kind == EventKind::Exit { EXITS } else { CGROUPS + 1 };
+        eprintln!("{kind:?}: generated {generated}, produced {produced}, delivered {delivered}, dropped {dropped}");
+        assert!(produced >= generated, "{kind:?}: every event was produced: {produced} < {generated}");
+        assert!(dropped > 0, "{kind:?}: a 4 KiB ring buffer must overflow during the burst");
+        assert_eq!(delivered + dropped, produced, "{kind:?}: delivered + dropped == produced");
+    }
     assert_eq!(pipeline.stats.channel_dropped(), 0);
     assert_eq!(pipeline.stats.decode_errors_total(), 0);
     pipeline.stop().await;
