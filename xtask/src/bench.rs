@@ -4,15 +4,16 @@
 //! time is a pass/fail criterion because these machines are shared.
 
 use std::{
-    io::{Read as _, Write as _},
-    net::{SocketAddr, TcpListener, TcpStream},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 
-use crate::util::cargo;
+use crate::{
+    node::{clock_ticks, storm, workers, Agent, OwnCgroup},
+    util::cargo,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -43,7 +44,7 @@ pub fn run(bin: &std::path::Path, args: Args) -> Result<()> {
         bail!("--forks and --rounds must be at least 1");
     }
     let bin = bin.to_path_buf();
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+    let workers = workers();
     eprintln!(
         "bench: exit storm of {} fork+exit on {workers} workers, {} rounds",
         args.forks, args.rounds
@@ -52,10 +53,10 @@ pub fn run(bin: &std::path::Path, args: Args) -> Result<()> {
     let mut rounds = Vec::new();
     for r in 0..args.rounds {
         let base = storm(args.forks, workers)?;
-        let agent = Agent::start(&bin, &args.agent_args)?;
-        let before = agent.sample()?;
+        let agent = Agent::start(&bin, &args.agent_args, None)?;
+        let before = sample(&agent)?;
         let with_agent = storm(args.forks, workers)?;
-        let after = agent.settled()?;
+        let after = settled(&agent)?;
         let peak_rss_kib = agent.status_kib("VmHWM:");
         let rss_kib = agent.status_kib("VmRSS:");
         agent.stop()?;
@@ -99,8 +100,9 @@ pub fn run(bin: &std::path::Path, args: Args) -> Result<()> {
 /// (just after the kill) to the counter showing it on /metrics.
 fn oom_latency(bin: &std::path::Path, args: &Args, workers: u32) -> Result<String> {
     const KILLS: usize = 40;
-    let agent = Agent::start(bin, &args.agent_args)?;
-    let cgroup = BenchCgroup::create()?;
+    let agent = Agent::start(bin, &args.agent_args, None)?;
+    let cgroup = OwnCgroup::create("bench")?;
+    cgroup.limit_memory(cgroup.dir(), 32 << 20)?;
     let forks = args.forks;
     let storm = std::thread::spawn(move || storm(forks, workers));
     let series = "sandwatch_oom_kills_total{qos_class=\"none\",victim_role=\"host\"}";
@@ -113,7 +115,7 @@ fn oom_latency(bin: &std::path::Path, args: &Args, workers: u32) -> Result<Strin
                 "-c",
                 &format!(
                     "echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs=256M count=1",
-                    cgroup.procs().display()
+                    cgroup.dir().join("cgroup.procs").display()
                 ),
             ])
             .stderr(Stdio::null())
@@ -150,51 +152,6 @@ fn oom_latency(bin: &std::path::Path, args: &Args, workers: u32) -> Result<Strin
     ))
 }
 
-/// A memory cgroup of 32 MiB inside this process's own, removed on drop.
-struct BenchCgroup {
-    dir: std::path::PathBuf,
-}
-
-impl BenchCgroup {
-    fn create() -> Result<Self> {
-        let own = std::fs::read_to_string("/proc/self/cgroup")?;
-        let (root, path, limit) = if let Some(p) = own.lines().find_map(|l| {
-            let mut parts = l.splitn(3, ':');
-            let _ = parts.next();
-            let controllers = parts.next()?;
-            controllers.split(',').any(|c| c == "memory").then(|| parts.next()).flatten()
-        }) {
-            ("/sys/fs/cgroup/memory", p.to_string(), "memory.limit_in_bytes")
-        } else {
-            let p = own.lines().find_map(|l| l.strip_prefix("0::")).context("no cgroup in /proc/self/cgroup")?;
-            ("/sys/fs/cgroup", p.to_string(), "memory.max")
-        };
-        let dir = std::path::Path::new(root)
-            .join(path.trim_start_matches('/'))
-            .join(format!("sandwatch-bench-{}", std::process::id()));
-        std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let cg = Self { dir };
-        std::fs::write(cg.dir.join(limit), (32u64 << 20).to_string())?;
-        Ok(cg)
-    }
-
-    fn procs(&self) -> std::path::PathBuf {
-        self.dir.join("cgroup.procs")
-    }
-}
-
-impl Drop for BenchCgroup {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("bench: could not remove {}", self.dir.display());
-    }
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -220,50 +177,7 @@ fn report(args: &Args, rounds: &[Round]) {
     println!("| agent RSS after the storm | {steady:.1} MiB | | |");
 }
 
-/// Runs `forks` fork+_exit+waitpid pairs split over `workers` threads.
-fn storm(forks: u32, workers: u32) -> Result<Duration> {
-    let start = Instant::now();
-    let per = forks / workers;
-    let extra = forks % workers;
-    let handles: Vec<_> = (0..workers)
-        .map(|w| {
-            let n = per + u32::from(w < extra);
-            std::thread::spawn(move || -> bool {
-                for _ in 0..n {
-                    // SAFETY: the child calls only _exit, which is
-                    // async-signal-safe; the parent reaps it.
-                    let pid = unsafe { libc::fork() };
-                    if pid == 0 {
-                        unsafe { libc::_exit(0) };
-                    }
-                    if pid < 0 {
-                        return false;
-                    }
-                    let mut status = 0;
-                    unsafe { libc::waitpid(pid, &mut status, 0) };
-                }
-                true
-            })
-        })
-        .collect();
-    for h in handles {
-        if !h.join().map_err(|_| anyhow::anyhow!("storm worker panicked"))? {
-            bail!("fork failed during the storm");
-        }
-    }
-    Ok(start.elapsed())
-}
-
-fn clock_ticks() -> i64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t
-    } else {
-        100
-    }
-}
-
+/// Pipeline counters and CPU of the agent at one moment.
 struct Sample {
     produced: f64,
     delivered: f64,
@@ -272,115 +186,32 @@ struct Sample {
     cpu_ticks: u64,
 }
 
-struct Agent {
-    child: Child,
-    addr: SocketAddr,
+
+fn sample(agent: &Agent) -> Result<Sample> {
+    let text = agent.metrics()?;
+    let m = |series: &str| crate::node::metric(&text, series).unwrap_or(0.0);
+    let all_events = ["exit", "oom_kill", "cgroup_mkdir", "cgroup_rmdir", "cgroup_attach"]
+        .iter()
+        .map(|k| m(&format!("sandwatch_events_total{{kind=\"{k}\"}}")))
+        .sum();
+    Ok(Sample {
+        produced: m("sandwatch_kernel_events_total{kind=\"exit\"}"),
+        delivered: m("sandwatch_events_total{kind=\"exit\"}"),
+        dropped: m("sandwatch_events_dropped_total{stage=\"kernel\"}")
+            + m("sandwatch_events_dropped_total{stage=\"channel\"}"),
+        all_events,
+        cpu_ticks: agent.cpu_ticks(),
+    })
 }
 
-impl Agent {
-    fn start(bin: &std::path::Path, extra: &[String]) -> Result<Self> {
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-        let child = Command::new(bin)
-            .args(["--listen", &addr.to_string(), "--log-level", "warn"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .with_context(|| format!("cannot start {}", bin.display()))?;
-        let mut agent = Self { child, addr };
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            if let Some(status) = agent.child.try_wait()? {
-                bail!("agent exited early with {status}");
-            }
-            if get(addr, "/readyz").is_some_and(|(code, _)| code == 200) {
-                return Ok(agent);
-            }
-            std::thread::sleep(Duration::from_millis(50));
+/// Samples once the agent has caught up with what the kernel produced.
+fn settled(agent: &Agent) -> Result<Sample> {
+    let start = Instant::now();
+    loop {
+        let s = sample(agent)?;
+        if s.delivered + s.dropped >= s.produced || start.elapsed() > Duration::from_secs(30) {
+            return Ok(s);
         }
-        let _ = agent.child.kill();
-        bail!("agent not ready within 30 s")
+        std::thread::sleep(Duration::from_millis(50));
     }
-
-    /// One series' value now (0 if absent or unreachable).
-    fn value(&self, series: &str) -> f64 {
-        get(self.addr, "/metrics")
-            .and_then(|(_, text)| metric(&text, series))
-            .unwrap_or(0.0)
-    }
-
-    fn sample(&self) -> Result<Sample> {
-        let (_, text) = get(self.addr, "/metrics").context("scrape failed")?;
-        let m = |series: &str| metric(&text, series).unwrap_or(0.0);
-        let all_events = ["exit", "oom_kill", "cgroup_mkdir", "cgroup_rmdir", "cgroup_attach"]
-            .iter()
-            .map(|k| m(&format!("sandwatch_events_total{{kind=\"{k}\"}}")))
-            .sum();
-        Ok(Sample {
-            produced: m("sandwatch_kernel_events_total{kind=\"exit\"}"),
-            delivered: m("sandwatch_events_total{kind=\"exit\"}"),
-            dropped: m("sandwatch_events_dropped_total{stage=\"kernel\"}")
-                + m("sandwatch_events_dropped_total{stage=\"channel\"}"),
-            all_events,
-            cpu_ticks: self.cpu_ticks(),
-        })
-    }
-
-    /// Samples once the agent has caught up with what the kernel produced.
-    fn settled(&self) -> Result<Sample> {
-        let start = Instant::now();
-        loop {
-            let s = self.sample()?;
-            if s.delivered + s.dropped >= s.produced || start.elapsed() > Duration::from_secs(30) {
-                return Ok(s);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn cpu_ticks(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return 0 };
-        let f: Vec<&str> = after.split_whitespace().collect();
-        // utime and stime are fields 14 and 15; `after` starts at field 3.
-        let get = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        get(14) + get(15)
-    }
-
-    /// A `kB` field of /proc/<pid>/status (VmHWM: peak RSS, VmRSS: now).
-    fn status_kib(&self, field: &str) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    }
-
-    fn stop(mut self) -> Result<()> {
-        // SAFETY: kill(2) of the agent we started, by its pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let status = self.child.wait()?;
-        if !status.success() {
-            bail!("agent exited with {status} after SIGTERM");
-        }
-        Ok(())
-    }
-}
-
-fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).ok()?;
-    let code = resp.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, resp.split_once("\r\n\r\n")?.1.to_string()))
-}
-
-fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }

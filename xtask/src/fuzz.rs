@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::util::{run, workspace_root};
+use crate::util::workspace_root;
 
 pub const TARGETS: [&str; 4] = ["decode", "cgroup_path", "tracefs_format", "btf"];
 
@@ -46,7 +46,7 @@ pub fn run_all(args: &Args) -> Result<()> {
         std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
         let seeds = fuzz_dir.join("corpus").join(target);
         eprintln!("fuzz: {target} for {} s", args.seconds);
-        let result = run(Command::new("cargo")
+        let out = Command::new("cargo")
             .current_dir(&fuzz_dir)
             .args(["+nightly", "fuzz", "run", target])
             .arg(&work)
@@ -56,13 +56,21 @@ pub fn run_all(args: &Args) -> Result<()> {
             .arg("-rss_limit_mb=2048")
             // cargo-fuzz needs the nightly toolchain; drop the stable one
             // that `cargo xtask` runs under.
-            .env_remove("RUSTUP_TOOLCHAIN"));
-        if result.is_err() {
+            .env_remove("RUSTUP_TOOLCHAIN")
+            .output()
+            .context("cannot run cargo fuzz (cargo xtask setup installs it)")?;
+        let log = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            eprintln!("{log}");
             let _ = std::fs::remove_dir_all(&scratch);
             bail!(
                 "fuzz target {target} failed: its reproducer is under fuzz/artifacts/{target}/; \
                  add it as a regression test, fix, and run `cargo xtask fuzz --target {target}` again"
             );
+        }
+        // libFuzzer reports every new input; keep the log to its verdict.
+        if let Some(done) = log.lines().rev().find(|l| l.starts_with("Done ")) {
+            eprintln!("fuzz: {target}: {done}");
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);

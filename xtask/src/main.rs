@@ -2,7 +2,9 @@
 
 mod bench;
 mod fuzz;
+mod node;
 mod setup;
+mod soak;
 mod util;
 
 use anyhow::Result;
@@ -38,6 +40,8 @@ enum Command {
     Bench(bench::Args),
     /// Run every fuzz target (decoder, cgroup paths, tracefs formats, BTF).
     Fuzz(fuzz::Args),
+    /// Soak the agent: storms, OOM churn in pods, overload, restarts.
+    Soak(soak::Args),
 }
 
 fn main() -> Result<()> {
@@ -53,9 +57,11 @@ fn main() -> Result<()> {
             setup::run()?;
             util::require_root("the privileged tests load eBPF programs and create cgroups")?;
             if filter.is_none() {
-                // A short run of every fuzz target, before the tests so that
-                // their summary closes the output.
+                // A short run of every fuzz target and a 2-minute soak,
+                // before the tests so that their summary closes the output.
                 fuzz::run_all(&fuzz::Args::short())?;
+                let bin = build()?;
+                soak::run(&bin, &soak::Args::ci())?;
             }
             // Default members (the eBPF crate only builds for the BPF
             // target); one test at a time, since privileged tests share the
@@ -69,6 +75,11 @@ fn main() -> Result<()> {
         Command::Fuzz(args) => {
             setup::run()?;
             fuzz::run_all(&args)
+        }
+        Command::Soak(args) => {
+            let bin = build()?;
+            util::require_root("the soak loads the agent and creates cgroups")?;
+            soak::run(&bin, &args)
         }
         Command::Bench(args) => {
             let bin = build()?;
