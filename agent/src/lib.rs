@@ -1,7 +1,8 @@
 //! sandwatch: an eBPF-backed Kubernetes node watchdog.
 //!
 //! Data flows one way: kernel programs → [`probes::reader`] → decode
-//! ([`events`]) → the agent loop in [`run`] → [`telemetry`].
+//! ([`events`]) → [`watchdog::Watchdog`] (the [`model`] dispatcher, then
+//! [`telemetry`] counters), driven by the agent loop in [`run`].
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod config;
@@ -11,6 +12,7 @@ pub mod pipeline;
 pub mod probes;
 pub mod stats;
 pub mod telemetry;
+pub mod watchdog;
 
 use std::{sync::atomic::Ordering, time::Duration};
 
@@ -20,10 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
-    model::{Dispatcher, ExitReport, OomReport, Outcome, PodRef, Registry, Report},
     pipeline::Pipeline,
-    probes::{scan::scan, ProbeOptions},
+    probes::ProbeOptions,
     telemetry::{metrics, pods::PodMetrics, server},
+    watchdog::Watchdog,
 };
 
 /// Runs the agent until SIGINT or SIGTERM.
@@ -47,47 +49,29 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         pipeline.probes.programs_attached(),
         &kernel_release(),
     )?;
-    let pod_metrics = PodMetrics::register(&registry, config.churn())?;
+    let mut watchdog = Watchdog::new(PodMetrics::register(&registry, config.churn())?);
     let state = server::ServerState::new(registry);
     let server_task = tokio::spawn(server::serve(listener, state.clone(), shutdown.clone()));
 
     // What exists already, then what the kernel reports from here on.
-    let mut dispatcher = Dispatcher::new(Registry::default());
-    let discovered = scan(pipeline.probes.layout(), boottime_ns());
-    for event in &discovered {
-        dispatcher.dispatch(event, boottime_ns());
-    }
-    pod_metrics.refresh(&dispatcher.registry);
+    watchdog.discover(pipeline.probes.layout());
     state.ready.store(true, Ordering::Relaxed);
     log::info!(
         "sandwatch ready: {} programs attached, {} tasks seeded, {} sandboxes found, serving http://{}/metrics",
         pipeline.probes.programs_attached(),
         pipeline.probes.tasks_seeded(),
-        dispatcher.registry.tracked_sandboxes(),
+        watchdog.registry().tracked_sandboxes(),
         config.listen
     );
 
-    // The OOM-churn window slides on even when no kill happens.
-    let mut gauges = tokio::time::interval(Duration::from_secs(1));
+    let mut churn_tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = gauges.tick() => pod_metrics.tick(boottime_ns()),
+            _ = churn_tick.tick() => watchdog.tick(),
             event = pipeline.events.next() => match event {
                 Some(event) => {
-                    log::trace!("{event:?}");
-                    match dispatcher.dispatch(&event, boottime_ns()) {
-                        Some(Report::Exit(r)) => {
-                            pod_metrics.observe_exit(&r);
-                            log_exit(&r);
-                        }
-                        Some(Report::Oom(r)) => {
-                            pod_metrics.observe_oom(&r, boottime_ns());
-                            log_oom(&r);
-                        }
-                        None => {}
-                    }
-                    pod_metrics.refresh(&dispatcher.registry);
+                    watchdog.handle(&event);
                 }
                 None => break,
             },
@@ -102,56 +86,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn describe(pod: Option<&PodRef>) -> String {
-    match pod {
-        Some(p) => format!(
-            "pod {} container {}",
-            p.pod_uid,
-            p.container_id.as_deref().unwrap_or("-")
-        ),
-        None => "no pod".to_string(),
-    }
-}
-
-fn log_oom(r: &OomReport) {
-    let trigger = r
-        .trigger
-        .as_ref()
-        .map(|t| format!(", triggered by pid {} ({})", t.tgid, t.comm))
-        .unwrap_or_default();
-    log::info!(
-        "OOM kill: victim pid {} ({}) role {} in {} [{}]{trigger}",
-        r.victim.pid,
-        r.victim_comm,
-        r.role.label(),
-        describe(r.pod.as_ref()),
-        r.outcome.label(),
-    );
-}
-
-fn log_exit(r: &ExitReport) {
-    if let Some(cause) = r.sandbox_death {
-        log::info!("sandbox death ({}): {}", cause.label(), describe(r.pod.as_ref()));
-    }
-    if let Outcome::Late(reason) = r.outcome {
-        log::warn!(
-            "late exit event ({}, source {}): {}",
-            reason.label(),
-            r.source.label(),
-            describe(r.pod.as_ref())
-        );
-    }
-}
-
-/// CLOCK_BOOTTIME, the clock of the kernel's event timestamps.
-pub fn boottime_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
-}
 
 /// Resolves on the first SIGINT or SIGTERM (Kubernetes stops pods with SIGTERM).
 async fn signal_shutdown(token: CancellationToken) {

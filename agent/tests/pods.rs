@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use prometheus::Registry as PromRegistry;
 use sandwatch::{
-    boottime_ns,
-    model::{DeathCause, Dispatcher, Outcome, Registry, Report, TaskRole},
+    model::{DeathCause, Outcome, Report, TaskRole},
     pipeline::Pipeline,
-    probes::{scan::scan, ProbeOptions},
+    probes::ProbeOptions,
     telemetry::{
         metrics::render,
         pods::{ChurnSettings, PodMetrics},
     },
+    watchdog::Watchdog,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -42,44 +42,33 @@ fn start_inits(pod: &mut KubePod) {
 
 struct Watch {
     pipeline: Pipeline,
-    dispatcher: Dispatcher,
-    metrics: PodMetrics,
+    watchdog: Watchdog,
     prom: PromRegistry,
 }
 
 impl Watch {
+    /// The agent's own pipeline and watchdog, with its metrics in `prom`.
     fn start() -> Self {
         require_root();
         let pipeline = Pipeline::start(&ProbeOptions::default(), 1 << 16, CancellationToken::new())
             .unwrap_or_else(|e| panic!("pipeline: {e}"));
-        let mut dispatcher = Dispatcher::new(Registry::default());
-        for event in scan(pipeline.probes.layout(), boottime_ns()) {
-            dispatcher.dispatch(&event, boottime_ns());
-        }
         let prom = PromRegistry::new();
         let metrics = PodMetrics::register(&prom, ChurnSettings::default()).expect("metrics");
-        Self { pipeline, dispatcher, metrics, prom }
+        let mut watchdog = Watchdog::new(metrics);
+        watchdog.discover(pipeline.probes.layout());
+        Self { pipeline, watchdog, prom }
     }
 
-    /// Dispatches events until `done` holds for the reports seen so far.
+    /// Handles events until `done` holds for the reports seen so far.
     async fn until(&mut self, timeout: Duration, done: impl Fn(&[Report]) -> bool) -> Vec<Report> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut reports = Vec::new();
         while !done(&reports) {
             match tokio::time::timeout_at(deadline, self.pipeline.events.next()).await {
-                Ok(Some(event)) => {
-                    if let Some(r) = self.dispatcher.dispatch(&event, boottime_ns()) {
-                        match &r {
-                            Report::Exit(e) => self.metrics.observe_exit(e),
-                            Report::Oom(o) => self.metrics.observe_oom(o, boottime_ns()),
-                        }
-                        reports.push(r);
-                    }
-                }
+                Ok(Some(event)) => reports.extend(self.watchdog.handle(&event)),
                 _ => break,
             }
         }
-        self.metrics.refresh(&self.dispatcher.registry);
         reports
     }
 
@@ -131,7 +120,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         // Restart: a new agent must rediscover the running pod.
         let old = std::mem::replace(watch, Watch::start());
         old.pipeline.stop().await;
-        let s = watch.dispatcher.registry.sandbox(&uid).expect("pod rediscovered after restart");
+        let s = watch.watchdog.registry().sandbox(&uid).expect("pod rediscovered after restart");
         assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(1)));
         assert_eq!(
             s.containers.get(&cid(3)).and_then(|c| c.init.as_ref()).map(|t| t.key.pid),
@@ -174,7 +163,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         .expect("sandbox death");
     assert_eq!(death.sandbox_death, Some(DeathCause::Oom));
     assert_eq!(death.pod.as_ref().map(|p| p.pod_uid.clone()), Some(uid.clone()));
-    let sandbox_cgroup = watch.dispatcher.registry.sandbox(&uid).and_then(|s| s.sandbox_container.as_ref()).map(|c| c.cgroup_id);
+    let sandbox_cgroup = watch.watchdog.registry().sandbox(&uid).and_then(|s| s.sandbox_container.as_ref()).map(|c| c.cgroup_id);
     assert_eq!(sandbox_cgroup, Some(pod.cgroup_id(SANDBOX)), "the sandbox container is the first one");
 
     let text = watch.text();
@@ -209,7 +198,7 @@ async fn teardown(watch: &mut Watch, pod: KubePod) {
         })
         .unwrap_or_else(|| panic!("no exit report for A's init {a_init}: {reports:#?}"));
     assert_eq!(a_exit.outcome, Outcome::Handled);
-    let reg = &watch.dispatcher.registry;
+    let reg = &watch.watchdog.registry();
     assert!(reg.sandbox(UID).is_none(), "pod {pod_path} gone from the registry");
     assert!(reg.tombstone_count() >= 4, "pod and containers leave tombstones");
     let text = watch.text();
