@@ -196,7 +196,7 @@ impl Btf {
             .filter(|(n, _, _)| *n == 0)
             .find_map(|&(_, ty, bits)| {
                 let inner = self.skip_modifiers(ty)?;
-                Some(bits + self.find_member(inner, member, depth + 1)?)
+                bits.checked_add(self.find_member(inner, member, depth + 1)?)
             })
     }
 
@@ -273,6 +273,21 @@ mod tests {
         assert_eq!(btf.member_offset("outer", "wanted").unwrap(), 8);
         assert!(matches!(btf.member_offset("outer", "nope"), Err(BtfError::NoMember(..))));
         assert!(matches!(btf.member_offset("inner", "a"), Err(BtfError::NoStruct(..))));
+    }
+
+    /// Found by the btf fuzz target in CI: an anonymous member at a huge
+    /// bit offset made the nested offset overflow.
+    #[test]
+    fn nested_offsets_that_overflow_are_not_found() {
+        let mut b = blob();
+        // The anonymous union's bit offset is the last u32 of the type
+        // section; "wanted"'s offset inside it is at bytes 72..76.
+        let types_end = 24 + u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
+        b[types_end - 4..types_end].copy_from_slice(&u32::MAX.to_le_bytes());
+        b[72..76].copy_from_slice(&8u32.to_le_bytes());
+        let btf = Btf::parse(b).unwrap();
+        assert!(matches!(btf.member_offset("outer", "wanted"), Err(BtfError::NoMember(..))));
+        assert_eq!(btf.member_offset("outer", "a").unwrap(), 0, "the rest still resolves");
     }
 
     #[test]
