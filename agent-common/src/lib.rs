@@ -210,6 +210,11 @@ pub struct TaskOffsets {
     pub real_parent: u32,
     pub start_boottime: u32,
     pub group_leader: u32,
+    /// `task_struct.signal` and `signal_struct.live`: where the exit
+    /// tracepoint has no `group_dead` (older kernels, e.g. 6.1), the last thread
+    /// of a process is the one that sees `live` at 0.
+    pub signal: u32,
+    pub signal_live: u32,
 }
 
 /// Which cgroup hierarchy the programs attribute tasks to.
@@ -276,6 +281,8 @@ impl TaskOffsets {
         real_parent: ABSENT,
         start_boottime: ABSENT,
         group_leader: ABSENT,
+        signal: ABSENT,
+        signal_live: ABSENT,
     };
 }
 
@@ -312,7 +319,7 @@ const _: () = assert!(core::mem::size_of::<ExitEvent>() == 72);
 const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136);
 const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
-const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 24);
+const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 32);
 
 #[cfg(feature = "user")]
 mod pod {

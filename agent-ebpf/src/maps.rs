@@ -15,6 +15,13 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
 #[map]
 pub static TASKS: LruHashMap<u32, TaskInfo> = LruHashMap::with_max_entries(65536, 0);
 
+/// tgid → start time of processes whose last thread has been reported.
+/// Only used where the exit tracepoint lacks `group_dead`: several threads
+/// of a dying process can all see `signal->live == 0`, and only the first
+/// to claim the process here reports it as ended.
+#[map]
+pub static ENDED: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
+
 /// Per kind: records submitted to the ring buffer.
 #[map]
 pub static EMITTED: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);

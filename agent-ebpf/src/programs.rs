@@ -2,9 +2,11 @@
 
 use agent_common::{
     CgroupEvent, CgroupOffsets, EventHeader, EventKind, ExitEvent, OomKillEvent, TaskInfo,
+    TaskOffsets,
     ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TRUNCATED,
 };
 use aya_ebpf::{
+    bindings::BPF_NOEXIST,
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
         bpf_get_current_task, bpf_ktime_get_boot_ns, bpf_probe_read_kernel,
@@ -17,7 +19,7 @@ use aya_ebpf::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, routine_wakeup, DROPPED, EMITTED, EVENTS, PROBE_CONFIG, TASKS, TASK_OFFSETS,
+    count, routine_wakeup, DROPPED, EMITTED, ENDED, EVENTS, PROBE_CONFIG, TASKS, TASK_OFFSETS,
     TP_OFFSETS, URGENT_WAKEUP,
 };
 
@@ -162,7 +164,11 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
     let start_ns: u64 = member(leader, to.start_boottime)?;
     let pid = field::<i32>(ctx, tp.exit_pid)?.map_or(tid, |p| p as u32);
     let comm = field::<[u8; COMM_LEN]>(ctx, tp.exit_comm)?.unwrap_or([0; COMM_LEN]);
-    let group_dead = field::<u8>(ctx, tp.exit_group_dead)?.unwrap_or(0);
+    let tgid = (pid_tgid >> 32) as u32;
+    let group_dead = match field::<u8>(ctx, tp.exit_group_dead)? {
+        Some(v) => v != 0,
+        None => last_thread(task, &to, tgid, start_ns),
+    };
 
     let kind = EventKind::Exit as u32;
     let Some(mut entry) = EVENTS.reserve::<ExitEvent>(0) else {
@@ -172,18 +178,43 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
     entry.write(ExitEvent {
         header: header(EventKind::Exit, flags),
         pid,
-        tgid: (pid_tgid >> 32) as u32,
+        tgid,
         ppid,
         exit_code,
         cgroup_id,
         start_ns,
         comm,
-        group_dead: u32::from(group_dead != 0),
+        group_dead: u32::from(group_dead),
         _pad: 0,
     });
     entry.submit(routine_wakeup());
     count(&EMITTED, kind);
     Ok(())
+}
+
+/// For kernels whose exit tracepoint has no `group_dead`: `do_exit`
+/// decrements `signal->live` before the tracepoint, so the last thread sees
+/// 0. Threads exiting together may all see 0; the first to claim the
+/// process in `ENDED` reports it, the rest do not.
+#[inline(always)]
+fn last_thread(task: *const u8, to: &TaskOffsets, tgid: u32, start_ns: u64) -> bool {
+    let signal: *const u8 = member(task, to.signal).unwrap_or(core::ptr::null());
+    let Ok(live) = member::<i32>(signal, to.signal_live) else {
+        return false;
+    };
+    if live != 0 {
+        return false;
+    }
+    if ENDED.insert(&tgid, &start_ns, u64::from(BPF_NOEXIST)).is_ok() {
+        return true;
+    }
+    // SAFETY: value copied out immediately.
+    match unsafe { ENDED.get(&tgid) }.copied() {
+        // Claimed by another thread of this process.
+        Some(claimed) if claimed == start_ns => false,
+        // A previous process with a reused tgid, or evicted meanwhile.
+        _ => ENDED.insert(&tgid, &start_ns, 0).is_ok(),
+    }
 }
 
 /// On v2 the exiting task is current, so its cgroup is read directly.

@@ -83,6 +83,61 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
     pipeline.stop().await;
 }
 
+/// Set in the child that `multi_threaded_process_ends_exactly_once` starts:
+/// this test binary again, running only that test, as a process of
+/// several threads.
+const THREADS_CHILD: &str = "SANDWATCH_TEST_THREADS_CHILD";
+
+/// Every thread's exit is reported, and exactly one of them says the
+/// process ended, also when all threads die at once (SIGKILL). Kernels
+/// whose exit tracepoint lacks `group_dead` (6.1, 6.12 in the VM runs)
+/// take the probes' other path, where the threads race to claim the end.
+#[tokio::test(flavor = "current_thread")]
+async fn multi_threaded_process_ends_exactly_once() {
+    if std::env::var_os(THREADS_CHILD).is_some() {
+        for _ in 0..5 {
+            std::thread::spawn(|| std::thread::sleep(Duration::from_secs(120)));
+        }
+        println!("threads-ready");
+        std::thread::sleep(Duration::from_secs(120));
+        return;
+    }
+    use std::io::BufRead as _;
+    let mut pipeline = start(ProbeOptions::default());
+    for round in 0..3 {
+        let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", "multi_threaded_process_ends_exactly_once", "--nocapture", "--test-threads=1"])
+            .env(THREADS_CHILD, "1")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn threaded child");
+        let pid = child.id();
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        while !line.contains("threads-ready") {
+            line.clear();
+            assert!(out.read_line(&mut line).expect("read child") > 0, "child ended before its threads started");
+        }
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).expect("task dir").count();
+        assert!(threads >= 6, "child has {threads} threads");
+        // SAFETY: kill(2) of our own child, by pid.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        child.wait().expect("wait child");
+
+        let ours = |e: &Event| matches!(e, Event::Exit(x) if x.tgid == pid);
+        let mut exits = collect(&mut pipeline.events, Duration::from_secs(10), ours, |kept| kept.len() >= threads).await;
+        exits.extend(collect(&mut pipeline.events, Duration::from_millis(500), ours, |_| false).await);
+        let ended: Vec<&Event> = exits.iter().filter(|e| matches!(e, Event::Exit(x) if x.group_dead)).collect();
+        assert_eq!(exits.len(), threads, "round {round}: one exit per thread: {exits:?}");
+        assert_eq!(ended.len(), 1, "round {round}: exactly one exit ends the process: {exits:?}");
+        for e in &exits {
+            let Event::Exit(x) = e else { unreachable!() };
+            assert_eq!(x.status, ExitStatus::Signal { signo: libc::SIGKILL as u8, core_dumped: false }, "{x:?}");
+        }
+    }
+    pipeline.stop().await;
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
     let mut pipeline = start(ProbeOptions::default());

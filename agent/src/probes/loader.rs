@@ -124,6 +124,8 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
         real_parent: off("real_parent")?,
         start_boottime: off("start_boottime")?,
         group_leader: off("group_leader")?,
+        signal: off("signal")?,
+        signal_live: btf.member_offset("signal_struct", "live")?,
     })
 }
 
