@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | run | test | bench`.
+//! Project tasks: `cargo xtask setup | build | run | test | vm | bench | fuzz | soak`.
 
 mod bench;
 mod fuzz;
@@ -6,6 +6,7 @@ mod node;
 mod setup;
 mod soak;
 mod util;
+mod vm;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -36,6 +37,9 @@ enum Command {
         /// Only tests whose name contains this.
         filter: Option<String>,
     },
+    /// The privileged pipeline and pod tests on other kernels (6.1, 6.12)
+    /// with cgroup v2, in QEMU VMs. Part of `test`.
+    Vm(vm::Args),
     /// Exit-storm benchmark: drops, agent CPU per event, RSS, slowdown.
     Bench(bench::Args),
     /// Run every fuzz target (decoder, cgroup paths, tracefs formats, BTF).
@@ -53,24 +57,11 @@ fn main() -> Result<()> {
             util::require_root("the agent loads eBPF programs")?;
             util::exec(&bin, &args)
         }
-        Command::Test { filter } => {
+        Command::Test { filter } => test(filter),
+        Command::Vm(args) => {
             setup::run()?;
-            util::require_root("the privileged tests load eBPF programs and create cgroups")?;
-            if filter.is_none() {
-                // A short run of every fuzz target and a 2-minute soak,
-                // before the tests so that their summary closes the output.
-                fuzz::run_all(&fuzz::Args::short())?;
-                let bin = build()?;
-                soak::run(&bin, &soak::Args::ci())?;
-            }
-            // Default members (the eBPF crate only builds for the BPF
-            // target); one test at a time, since privileged tests share the
-            // kernel.
-            let mut args = vec!["test", "--lib", "--bins", "--tests", "--", "--test-threads=1"];
-            if let Some(f) = filter.as_deref() {
-                args.push(f);
-            }
-            util::cargo_test(&args)
+            let (tally, failures) = vm::run(&args)?;
+            finish(tally, &failures)
         }
         Command::Fuzz(args) => {
             setup::run()?;
@@ -87,6 +78,51 @@ fn main() -> Result<()> {
             bench::run(&bin, args)
         }
     }
+}
+
+/// Fuzz and soak first, then the VM kernels, then every test on this
+/// kernel, so that the combined summary closes the output.
+fn test(filter: Option<String>) -> Result<()> {
+    setup::run()?;
+    util::require_root("the privileged tests load eBPF programs and create cgroups")?;
+    let mut tally = util::Tally::default();
+    let mut failures = Vec::new();
+    if filter.is_none() {
+        fuzz::run_all(&fuzz::Args::short())?;
+        let bin = build()?;
+        soak::run(&bin, &soak::Args::ci())?;
+        let (vm_tally, vm_failures) = vm::run(&vm::Args::all())?;
+        tally.add(vm_tally);
+        failures.extend(vm_failures);
+    } else {
+        println!("vm: a filtered run stays on this kernel; `cargo xtask vm FILTER` runs the VM kernels");
+    }
+    // Default members (the eBPF crate only builds for the BPF target); one
+    // test at a time, since privileged tests share the kernel.
+    let mut args = vec!["test", "--lib", "--bins", "--tests", "--", "--test-threads=1"];
+    if let Some(f) = filter.as_deref() {
+        args.push(f);
+    }
+    let (host, ok) = util::cargo_test(&args)?;
+    let release = util::output(std::process::Command::new("uname").arg("-r")).unwrap_or_default();
+    println!("host kernel {}: {}", release.trim(), host.summary());
+    if !ok {
+        failures.push(format!("tests on the host kernel {} failed", release.trim()));
+    }
+    tally.add(host);
+    finish(tally, &failures)
+}
+
+/// Prints the closing summary; fails if anything failed or nothing ran.
+fn finish(tally: util::Tally, failures: &[String]) -> Result<()> {
+    println!("tests: {}", tally.summary());
+    if !failures.is_empty() {
+        anyhow::bail!("{}", failures.join("\n"));
+    }
+    if tally.passed == 0 {
+        anyhow::bail!("no test ran");
+    }
+    Ok(())
 }
 
 /// The one recipe for a release binary: setup, then cargo build.

@@ -11,8 +11,10 @@ use crate::util::{is_root, output, run as run_cmd};
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages the tests use, besides LLVM (which depends on nightly):
-/// setpriv (util-linux) for the unprivileged run, Prometheus and promtool.
-const TEST_PACKAGES: &[&str] = &["util-linux", "prometheus"];
+/// setpriv (util-linux) for the unprivileged run, Prometheus and promtool;
+/// QEMU, cpio and a static busybox for the second-kernel VMs (the kernels
+/// themselves are fetched by `cargo xtask vm`, see xtask/src/vm.rs).
+const TEST_PACKAGES: &[&str] = &["util-linux", "prometheus", "qemu-system-x86", "cpio", "busybox-static"];
 
 pub fn run() -> Result<()> {
     let nightly = ensure_nightly()?;

@@ -45,53 +45,75 @@ pub fn output(cmd: &mut Command) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Runs cargo (the same one that runs xtask) in the workspace root.
-pub fn cargo(args: &[&str]) -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    run(Command::new(cargo).args(args).current_dir(workspace_root()?))
+/// The cargo that runs xtask.
+pub fn cargo_path() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
 }
 
-/// Runs `cargo test …`, echoing its output, and closes with one summary line
-/// over every test binary: `tests: N passed, N failed`.
-pub fn cargo_test(args: &[&str]) -> Result<()> {
+/// Runs cargo (the same one that runs xtask) in the workspace root.
+pub fn cargo(args: &[&str]) -> Result<()> {
+    run(Command::new(cargo_path()).args(args).current_dir(workspace_root()?))
+}
+
+/// Test counts taken from libtest's `test result:` lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub passed: u64,
+    pub failed: u64,
+    pub ignored: u64,
+}
+
+impl Tally {
+    /// Adds the counts of one `test result: …` line; other lines are ignored.
+    pub fn add_line(&mut self, line: &str) {
+        let Some(rest) = line.trim_start().strip_prefix("test result: ") else {
+            return;
+        };
+        let count = |what: &str| {
+            rest.split(';')
+                .find_map(|p| p.trim().strip_suffix(what)?.trim().rsplit(' ').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        self.passed += count("passed");
+        self.failed += count("failed");
+        self.ignored += count("ignored");
+    }
+
+    pub fn add(&mut self, other: Tally) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+        self.ignored += other.ignored;
+    }
+
+    /// `N passed, N failed` (and `N skipped`: ignored tests never count as passed).
+    pub fn summary(&self) -> String {
+        let mut s = format!("{} passed, {} failed", self.passed, self.failed);
+        if self.ignored > 0 {
+            s.push_str(&format!(", {} skipped", self.ignored));
+        }
+        s
+    }
+}
+
+/// Runs `cargo test …`, echoing its output; returns the counts over every
+/// test binary and whether cargo succeeded.
+pub fn cargo_test(args: &[&str]) -> Result<(Tally, bool)> {
     use std::io::{BufRead as _, BufReader};
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let mut child = Command::new(cargo)
+    let mut child = Command::new(cargo_path())
         .args(args)
         .current_dir(workspace_root()?)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .context("cannot start cargo test")?;
-    let (mut passed, mut failed, mut ignored) = (0u64, 0u64, 0u64);
+    let mut tally = Tally::default();
     if let Some(out) = child.stdout.take() {
         for line in BufReader::new(out).lines().map_while(Result::ok) {
             println!("{line}");
-            if let Some(rest) = line.strip_prefix("test result: ") {
-                let count = |what: &str| {
-                    rest.split(';')
-                        .find_map(|p| p.trim().strip_suffix(what)?.trim().rsplit(' ').next()?.parse::<u64>().ok())
-                        .unwrap_or(0)
-                };
-                passed += count("passed");
-                failed += count("failed");
-                ignored += count("ignored");
-            }
+            tally.add_line(&line);
         }
     }
     let status = child.wait().context("waiting for cargo test")?;
-    // Ignored tests are reported as skipped, never as passed.
-    if ignored > 0 {
-        println!("tests: {passed} passed, {failed} failed, {ignored} skipped");
-    } else {
-        println!("tests: {passed} passed, {failed} failed");
-    }
-    if !status.success() {
-        bail!("cargo test failed with {status}");
-    }
-    if passed == 0 {
-        bail!("no test ran");
-    }
-    Ok(())
+    Ok((tally, status.success()))
 }
 
 /// Replaces this process with `bin args…` so signals reach the agent directly.
@@ -99,4 +121,20 @@ pub fn exec(bin: &Path, args: &[String]) -> Result<()> {
     use std::os::unix::process::CommandExt as _;
     let err = Command::new(bin).args(args).exec();
     Err(err).with_context(|| format!("cannot run {}", bin.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tally;
+
+    #[test]
+    fn tally_reads_libtest_result_lines() {
+        let mut t = Tally::default();
+        t.add_line("test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 1.2s");
+        t.add_line("test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 5 filtered out");
+        t.add_line("test foo ... ok");
+        t.add_line("[vm] running 3 tests");
+        assert_eq!(t, Tally { passed: 5, failed: 1, ignored: 1 });
+        assert_eq!(t.summary(), "5 passed, 1 failed, 1 skipped");
+    }
 }

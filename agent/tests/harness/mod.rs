@@ -48,6 +48,7 @@ impl TestCgroup {
             own.trim_end_matches('/'),
             std::process::id()
         );
+        delegate_memory(&layout, &own);
         std::fs::create_dir(layout.dir(&path))
             .unwrap_or_else(|e| panic!("cannot create cgroup {}: {e}", layout.dir(&path).display()));
         Self {
@@ -61,8 +62,10 @@ impl TestCgroup {
     pub fn child(&mut self, rel: &str) -> String {
         let mut path = self.path.clone();
         for part in rel.split('/').filter(|p| !p.is_empty()) {
-            path = format!("{path}/{part}");
+            let parent = path;
+            path = format!("{parent}/{part}");
             if !self.layout.dir(&path).exists() {
+                delegate_memory(&self.layout, &parent);
                 std::fs::create_dir(self.layout.dir(&path))
                     .unwrap_or_else(|e| panic!("cannot create cgroup {path}: {e}"));
                 self.children.push(path.clone());
@@ -128,6 +131,15 @@ impl Drop for TestCgroup {
             Self::remove(&self.layout, child);
         }
         Self::remove(&self.layout, &self.path);
+    }
+}
+
+/// On v2, children get a memory controller only if their parent delegates
+/// it. A cgroup that holds processes (other than the root) cannot delegate;
+/// then `set_memory_limit` fails and says which file is missing.
+fn delegate_memory(layout: &CgroupLayout, parent: &str) {
+    if layout.mode == CgroupMode::V2 {
+        let _ = std::fs::write(layout.dir(parent).join("cgroup.subtree_control"), "+memory");
     }
 }
 

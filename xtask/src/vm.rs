@@ -1,0 +1,407 @@
+//! The privileged tests on other kernels, with cgroup v2, in QEMU VMs.
+//!
+//! Each kernel is a Debian cloud kernel package, fetched with
+//! `apt-get download` and unpacked with `dpkg -x` under `target/vm/` (never
+//! installed). The initramfs holds the privileged test binaries, the host
+//! programs they run (`sh`, `dd`, `sleep`) with their shared libraries, and
+//! a static busybox for the init script, which mounts proc, sysfs, devtmpfs
+//! and cgroup2, delegates the memory controller, runs each test binary and
+//! reports over the serial console. KVM does not work on these machines, so
+//! QEMU emulates (TCG): slower, but the same kernel code paths.
+
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::util::{cargo_path, output, run as run_cmd, workspace_root, Tally};
+
+/// Debian packages (meta-packages resolve to their current kernel): the
+/// distribution's long-term 6.1 and the newer 6.12, both cloud flavours.
+/// Neither has `group_dead` in `sched_process_exit`; both have BTF,
+/// `oom:mark_victim` and cgroup v2 with the memory controller.
+pub const DEFAULT_KERNELS: &[&str] = &["linux-image-cloud-amd64", "linux-image-6.12-cloud-amd64"];
+
+/// The integration test binaries that run inside the VMs: real exits and
+/// OOM kills through the loaded programs, and kubelet-shaped pods through
+/// the agent's event path.
+const VM_TESTS: &[&str] = &["pipeline", "pods"];
+
+/// Host programs the tests start (by name, or `/bin/dd` copied as `pause`).
+const HOST_PROGRAMS: &[&str] = &["/bin/sh", "/bin/dd", "/bin/sleep"];
+
+const MARK: &str = "sandwatch-vm:";
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// Kernel packages to boot (Debian package names); default: 6.1 and 6.12.
+    #[arg(long = "kernel")]
+    pub kernels: Vec<String>,
+    /// Give up on a VM after this many minutes.
+    #[arg(long, default_value_t = 20)]
+    pub timeout_minutes: u64,
+    /// Only tests whose name contains this.
+    pub filter: Option<String>,
+}
+
+impl Args {
+    pub fn all() -> Self {
+        Self { kernels: Vec::new(), timeout_minutes: 20, filter: None }
+    }
+}
+
+/// Boots every kernel with the test binaries; returns the tests' counts
+/// over all kernels and one line per kernel that failed.
+pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
+    let root = workspace_root()?;
+    let dir = root.join("target/vm");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let binaries = build_test_binaries(&root)?;
+    let initramfs = build_initramfs(&dir, &binaries, args.filter.as_deref())?;
+    let packages: Vec<String> = if args.kernels.is_empty() {
+        DEFAULT_KERNELS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.kernels.clone()
+    };
+    let mut total = Tally::default();
+    let mut failures = Vec::new();
+    for package in &packages {
+        let kernel = fetch_kernel(&dir, package)?;
+        let timeout = Duration::from_secs(args.timeout_minutes * 60);
+        match boot(&dir, &kernel, &initramfs, timeout) {
+            Ok(outcome) => {
+                println!("vm {} (cgroup v2): {}", kernel.release, outcome.tally.summary());
+                total.add(outcome.tally);
+                if let Some(why) = outcome.failure() {
+                    failures.push(format!("kernel {} (cgroup v2): {why}; serial log {}", kernel.release, outcome.log.display()));
+                }
+            }
+            Err(e) => failures.push(format!("kernel {} (cgroup v2): {e:#}", kernel.release)),
+        }
+    }
+    Ok((total, failures))
+}
+
+struct Kernel {
+    release: String,
+    vmlinuz: PathBuf,
+}
+
+/// The unpacked kernel of `package` (a meta-package is followed to the
+/// versioned image it depends on), downloaded once into `dir`.
+fn fetch_kernel(dir: &Path, package: &str) -> Result<Kernel> {
+    let image = resolve_image_package(package)?;
+    let unpacked = dir.join(&image);
+    if find_vmlinuz(&unpacked).is_none() {
+        let downloads = dir.join("downloads");
+        std::fs::create_dir_all(&downloads)?;
+        println!("vm: downloading {image}");
+        run_cmd(Command::new("apt-get").args(["download", "-q", &image]).current_dir(&downloads))
+            .with_context(|| format!("cannot download kernel package {image} (is `apt-get update` current?)"))?;
+        let deb = std::fs::read_dir(&downloads)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                name.starts_with(&format!("{image}_")) && name.ends_with(".deb")
+            })
+            .with_context(|| format!("apt-get download left no {image}_*.deb in {}", downloads.display()))?;
+        let staging = dir.join(format!("{image}.partial"));
+        let _ = std::fs::remove_dir_all(&staging);
+        run_cmd(Command::new("dpkg").arg("-x").arg(&deb).arg(&staging))?;
+        let _ = std::fs::remove_dir_all(&unpacked);
+        std::fs::rename(&staging, &unpacked)?;
+        let _ = std::fs::remove_file(&deb);
+    }
+    let vmlinuz = find_vmlinuz(&unpacked).with_context(|| format!("no boot/vmlinuz-* in package {image}"))?;
+    let release = vmlinuz
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("vmlinuz-"))
+        .unwrap_or(&image)
+        .to_string();
+    Ok(Kernel { release, vmlinuz })
+}
+
+fn resolve_image_package(package: &str) -> Result<String> {
+    let depends = output(Command::new("apt-cache").args(["depends", package]))
+        .with_context(|| format!("apt-cache knows no package {package}"))?;
+    // A versioned image package depends on no other image.
+    Ok(depends
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends: "))
+        .map(str::trim)
+        .find(|d| d.starts_with("linux-image-") && !d.contains(' '))
+        .unwrap_or(package)
+        .to_string())
+}
+
+fn find_vmlinuz(unpacked: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(unpacked.join("boot"))
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+}
+
+/// `cargo test --no-run` for the VM tests; returns (name, executable).
+fn build_test_binaries(root: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut cmd = Command::new(cargo_path());
+    cmd.args(["test", "--no-run", "--package", "sandwatch", "--message-format=json"]);
+    for t in VM_TESTS {
+        cmd.args(["--test", t]);
+    }
+    let out = cmd
+        .current_dir(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo test --no-run")?;
+    if !out.status.success() {
+        bail!("building the VM test binaries failed");
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let Some(exe) = json_string(line, "executable") else { continue };
+        let Some(name) = json_string(line, "name").filter(|n| VM_TESTS.contains(&n.as_str())) else {
+            continue;
+        };
+        found.push((name, PathBuf::from(exe)));
+    }
+    if found.len() != VM_TESTS.len() {
+        bail!("expected test binaries {VM_TESTS:?}, cargo built {found:?}");
+    }
+    Ok(found)
+}
+
+/// The first `"key":"value"` string in a line of cargo's JSON messages
+/// (paths and target names hold no escaped quotes).
+fn json_string(line: &str, key: &str) -> Option<String> {
+    let start = line.find(&format!("\"{key}\":\""))? + key.len() + 4;
+    let len = line[start..].find('"')?;
+    Some(line[start..start + len].to_string())
+}
+
+fn build_initramfs(dir: &Path, binaries: &[(String, PathBuf)], filter: Option<&str>) -> Result<PathBuf> {
+    let stage = dir.join("initramfs");
+    let _ = std::fs::remove_dir_all(&stage);
+    for d in ["bin", "proc", "sys", "dev", "tmp", "tests", "etc"] {
+        std::fs::create_dir_all(stage.join(d))?;
+    }
+    copy_into(&stage, Path::new("/bin/busybox"), Path::new("/bin/busybox"))
+        .context("static busybox missing: run `cargo xtask setup` (package busybox-static)")?;
+    let mut elves: Vec<PathBuf> = Vec::new();
+    for prog in HOST_PROGRAMS {
+        let src = std::fs::canonicalize(prog).with_context(|| format!("{prog} missing on the host"))?;
+        copy_into(&stage, &src, Path::new(prog))?;
+        elves.push(src);
+    }
+    for (name, exe) in binaries {
+        let dest = stage.join("tests").join(name);
+        // Debug info is most of a test binary's size; the VM needs none.
+        let stripped = Command::new("strip").arg("--strip-debug").arg("-o").arg(&dest).arg(exe).status();
+        if !stripped.is_ok_and(|s| s.success()) {
+            std::fs::copy(exe, &dest).with_context(|| format!("cannot copy {}", exe.display()))?;
+        }
+        elves.push(exe.clone());
+    }
+    for lib in shared_libraries(&elves)? {
+        copy_into(&stage, &lib, &lib)?;
+    }
+    let init = stage.join("init");
+    std::fs::write(&init, init_script(binaries, filter))?;
+    set_executable(&init)?;
+    let image = dir.join("initramfs.cpio.gz");
+    let pack = format!(
+        "cd '{}' && find . -print0 | cpio --null -o -H newc --quiet | gzip -1 > '{}'",
+        stage.display(),
+        image.display()
+    );
+    run_cmd(Command::new("sh").args(["-c", &pack])).context("cpio missing? run `cargo xtask setup`")?;
+    Ok(image)
+}
+
+/// Every shared library (and the dynamic loader) the programs need, by
+/// their host paths.
+fn shared_libraries(elves: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut libs: Vec<PathBuf> = Vec::new();
+    for elf in elves {
+        let text = output(Command::new("ldd").arg(elf)).with_context(|| format!("ldd {} failed", elf.display()))?;
+        for line in text.lines() {
+            // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or
+            // "/lib64/ld-linux-x86-64.so.2 (0x…)".
+            let path = match line.split_once("=>") {
+                Some((_, right)) => right.trim().split(' ').next().unwrap_or(""),
+                None => line.trim().split(' ').next().unwrap_or(""),
+            };
+            if path.starts_with('/') && !libs.iter().any(|l| l == Path::new(path)) {
+                libs.push(PathBuf::from(path));
+            }
+        }
+    }
+    Ok(libs)
+}
+
+/// Copies `src` to `stage/dest` (following symlinks), keeping it executable.
+fn copy_into(stage: &Path, src: &Path, dest: &Path) -> Result<()> {
+    let target = stage.join(dest.strip_prefix("/").unwrap_or(dest));
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::copy(src, &target).with_context(|| format!("cannot copy {}", src.display()))?;
+    set_executable(&target)
+}
+
+fn set_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot chmod {}", path.display()))
+}
+
+/// PID 1 of the VM: mount what the agent and tests read, delegate the
+/// memory controller, run each test binary, report, power off.
+fn init_script(binaries: &[(String, PathBuf)], filter: Option<&str>) -> String {
+    let filter_arg = filter.map(|f| format!(" '{}'", f.replace('\'', ""))).unwrap_or_default();
+    let mut s = String::from(
+        "#!/bin/busybox sh\n\
+         B=/bin/busybox\n\
+         $B mount -t proc proc /proc\n\
+         $B mount -t sysfs sys /sys\n\
+         $B mount -t devtmpfs dev /dev\n\
+         $B mount -t tmpfs tmp /tmp\n\
+         $B mount -t cgroup2 cgroup2 /sys/fs/cgroup\n\
+         echo +memory > /sys/fs/cgroup/cgroup.subtree_control\n\
+         export PATH=/bin HOME=/tmp TMPDIR=/tmp RUST_BACKTRACE=1\n\
+         cd /tmp\n",
+    );
+    s.push_str(&format!(
+        "echo \"{MARK} kernel $($B uname -r), cgroup2 controllers: $($B cat /sys/fs/cgroup/cgroup.subtree_control)\"\n"
+    ));
+    for (name, _) in binaries {
+        s.push_str(&format!("/tests/{name} --test-threads=1{filter_arg}\n"));
+        s.push_str(&format!("echo \"{MARK} binary {name} exit $?\"\n"));
+    }
+    s.push_str(&format!("echo \"{MARK} done\"\n$B poweroff -f\n"));
+    s
+}
+
+struct Outcome {
+    tally: Tally,
+    /// Test binaries that exited non-zero.
+    failed_binaries: Vec<String>,
+    finished: bool,
+    log: PathBuf,
+}
+
+impl Outcome {
+    fn failure(&self) -> Option<String> {
+        if !self.finished {
+            Some("the VM stopped before the tests finished (timeout, kernel panic or crash)".to_string())
+        } else if !self.failed_binaries.is_empty() {
+            Some(format!("{} test(s) failed in {}", self.tally.failed, self.failed_binaries.join(", ")))
+        } else if self.tally.passed == 0 {
+            Some("no test ran".to_string())
+        } else {
+            None
+        }
+    }
+}
+
+fn boot(dir: &Path, kernel: &Kernel, initramfs: &Path, timeout: Duration) -> Result<Outcome> {
+    let log_path = dir.join(format!("{}.log", kernel.release));
+    let mut log = std::fs::File::create(&log_path)?;
+    println!("vm: booting {} under QEMU (TCG), cgroup v2", kernel.release);
+    let mut child = Command::new("qemu-system-x86_64")
+        .args(["-accel", "tcg", "-m", "2048", "-smp", "2", "-no-reboot"])
+        .args(["-display", "none", "-monitor", "none", "-serial", "stdio"])
+        .arg("-kernel")
+        .arg(&kernel.vmlinuz)
+        .arg("-initrd")
+        .arg(initramfs)
+        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=3"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot start qemu-system-x86_64: run `cargo xtask setup` (package qemu-system-x86)")?;
+    let pid = child.id();
+    let stdout = child.stdout.take().context("qemu stdout")?;
+    // A watchdog: the VM is killed (by its pid) if it runs past the timeout.
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if done_rx.recv_timeout(timeout).is_err() {
+            // SAFETY: kill(2) of the QEMU process this function started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            return true;
+        }
+        false
+    });
+    let started = Instant::now();
+    let mut outcome = Outcome { tally: Tally::default(), failed_binaries: Vec::new(), finished: false, log: log_path };
+    for raw in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
+        let line = String::from_utf8_lossy(&raw);
+        let line = line.trim_end_matches('\r');
+        let _ = writeln!(log, "{line}");
+        println!("[vm {}] {line}", kernel.release);
+        outcome.tally.add_line(line);
+        if let Some(rest) = line.strip_prefix(MARK) {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            match words.as_slice() {
+                ["binary", name, "exit", code] if *code != "0" => outcome.failed_binaries.push(name.to_string()),
+                ["done"] => outcome.finished = true,
+                _ => {}
+            }
+        }
+    }
+    let status = child.wait()?;
+    let _ = done_tx.send(());
+    let timed_out = watchdog.join().unwrap_or(false);
+    println!("vm: {} ran {:.0} s ({status})", kernel.release, started.elapsed().as_secs_f64());
+    if timed_out {
+        bail!("no result within {} s; serial log {}", timeout.as_secs(), outcome.log.display());
+    }
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cargo_json_fields_are_read() {
+        let line = r#"{"reason":"compiler-artifact","target":{"kind":["test"],"name":"pods","src_path":"/x/pods.rs"},"executable":"/w/target/debug/deps/pods-1e76"}"#;
+        assert_eq!(json_string(line, "executable").as_deref(), Some("/w/target/debug/deps/pods-1e76"));
+        assert_eq!(json_string(line, "name").as_deref(), Some("pods"));
+        assert_eq!(json_string(line, "missing"), None);
+    }
+
+    #[test]
+    fn init_runs_every_binary_and_reports() {
+        let bins = vec![("pipeline".to_string(), PathBuf::from("/a")), ("pods".to_string(), PathBuf::from("/b"))];
+        let s = init_script(&bins, Some("oom"));
+        assert!(s.contains("/tests/pipeline --test-threads=1 'oom'\n"));
+        assert!(s.contains("/tests/pods --test-threads=1 'oom'\n"));
+        assert!(s.contains("cgroup.subtree_control"));
+        assert!(s.trim_end().ends_with("poweroff -f"));
+    }
+
+    #[test]
+    fn outcome_fails_unless_finished_and_green() {
+        let mut o = Outcome {
+            tally: Tally { passed: 5, failed: 0, ignored: 0 },
+            failed_binaries: Vec::new(),
+            finished: false,
+            log: PathBuf::new(),
+        };
+        assert!(o.failure().is_some(), "unfinished");
+        o.finished = true;
+        assert!(o.failure().is_none());
+        o.failed_binaries.push("pods".to_string());
+        assert!(o.failure().is_some());
+        o.failed_binaries.clear();
+        o.tally.passed = 0;
+        assert_eq!(o.failure().as_deref(), Some("no test ran"));
+    }
+}
