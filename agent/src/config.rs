@@ -54,6 +54,26 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_OOM_STORM_CLEAR", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub oom_storm_clear: u64,
 
+    /// containerd's socket, for its event stream (TaskExit lag, late runtime
+    /// events, OOM mismatches). Empty: do not follow containerd. A missing
+    /// socket is retried with backoff (sandwatch_runtime_events_up says 0).
+    #[arg(long, env = "SANDWATCH_CONTAINERD_SOCKET", default_value = "/run/containerd/containerd.sock")]
+    pub containerd_socket: String,
+
+    /// containerd namespace whose events are followed (the CRI's is k8s.io).
+    #[arg(long, env = "SANDWATCH_CONTAINERD_NAMESPACE", default_value = "k8s.io", value_parser = parse_name)]
+    pub containerd_namespace: String,
+
+    /// Process names (comm) of container runtimes whose crashes and
+    /// restarts are counted, comma-separated.
+    #[arg(long, env = "SANDWATCH_RUNTIME_NAMES", default_value = "containerd,crio,dockerd", value_delimiter = ',', value_parser = parse_name)]
+    pub runtime_names: Vec<String>,
+
+    /// Seconds to wait for the other side before an OOM kill seen by only
+    /// the kernel or only the runtime counts as a mismatch.
+    #[arg(long, env = "SANDWATCH_OOM_MATCH_WINDOW_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub oom_match_window_seconds: u64,
+
     /// error, warn, info, debug (every event) or trace.
     #[arg(long, env = "SANDWATCH_LOG_LEVEL", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
     pub log_level: String,
@@ -80,6 +100,15 @@ fn parse_ring_size(s: &str) -> Result<u32, String> {
         ));
     }
     u32::try_from(bytes).map_err(|_| format!("{bytes} bytes is too large"))
+}
+
+/// A runtime or namespace name: non-empty, no spaces, quotes or commas.
+fn parse_name(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() || s.len() > 253 || s.chars().any(|c| c.is_whitespace() || c == '"' || c == ',' || c.is_control()) {
+        return Err(format!("{s:?} is not a valid name"));
+    }
+    Ok(s.to_string())
 }
 
 /// Why parsing did not produce a config.

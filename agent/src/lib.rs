@@ -10,6 +10,7 @@ pub mod events;
 pub mod model;
 pub mod pipeline;
 pub mod probes;
+pub mod runtime;
 pub mod stats;
 pub mod telemetry;
 pub mod watchdog;
@@ -24,9 +25,15 @@ use crate::{
     config::Config,
     pipeline::Pipeline,
     probes::ProbeOptions,
-    telemetry::{metrics, pods::PodMetrics, server},
-    watchdog::Watchdog,
+    model::runtime::CorrelatorLimits,
+    runtime::containerd::{self, StreamConfig},
+    telemetry::{metrics, pods::PodMetrics, runtime::RuntimeMetrics, server},
+    watchdog::{RuntimeSide, Watchdog},
 };
+
+/// Runtime events waiting for the agent loop; beyond this they are dropped
+/// (counted in sandwatch_runtime_events_dropped_total).
+const RUNTIME_CHANNEL: usize = 4096;
 
 /// Runs the agent until SIGINT or SIGTERM.
 pub async fn run(config: Config) -> anyhow::Result<()> {
@@ -49,7 +56,23 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         pipeline.probes.programs_attached(),
         &kernel_release(),
     )?;
-    let mut watchdog = Watchdog::new(PodMetrics::register(&registry, config.churn())?);
+    let runtime_metrics = RuntimeMetrics::register(&registry, &config.runtime_names)?;
+    let limits = CorrelatorLimits {
+        oom_match_ns: config.oom_match_window_seconds.saturating_mul(1_000_000_000),
+        ..CorrelatorLimits::default()
+    };
+    let side = RuntimeSide::new(&config.runtime_names, limits, runtime_metrics.clone());
+    let mut watchdog = Watchdog::new(PodMetrics::register(&registry, config.churn())?).with_runtime(side);
+    let (runtime_tx, mut runtime_rx) = tokio::sync::mpsc::channel(RUNTIME_CHANNEL);
+    if config.containerd_socket.is_empty() {
+        log::info!("not following containerd (--containerd-socket is empty)");
+    } else {
+        let stream = StreamConfig {
+            socket: config.containerd_socket.clone().into(),
+            namespace: config.containerd_namespace.clone(),
+        };
+        tokio::spawn(containerd::follow(stream, runtime_tx, runtime_metrics.stream.clone(), shutdown.clone()));
+    }
     let state = server::ServerState::new(registry);
     let server_task = tokio::spawn(server::serve(listener, state.clone(), shutdown.clone()));
 
@@ -69,6 +92,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = churn_tick.tick() => watchdog.tick(),
+            Some(event) = runtime_rx.recv() => {
+                watchdog.handle_runtime(&event);
+            }
             event = pipeline.events.next() => match event {
                 Some(event) => {
                     watchdog.handle(&event);

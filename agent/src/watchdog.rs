@@ -4,14 +4,80 @@
 
 use crate::{
     events::Event,
-    model::{Dispatcher, ExitReport, OomReport, Outcome, PodRef, Registry, Report},
+    model::{
+        dispatch::runtime_exit,
+        runtime::{Correlator, CorrelatorLimits, Expired},
+        Dispatcher, ExitReport, OomReport, Outcome, PodRef, Registry, Report, TaskRole,
+    },
     probes::{cgroups::CgroupLayout, scan::scan},
-    telemetry::pods::PodMetrics,
+    runtime::{
+        containerd::RuntimeEvent,
+        crash::{scan_proc, RuntimeChange, RuntimeProcesses},
+    },
+    telemetry::{pods::PodMetrics, runtime::RuntimeMetrics},
 };
 
 pub struct Watchdog {
     pub dispatcher: Dispatcher,
     pub metrics: PodMetrics,
+    runtime: Option<RuntimeSide>,
+}
+
+/// The runtime's view against the kernel's: correlation tables, the
+/// runtime's own processes, and their metrics.
+pub struct RuntimeSide {
+    pub correlator: Correlator,
+    processes: RuntimeProcesses,
+    names: Vec<String>,
+    pub metrics: RuntimeMetrics,
+    counted: Expired,
+}
+
+impl RuntimeSide {
+    pub fn new(names: &[String], limits: CorrelatorLimits, metrics: RuntimeMetrics) -> Self {
+        Self {
+            correlator: Correlator::new(limits),
+            processes: RuntimeProcesses::new(names),
+            names: names.to_vec(),
+            metrics,
+            counted: Expired::default(),
+        }
+    }
+
+    fn stream_up(&self) -> bool {
+        self.metrics.stream.up.get() == 1
+    }
+
+    fn record(&self, change: &RuntimeChange) {
+        match change {
+            RuntimeChange::Crashed { runtime, pid, reason } => {
+                self.metrics.crashes.with_label_values(&[runtime.as_str(), reason]).inc();
+                log::error!("container runtime {runtime} (pid {pid}) crashed: {reason}");
+            }
+            RuntimeChange::Stopped { runtime, pid } => log::warn!("container runtime {runtime} (pid {pid}) stopped"),
+            RuntimeChange::Restarted { runtime, pid } => {
+                self.metrics.restarts.with_label_values(&[runtime]).inc();
+                log::info!("container runtime {runtime} is back (pid {pid})");
+            }
+        }
+    }
+
+    fn publish_up(&self) {
+        for (runtime, up) in self.processes.up() {
+            self.metrics.runtime_up.with_label_values(&[&runtime]).set(i64::from(up));
+        }
+    }
+
+    /// Counts what expiry settled since the last call.
+    fn publish_expired(&mut self) {
+        let now = self.correlator.expired;
+        let m = &self.metrics;
+        m.exits_unmatched.inc_by(now.runtime_exits_unmatched - self.counted.runtime_exits_unmatched);
+        m.oom_mismatch.with_label_values(&["kernel_only"]).inc_by(now.kernel_only_ooms - self.counted.kernel_only_ooms);
+        m.oom_mismatch.with_label_values(&["runtime_only"]).inc_by(now.runtime_only_ooms - self.counted.runtime_only_ooms);
+        m.correlation_evictions.inc_by(now.evicted - self.counted.evicted);
+        self.counted = now;
+    }
 }
 
 impl Watchdog {
@@ -19,7 +85,15 @@ impl Watchdog {
         Self {
             dispatcher: Dispatcher::new(Registry::default()),
             metrics,
+            runtime: None,
         }
+    }
+
+    /// Also correlates with the container runtime and watches its processes.
+    pub fn with_runtime(mut self, side: RuntimeSide) -> Self {
+        self.runtime = Some(side);
+        self.scan_runtimes();
+        self
     }
 
     pub fn registry(&self) -> &Registry {
@@ -51,21 +125,116 @@ impl Watchdog {
             }
             None => {}
         }
+        if let Some(side) = self.runtime.as_mut() {
+            correlate_kernel(side, event, report.as_ref());
+        }
         self.metrics.refresh(&self.dispatcher.registry);
         report
     }
 
-    /// Lets the OOM-churn window slide on when no kill happens.
-    pub fn tick(&self) {
-        self.metrics.tick(boottime_ns());
+    /// Applies one event of the runtime's stream; returns the report of a
+    /// TaskExit for a container's init.
+    pub fn handle_runtime(&mut self, event: &RuntimeEvent) -> Option<ExitReport> {
+        log::trace!("{event:?}");
+        let side = self.runtime.as_mut()?;
+        let now = boottime_ns();
+        // The runtime stamps wall-clock time; the kernel, boot time.
+        let to_boot = |wall: u64| wall.saturating_sub(realtime_ns().saturating_sub(boottime_ns()));
+        match event {
+            RuntimeEvent::TaskStart { container_id, pid, .. } => {
+                self.dispatcher.registry.runtime_started(container_id, *pid);
+                self.metrics.refresh(&self.dispatcher.registry);
+                None
+            }
+            RuntimeEvent::TaskExit { container_id, exec_id, pid, published_ns, .. } => {
+                if !exec_id.is_empty() && exec_id != container_id {
+                    return None; // an exec'd process, not the container's init
+                }
+                let published = to_boot(*published_ns);
+                // The envelope carries the shim's time of reaping; the lag
+                // that matters is until containerd handed the event over.
+                if let Some(lag) = side.correlator.runtime_exit(*pid, now) {
+                    side.metrics.exit_lag.observe(lag as f64 / 1e9);
+                }
+                let report = runtime_exit(&mut self.dispatcher.registry, container_id, published, now);
+                self.metrics.observe_runtime_exit(&report);
+                log_exit(&report);
+                Some(report)
+            }
+            RuntimeEvent::TaskOom { container_id, published_ns } => {
+                let matched = side.correlator.runtime_oom(container_id, to_boot(*published_ns));
+                side.metrics.ooms_matched.inc_by(matched as u64);
+                None
+            }
+            RuntimeEvent::TaskDelete { .. } | RuntimeEvent::ContainerDelete { .. } => None,
+        }
     }
+
+    /// Once a second: the OOM-churn window slides on, runtime processes are
+    /// looked for, pending correlations settle.
+    pub fn tick(&mut self) {
+        let now = boottime_ns();
+        self.metrics.tick(now);
+        self.scan_runtimes();
+        if let Some(side) = self.runtime.as_mut() {
+            side.correlator.expire(now);
+            side.publish_expired();
+        }
+    }
+
+    fn scan_runtimes(&mut self) {
+        if let Some(side) = self.runtime.as_mut() {
+            let procs = scan_proc(&side.names);
+            for change in side.processes.scanned(&procs) {
+                side.record(&change);
+            }
+            side.publish_up();
+        }
+    }
+}
+
+/// Kernel facts the runtime should agree with: a runtime process ending,
+/// a container init's exit (for the lag), an OOM kill in a container.
+fn correlate_kernel(side: &mut RuntimeSide, event: &Event, report: Option<&Report>) {
+    match (event, report) {
+        (Event::Exit(e), report) if e.group_dead => {
+            if let Some(change) = side.processes.exited(e.tgid, &e.comm, e.status) {
+                side.record(&change);
+                side.publish_up();
+            }
+            if let Some(Report::Exit(r)) = report {
+                if matches!(r.role, TaskRole::Sandbox | TaskRole::ContainerInit) {
+                    if let Some(lag) = side.correlator.kernel_exit(e.tgid, e.ts_ns) {
+                        side.metrics.exit_lag.observe(lag as f64 / 1e9);
+                    }
+                }
+            }
+        }
+        (Event::OomKill(o), Some(Report::Oom(r))) if side.stream_up() => {
+            if let Some(container) = r.pod.as_ref().and_then(|p| p.container_id.as_deref()) {
+                if side.correlator.kernel_oom(container, o.ts_ns) {
+                    side.metrics.ooms_matched.inc();
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// CLOCK_REALTIME, the clock of the runtime's event timestamps.
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
 }
 
 /// CLOCK_BOOTTIME, the clock of the kernel's event timestamps.
 pub fn boottime_ns() -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes into the timespec we own.
-    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
         return 0;
     }
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64

@@ -14,7 +14,18 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// setpriv (util-linux) for the unprivileged run, Prometheus and promtool;
 /// QEMU, cpio and a static busybox for the second-kernel VMs (the kernels
 /// themselves are fetched by `cargo xtask vm`, see xtask/src/vm.rs).
-const TEST_PACKAGES: &[&str] = &["util-linux", "prometheus", "qemu-system-x86", "cpio", "busybox-static"];
+/// containerd and runc for the runtime tests; protoc because the containerd
+/// and CRI client crates generate their code at build time.
+const TEST_PACKAGES: &[&str] = &[
+    "util-linux",
+    "prometheus",
+    "qemu-system-x86",
+    "cpio",
+    "busybox-static",
+    "containerd",
+    "runc",
+    "protobuf-compiler",
+];
 
 pub fn run() -> Result<()> {
     let nightly = ensure_nightly()?;

@@ -267,6 +267,16 @@ pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport
         return report;
     };
     let is_init = container.init.as_ref().is_some_and(|t| t.key.matches(&exit.key));
+    if is_init && is_runc_bootstrap(&exit.comm) {
+        // runc's bootstrap (`runc:[0:PARENT]`, `runc:[1:CHILD]`) joins the
+        // cgroup first and exits once the real init runs: not an init exit.
+        // The runtime's TaskStart names the real init.
+        container.init = None;
+        report.outcome = Outcome::Handled;
+        report.role = TaskRole::ContainerChild;
+        reg.touch();
+        return report;
+    }
     if !is_init {
         if container.exited_init.is_some_and(|k| k.matches(&exit.key)) {
             // The init's exit was handled already: this one is a duplicate.
@@ -301,6 +311,40 @@ pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport
     }
     // An init is gone: the tracked processes changed.
     reg.touch();
+    report
+}
+
+fn is_runc_bootstrap(comm: &str) -> bool {
+    comm.starts_with("runc:[0") || comm.starts_with("runc:[1")
+}
+
+/// A runtime (containerd) reported that a container's init exited. It is
+/// late when the kernel already showed the container's cgroup, or the whole
+/// pod, torn down: the exposure behind containerd #12038. It changes no
+/// state (the kernel's own exit did that).
+pub fn runtime_exit(reg: &mut Registry, container_id: &str, published_ns: u64, now_ns: u64) -> ExitReport {
+    reg.expire(now_ns);
+    let mut report = ExitReport {
+        source: Source::Runtime,
+        outcome: Outcome::Unknown,
+        role: TaskRole::Unknown,
+        pod: None,
+        sandbox_death: None,
+        delay_ns: now_ns.saturating_sub(published_ns),
+    };
+    match locate(reg, reg.container_cgroup(container_id)) {
+        Place::Container { pod_uid, container_id } => {
+            let sandbox = reg.sandbox(&pod_uid);
+            report.role = match sandbox.and_then(|s| s.container(&container_id)).map(|c| c.role) {
+                Some(ContainerRole::Sandbox) => TaskRole::Sandbox,
+                Some(ContainerRole::Workload) => TaskRole::ContainerInit,
+                None => TaskRole::Unknown,
+            };
+            report.outcome = Outcome::Handled;
+            report.pod = Some(PodRef { pod_uid, qos: sandbox.map(|s| s.qos), container_id: Some(container_id) });
+        }
+        Place::Verdict(outcome, role, pod) => (report.outcome, report.role, report.pod) = (outcome, role, pod),
+    }
     report
 }
 

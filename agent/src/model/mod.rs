@@ -4,6 +4,7 @@
 pub mod cgroup_path;
 pub mod dispatch;
 pub mod registry;
+pub mod runtime;
 
 #[cfg(test)]
 mod tests;

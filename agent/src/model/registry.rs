@@ -224,6 +224,22 @@ impl Registry {
         self.tombstones.get(&cgroup_id)
     }
 
+    /// The cgroup of a container by its id, live or remembered by a
+    /// tombstone (a runtime names containers by id, the kernel by cgroup).
+    pub fn container_cgroup(&self, container_id: &str) -> Option<u64> {
+        self.sandboxes
+            .values()
+            .flat_map(Sandbox::all_containers)
+            .find(|c| c.id == container_id)
+            .map(|c| c.cgroup_id)
+            .or_else(|| {
+                self.tombstones.iter().find_map(|(id, t)| match &t.owner {
+                    CgroupOwner::Container { container_id: c, .. } if c == container_id => Some(*id),
+                    _ => None,
+                })
+            })
+    }
+
     pub fn is_host_cgroup(&self, cgroup_id: u64) -> bool {
         self.host_cgroups.contains(&cgroup_id)
     }
@@ -350,6 +366,20 @@ impl Registry {
         if comm == "pause" && container.init.as_ref().is_some_and(|t| t.key.matches(&key)) {
             let id = container_id.clone();
             sandbox.promote_pause(&id);
+        }
+    }
+
+    /// The runtime started a container's init (containerd's TaskStart):
+    /// the authoritative init, whatever attached to the cgroup first (runc's
+    /// bootstrap processes do, and exit before the real init runs).
+    pub fn runtime_started(&mut self, container_id: &str, pid: u32) {
+        for sandbox in self.sandboxes.values_mut() {
+            if let Some(container) = sandbox.container_mut(container_id) {
+                container.init = Some(Task { key: TaskKey::new(pid, 0), comm: String::new() });
+                container.exited_init = None;
+                self.generation += 1;
+                return;
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::{
-    dispatch::{oom_kill, task_exit},
+    dispatch::{oom_kill, runtime_exit, task_exit},
     registry::SandboxState,
     *,
 };
@@ -94,6 +94,41 @@ fn containerd_12038_late_sandbox_exit_is_counted_not_fatal() {
     let r = task_exit(&mut reg, &exit(pause, 101, KILLED, "pause", 10 * SEC), 14 * SEC);
     assert_eq!(r.outcome, Outcome::Late(LateReason::SandboxTornDown));
     assert!(reg.holds_no_pods());
+}
+
+/// runc's bootstrap joins the cgroup first and exits: not a sandbox death.
+/// The runtime's TaskStart then names the real init, whose exit is one.
+#[test]
+fn runc_bootstrap_exit_is_not_an_init_exit_and_task_start_names_the_init() {
+    let mut reg = Registry::default();
+    reg.cgroup_created(100, &pod_path(1));
+    reg.cgroup_created(101, &container_path(1, 1));
+    let parent = TaskKey::new(10, 5 * SEC);
+    reg.task_attached(101, parent, "runc:[0:PARENT]");
+    let r = task_exit(&mut reg, &exit(parent, 101, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
+    assert_eq!((r.outcome, r.role, r.sandbox_death), (Outcome::Handled, TaskRole::ContainerChild, None));
+    reg.runtime_started(&cid(1), 12);
+    let init = TaskKey::new(12, 5 * SEC);
+    let r = task_exit(&mut reg, &exit(init, 101, KILLED, "sleep", 9 * SEC), 9 * SEC);
+    assert_eq!((r.outcome, r.role), (Outcome::Handled, TaskRole::Sandbox));
+    assert_eq!(r.sandbox_death, Some(DeathCause::Signal));
+}
+
+/// A runtime TaskExit is late when the kernel already showed the container
+/// or the pod gone, and never counts as a second exit otherwise.
+#[test]
+fn runtime_exit_is_late_only_after_teardown() {
+    let mut reg = pod_with_two_containers();
+    let r = runtime_exit(&mut reg, &cid(2), SEC, 2 * SEC);
+    assert_eq!((r.source, r.outcome, r.role), (Source::Runtime, Outcome::Handled, TaskRole::ContainerInit));
+    reg.cgroup_removed(102, 3 * SEC);
+    let r = runtime_exit(&mut reg, &cid(2), 3 * SEC, 4 * SEC);
+    assert_eq!(r.outcome, Outcome::Late(LateReason::ContainerMissing));
+    reg.cgroup_removed(101, 5 * SEC);
+    reg.cgroup_removed(100, 5 * SEC);
+    let r = runtime_exit(&mut reg, &cid(1), 5 * SEC, 6 * SEC);
+    assert_eq!(r.outcome, Outcome::Late(LateReason::SandboxTornDown));
+    assert_eq!(runtime_exit(&mut reg, &cid(9), 5 * SEC, 6 * SEC).outcome, Outcome::Unknown);
 }
 
 #[test]

@@ -297,6 +297,14 @@ impl PodMetrics {
         self.exit_delay.observe(r.delay_ns as f64 / 1e9);
     }
 
+    /// A runtime's TaskExit: only its lateness counts here (the kernel's
+    /// exit of the same process was counted already).
+    pub fn observe_runtime_exit(&self, r: &ExitReport) {
+        if let Outcome::Late(reason) = r.outcome {
+            self.late_exits.with_label_values(&[reason.label(), r.source.label()]).inc();
+        }
+    }
+
     pub fn observe_oom(&self, r: &OomReport, now_ns: u64) {
         let qos = r.pod.as_ref().and_then(|p| p.qos).map_or(NO_QOS, QosClass::label);
         self.oom_kills.with_label_values(&[r.role.label(), qos]).inc();

@@ -3,6 +3,8 @@
 //! agent binary under test, and a minimal HTTP client for /metrics.
 #![allow(dead_code)]
 
+pub mod containerd;
+
 use std::{
     io::{Read as _, Write as _},
     net::{SocketAddr, TcpListener, TcpStream},

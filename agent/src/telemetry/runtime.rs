@@ -1,0 +1,131 @@
+//! Metrics of the runtime side: the event stream's health, exit lag, late
+//! runtime events (in `sandwatch_late_exit_events_total{source="runtime"}`),
+//! OOM mismatches, and runtime crashes and restarts.
+
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+
+use crate::runtime::{containerd::TOPIC_LABELS, crash::CRASH_REASONS};
+
+/// Seconds from the kernel's exit of a container init to containerd's
+/// TaskExit for it: normally milliseconds, seconds when the runtime lags.
+const LAG_BUCKETS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
+
+/// Shared with the stream task.
+#[derive(Clone)]
+pub struct RuntimeStreamMetrics {
+    pub up: IntGauge,
+    pub events: IntCounterVec,
+    pub dropped: IntCounter,
+    pub malformed: IntCounter,
+    pub reconnects: IntCounter,
+}
+
+#[derive(Clone)]
+pub struct RuntimeMetrics {
+    pub stream: RuntimeStreamMetrics,
+    pub exit_lag: Histogram,
+    pub exits_unmatched: IntCounter,
+    pub oom_mismatch: IntCounterVec,
+    pub ooms_matched: IntCounter,
+    pub crashes: IntCounterVec,
+    pub restarts: IntCounterVec,
+    pub runtime_up: IntGaugeVec,
+    pub correlation_evictions: IntCounter,
+}
+
+impl RuntimeMetrics {
+    pub fn register(registry: &Registry, runtimes: &[String]) -> Result<Self, prometheus::Error> {
+        let stream = RuntimeStreamMetrics {
+            up: IntGauge::new(
+                "sandwatch_runtime_events_up",
+                "1 while the containerd event stream is connected.",
+            )?,
+            events: IntCounterVec::new(
+                Opts::new("sandwatch_runtime_events_total", "containerd events received, by topic."),
+                &["topic"],
+            )?,
+            dropped: IntCounter::new(
+                "sandwatch_runtime_events_dropped_total",
+                "containerd events lost because the agent's runtime channel was full.",
+            )?,
+            malformed: IntCounter::new(
+                "sandwatch_runtime_events_malformed_total",
+                "containerd events whose payload could not be decoded.",
+            )?,
+            reconnects: IntCounter::new(
+                "sandwatch_runtime_events_reconnects_total",
+                "Times the containerd event stream was lost or could not be opened.",
+            )?,
+        };
+        let m = Self {
+            stream,
+            exit_lag: Histogram::with_opts(
+                HistogramOpts::new(
+                    "sandwatch_runtime_exit_lag_seconds",
+                    "From the kernel's exit of a container init to containerd delivering its TaskExit to the agent.",
+                )
+                .buckets(LAG_BUCKETS.to_vec()),
+            )?,
+            exits_unmatched: IntCounter::new(
+                "sandwatch_runtime_exits_unmatched_total",
+                "containerd TaskExit events for which the kernel showed no container init exit.",
+            )?,
+            oom_mismatch: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_oom_mismatch_total",
+                    "OOM kills only one side reported: kernel_only (the runtime never said OOM) or runtime_only.",
+                ),
+                &["direction"],
+            )?,
+            ooms_matched: IntCounter::new(
+                "sandwatch_runtime_oom_matched_total",
+                "Kernel OOM kills in containers that containerd also reported as OOM.",
+            )?,
+            crashes: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_runtime_crashes_total",
+                    "Container runtime processes that ended without being asked to, by runtime and reason.",
+                ),
+                &["runtime", "reason"],
+            )?,
+            restarts: IntCounterVec::new(
+                Opts::new("sandwatch_runtime_restarts_total", "Container runtime processes started after the runtime was down."),
+                &["runtime"],
+            )?,
+            runtime_up: IntGaugeVec::new(
+                Opts::new("sandwatch_runtime_up", "1 while a process of the container runtime runs on this node."),
+                &["runtime"],
+            )?,
+            correlation_evictions: IntCounter::new(
+                "sandwatch_runtime_correlation_evictions_total",
+                "Pending kernel/runtime pairs forgotten because the correlation tables were full.",
+            )?,
+        };
+        registry.register(Box::new(m.stream.up.clone()))?;
+        registry.register(Box::new(m.stream.events.clone()))?;
+        registry.register(Box::new(m.stream.dropped.clone()))?;
+        registry.register(Box::new(m.stream.malformed.clone()))?;
+        registry.register(Box::new(m.stream.reconnects.clone()))?;
+        registry.register(Box::new(m.exit_lag.clone()))?;
+        registry.register(Box::new(m.exits_unmatched.clone()))?;
+        registry.register(Box::new(m.oom_mismatch.clone()))?;
+        registry.register(Box::new(m.ooms_matched.clone()))?;
+        registry.register(Box::new(m.crashes.clone()))?;
+        registry.register(Box::new(m.restarts.clone()))?;
+        registry.register(Box::new(m.runtime_up.clone()))?;
+        registry.register(Box::new(m.correlation_evictions.clone()))?;
+        for topic in TOPIC_LABELS {
+            m.stream.events.with_label_values(&[topic]);
+        }
+        for direction in ["kernel_only", "runtime_only"] {
+            m.oom_mismatch.with_label_values(&[direction]);
+        }
+        for runtime in runtimes {
+            m.restarts.with_label_values(&[runtime]);
+            for reason in CRASH_REASONS {
+                m.crashes.with_label_values(&[runtime, reason]);
+            }
+        }
+        Ok(m)
+    }
+}

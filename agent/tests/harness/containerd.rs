@@ -1,0 +1,311 @@
+//! A real containerd (Debian's, installed by `cargo xtask setup`) with its
+//! own root, state, config and socket under a temporary directory, a local
+//! busybox OCI image (nothing can be pulled), and containers placed in
+//! kubelet-shaped cgroups inside the test's own cgroup. Everything it
+//! started is stopped by pid and removed on drop, in every hierarchy runc
+//! created cgroups in.
+#![allow(dead_code)]
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use super::TestCgroup;
+
+pub const IMAGE: &str = "docker.io/local/busybox:1";
+pub const NAMESPACE: &str = "k8s.io";
+
+pub struct Containerd {
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    child: Option<Child>,
+    containers: Vec<String>,
+}
+
+impl Containerd {
+    pub fn start(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("sandwatch-ctrd-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("containerd dir");
+        let socket = dir.join("containerd.sock");
+        let config = format!(
+            "version = 2\nroot = \"{d}/root\"\nstate = \"{d}/state\"\n\
+             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+             [grpc]\n  address = \"{s}\"\n[ttrpc]\n  address = \"{s}.ttrpc\"\n",
+            d = dir.display(),
+            s = socket.display()
+        );
+        std::fs::write(dir.join("config.toml"), config).expect("containerd config");
+        let mut c = Self { dir, socket, child: None, containers: Vec::new() };
+        c.spawn();
+        c.import_image();
+        c
+    }
+
+    /// (Re)starts the containerd process and waits for its socket.
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("containerd.log"))
+            .expect("containerd log");
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(self.dir.join("config.toml"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("containerd missing: run `cargo xtask setup`");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if self.ctr(&["version"]).status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("containerd did not answer within 30 s: {}", self.log());
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("containerd running")
+    }
+
+    /// Sends `signal` to containerd (by pid).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) of the containerd this test started.
+        unsafe { libc::kill(self.pid() as i32, signal) };
+    }
+
+    /// Waits for containerd to end (after a fatal signal).
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        self.child.take().expect("containerd running").wait().expect("wait containerd")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default()
+    }
+
+    pub fn ctr(&self, args: &[&str]) -> std::process::Output {
+        Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", NAMESPACE])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("ctr missing: run `cargo xtask setup`")
+    }
+
+    fn ctr_ok(&self, args: &[&str]) -> String {
+        let out = self.ctr(args);
+        assert!(
+            out.status.success(),
+            "ctr {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// An OCI image of one layer: a static busybox and the applets the
+    /// tests run.
+    fn import_image(&self) {
+        let layout = self.dir.join("image");
+        let rootfs = self.dir.join("image-rootfs");
+        std::fs::create_dir_all(rootfs.join("bin")).expect("rootfs");
+        std::fs::create_dir_all(layout.join("blobs/sha256")).expect("layout");
+        std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("busybox-static missing: run `cargo xtask setup`");
+        for applet in ["sh", "sleep", "dd", "cat"] {
+            std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).expect("symlink");
+        }
+        for d in ["proc", "sys", "dev", "tmp", "etc"] {
+            std::fs::create_dir_all(rootfs.join(d)).expect("rootfs dir");
+        }
+        let layer = self.dir.join("layer.tar");
+        run(Command::new("tar").arg("-C").arg(&rootfs).arg("-cf").arg(&layer).arg("."));
+        let blob = |path: &Path| -> (String, u64) {
+            let digest = sha256(path);
+            let size = std::fs::metadata(path).expect("blob").len();
+            std::fs::copy(path, layout.join("blobs/sha256").join(&digest)).expect("blob copy");
+            (digest, size)
+        };
+        let (layer_digest, layer_size) = blob(&layer);
+        let config = self.dir.join("config.json");
+        std::fs::write(
+            &config,
+            format!(
+                r#"{{"architecture":"amd64","os":"linux","config":{{"Env":["PATH=/bin"]}},"rootfs":{{"type":"layers","diff_ids":["sha256:{layer_digest}"]}}}}"#
+            ),
+        )
+        .expect("config");
+        let (config_digest, config_size) = blob(&config);
+        let manifest = self.dir.join("manifest.json");
+        std::fs::write(
+            &manifest,
+            format!(
+                r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:{config_digest}","size":{config_size}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:{layer_digest}","size":{layer_size}}}]}}"#
+            ),
+        )
+        .expect("manifest");
+        let (manifest_digest, manifest_size) = blob(&manifest);
+        std::fs::write(
+            layout.join("index.json"),
+            format!(
+                r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:{manifest_digest}","size":{manifest_size},"annotations":{{"io.containerd.image.name":"{IMAGE}","org.opencontainers.image.ref.name":"1"}}}}]}}"#
+            ),
+        )
+        .expect("index");
+        std::fs::write(layout.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).expect("oci-layout");
+        let tarball = self.dir.join("image.tar");
+        run(Command::new("tar").arg("-C").arg(&layout).arg("-cf").arg(&tarball).arg("."));
+        let path = tarball.display().to_string();
+        self.ctr_ok(&["images", "import", "--snapshotter", "native", &path]);
+    }
+
+    /// Runs a detached container `id` in cgroup `cgroup_path` (relative to
+    /// the hierarchy root, as kubelet would place it) and returns its init pid.
+    pub fn run(&mut self, id: &str, cgroup_path: &str, memory_limit: Option<u64>, script: &str) -> u32 {
+        let limit = memory_limit.map(|b| b.to_string());
+        let mut args = vec!["run", "-d", "--snapshotter", "native", "--cgroup", cgroup_path];
+        if let Some(l) = limit.as_deref() {
+            args.extend(["--memory-limit", l]);
+        }
+        args.extend([IMAGE, id, "sh", "-c", script]);
+        self.ctr_ok(&args);
+        self.containers.push(id.to_string());
+        self.task_pid(id).expect("task pid")
+    }
+
+    pub fn task_pid(&self, id: &str) -> Option<u32> {
+        let out = self.ctr_ok(&["tasks", "ls"]);
+        out.lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                Some((w.next()?, w.next()?))
+            })
+            .find(|(task, _)| *task == id)
+            .and_then(|(_, pid)| pid.parse().ok())
+    }
+
+    /// Removes a container and its task (whatever state they are in).
+    pub fn remove(&mut self, id: &str) {
+        let _ = self.ctr(&["tasks", "kill", "--signal", "SIGKILL", id]);
+        let _ = self.ctr(&["tasks", "rm", "--force", id]);
+        let _ = self.ctr(&["containers", "rm", id]);
+        self.containers.retain(|c| c != id);
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        if self.child.is_none() {
+            // It crashed in the test: start it again to clean up its tasks.
+            self.spawn();
+        }
+        self.signal(libc::SIGCONT);
+        for id in self.containers.clone() {
+            self.remove(&id);
+        }
+        self.signal(libc::SIGTERM);
+        if let Some(mut c) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Removes `rel` (relative to the hierarchy root) and everything below it
+/// in every cgroup v1 hierarchy where runc created it, deepest first.
+pub fn remove_in_all_hierarchies(rel: &str) {
+    let Ok(mounts) = std::fs::read_dir("/sys/fs/cgroup") else { return };
+    for m in mounts.flatten() {
+        let top = m.path().join(rel.trim_start_matches('/'));
+        if top.is_dir() && !m.path().is_symlink() {
+            remove_tree(&top);
+        }
+    }
+}
+
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    for _ in 0..50 {
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A pod of containerd containers: kubelet's cgroupfs layout inside the
+/// test's cgroup, `pod<uid>/<container id>`; the first container run is the
+/// sandbox by the registry's rule.
+pub struct RuntimePod {
+    pub cg: TestCgroup,
+    pub pod_path: String,
+    /// In each hierarchy, the top-most directory of the pod's path that did
+    /// not exist before (runc creates the whole path everywhere).
+    created: Vec<PathBuf>,
+}
+
+impl RuntimePod {
+    pub fn new(name: &str, uid: &str) -> Self {
+        let cg = TestCgroup::create(name);
+        let pod_path = format!("{}/kubepods/burstable/pod{uid}", cg.path);
+        let mut created = Vec::new();
+        if let Ok(mounts) = std::fs::read_dir("/sys/fs/cgroup") {
+            for m in mounts.flatten() {
+                if m.path().is_symlink() || !m.path().join("cgroup.procs").exists() {
+                    continue;
+                }
+                let mut dir = m.path();
+                for part in pod_path.split('/').filter(|p| !p.is_empty()) {
+                    dir = dir.join(part);
+                    if !dir.exists() {
+                        created.push(dir.clone());
+                        break;
+                    }
+                }
+            }
+        }
+        Self { cg, pod_path, created }
+    }
+
+    pub fn container_path(&self, id: &str) -> String {
+        format!("{}/{id}", self.pod_path)
+    }
+}
+
+impl Drop for RuntimePod {
+    fn drop(&mut self) {
+        // runc created the pod tree in every hierarchy; the memory one is
+        // removed again by TestCgroup's own drop (already gone is fine).
+        for top in &self.created {
+            remove_tree(top);
+        }
+    }
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().expect("spawn");
+    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().expect("digest").to_string()
+}

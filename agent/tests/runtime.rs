@@ -1,0 +1,152 @@
+//! Privileged tests against a real containerd (own root, state and socket)
+//! and the real agent binary: runtime TaskExits matched to kernel exits, a
+//! runtime OOM event matched to the kernel's OOM kill, a TaskExit made late
+//! for real by suspending containerd while its container is torn down, and
+//! containerd crashing (SIGSEGV) and coming back.
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::{
+    cid,
+    containerd::{remove_in_all_hierarchies, Containerd, RuntimePod},
+    metric, require_root, AgentProcess,
+};
+
+/// Polls the agent's /metrics until `series` satisfies `ok`.
+fn wait_metric(agent: &AgentProcess, series: &str, timeout: Duration, ok: impl Fn(f64) -> bool) -> f64 {
+    let start = Instant::now();
+    loop {
+        let text = agent.metrics();
+        if let Some(v) = metric(&text, series) {
+            if ok(v) {
+                return v;
+            }
+        }
+        if start.elapsed() > timeout {
+            panic!(
+                "{series} = {:?} after {timeout:?}\nmetrics:\n{}\nagent log:\n{}",
+                metric(&text, series),
+                text.lines().filter(|l| l.starts_with("sandwatch_runtime") || l.contains("late_exit") || l.contains("oom_mismatch")).collect::<Vec<_>>().join("\n"),
+                agent.log_text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn agent_for(ctrd: &Containerd) -> AgentProcess {
+    let socket = ctrd.socket.display().to_string();
+    let agent = AgentProcess::start(&["--containerd-socket", &socket, "--oom-match-window-seconds", "3"]);
+    wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(30), |v| v == 1.0);
+    agent
+}
+
+const UID_OOM: &str = "6e1f0a2b-1111-4c3d-8e9f-0a1b2c3d4e5f";
+const UID_LATE: &str = "6e1f0a2b-2222-4c3d-8e9f-0a1b2c3d4e5f";
+
+#[test]
+fn runtime_oom_and_exit_are_matched_to_the_kernel() {
+    require_root();
+    let pod = RuntimePod::new("ctrd-oom", UID_OOM);
+    let mut ctrd = Containerd::start("oom");
+    let agent = agent_for(&ctrd);
+
+    // The sandbox first (the registry's rule), then a workload that runs
+    // out of its 32 MiB.
+    let (sandbox, workload) = (cid(0xa1), cid(0xa2));
+    ctrd.run(&sandbox, &pod.container_path(&sandbox), None, "exec sleep 3600");
+    ctrd.run(&workload, &pod.container_path(&workload), Some(32 << 20), "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
+
+    // The kernel's OOM kill of the init, containerd's OOM event for the
+    // same container, and containerd's TaskExit after the kernel's exit.
+    wait_metric(&agent, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}", Duration::from_secs(30), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_runtime_oom_matched_total", Duration::from_secs(30), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_runtime_exit_lag_seconds_count", Duration::from_secs(30), |v| v == 1.0);
+    let text = agent.metrics();
+    let lag = metric(&text, "sandwatch_runtime_exit_lag_seconds_sum").expect("lag sum");
+    assert!((0.0..5.0).contains(&lag), "an idle containerd reports an exit within seconds, lag {lag} s");
+    assert_eq!(metric(&text, "sandwatch_runtime_events_total{topic=\"task_oom\"}"), Some(1.0));
+
+    // Past the match window nothing is left unmatched on either side.
+    std::thread::sleep(Duration::from_secs(5));
+    let text = agent.metrics();
+    assert_eq!(metric(&text, "sandwatch_oom_mismatch_total{direction=\"kernel_only\"}"), Some(0.0), "{}", agent.log_text());
+    assert_eq!(metric(&text, "sandwatch_oom_mismatch_total{direction=\"runtime_only\"}"), Some(0.0));
+    assert_eq!(metric(&text, "sandwatch_runtime_exits_unmatched_total"), Some(0.0));
+    assert_eq!(metric(&text, "sandwatch_late_exit_events_total{reason=\"container_missing\",source=\"runtime\"}"), Some(0.0));
+    assert_eq!(metric(&text, "sandwatch_runtime_events_malformed_total"), Some(0.0));
+    drop(ctrd);
+    drop(agent);
+}
+
+#[test]
+fn runtime_exit_after_teardown_is_late() {
+    require_root();
+    let pod = RuntimePod::new("ctrd-late", UID_LATE);
+    let mut ctrd = Containerd::start("late");
+    let agent = agent_for(&ctrd);
+    let (sandbox, workload) = (cid(0xb1), cid(0xb2));
+    ctrd.run(&sandbox, &pod.container_path(&sandbox), None, "exec sleep 3600");
+    let pid = ctrd.run(&workload, &pod.container_path(&workload), None, "exec sleep 3600");
+    wait_metric(&agent, "sandwatch_tracked_containers", Duration::from_secs(10), |v| v == 2.0);
+
+    // containerd is suspended while the workload exits and the kernel
+    // shows its cgroup removed; its TaskExit can only come after.
+    ctrd.signal(libc::SIGSTOP);
+    // SAFETY: kill(2) of the container init this test started, by pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let gone = Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && gone.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    remove_in_all_hierarchies(&pod.container_path(&workload));
+    wait_metric(&agent, "sandwatch_tracked_containers", Duration::from_secs(10), |v| v == 1.0);
+    std::thread::sleep(Duration::from_millis(500));
+    ctrd.signal(libc::SIGCONT);
+
+    wait_metric(
+        &agent,
+        "sandwatch_late_exit_events_total{reason=\"container_missing\",source=\"runtime\"}",
+        Duration::from_secs(30),
+        |v| v == 1.0,
+    );
+    // The lag spans the suspension.
+    let lag = wait_metric(&agent, "sandwatch_runtime_exit_lag_seconds_sum", Duration::from_secs(10), |v| v > 0.0);
+    assert!(lag >= 0.4, "the TaskExit lagged the kernel by the time containerd was stopped: {lag} s");
+    assert_eq!(
+        metric(&agent.metrics(), "sandwatch_late_exit_events_total{reason=\"sandbox_torn_down\",source=\"runtime\"}"),
+        Some(0.0)
+    );
+    assert!(agent.log_text().contains("late exit event (container_missing, source runtime)"), "{}", agent.log_text());
+    drop(ctrd);
+    drop(agent);
+}
+
+#[test]
+fn containerd_crash_is_counted_and_the_stream_comes_back() {
+    require_root();
+    let mut ctrd = Containerd::start("crash");
+    let agent = agent_for(&ctrd);
+    wait_metric(&agent, "sandwatch_runtime_up{runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 1.0);
+
+    ctrd.signal(libc::SIGSEGV);
+    let status = ctrd.wait_exit();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.code(), Some(2), "the Go runtime exits 2 on SIGSEGV: {status:?}");
+    wait_metric(&agent, "sandwatch_runtime_crashes_total{reason=\"panic\",runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_runtime_up{runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 0.0);
+    wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(10), |v| v == 0.0);
+    assert!(agent.log_text().contains("container runtime containerd"), "{}", agent.log_text());
+    assert!(status.signal().is_none());
+
+    ctrd.spawn();
+    wait_metric(&agent, "sandwatch_runtime_up{runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_runtime_restarts_total{runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(40), |v| v == 1.0);
+    let text = agent.metrics();
+    assert!(metric(&text, "sandwatch_runtime_events_reconnects_total").is_some_and(|v| v >= 1.0));
+    drop(ctrd);
+    drop(agent);
+}
