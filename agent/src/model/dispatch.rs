@@ -148,6 +148,13 @@ pub struct ExitReport {
     pub delay_ns: u64,
 }
 
+impl ExitReport {
+    /// Where every handler starts: nothing known yet.
+    fn unknown(source: Source, delay_ns: u64) -> Self {
+        Self { source, outcome: Outcome::Unknown, role: TaskRole::Unknown, pod: None, sandbox_death: None, delay_ns }
+    }
+}
+
 /// The OOM killer's choice, as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OomVictim {
@@ -235,14 +242,7 @@ fn locate(reg: &Registry, cgroup_id: Option<u64>) -> Place {
 /// A task exited. Only whole-process exits are dispatched.
 pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport {
     reg.expire(now_ns);
-    let mut report = ExitReport {
-        source: exit.source,
-        outcome: Outcome::Unknown,
-        role: TaskRole::Unknown,
-        pod: None,
-        sandbox_death: None,
-        delay_ns: now_ns.saturating_sub(exit.ts_ns),
-    };
+    let mut report = ExitReport::unknown(exit.source, now_ns.saturating_sub(exit.ts_ns));
     let (pod_uid, container_id) = match locate(reg, exit.cgroup_id) {
         Place::Container { pod_uid, container_id } => (pod_uid, container_id),
         Place::Verdict(outcome, role, pod) => {
@@ -324,14 +324,7 @@ fn is_runc_bootstrap(comm: &str) -> bool {
 /// state (the kernel's own exit did that).
 pub fn runtime_exit(reg: &mut Registry, container_id: &str, published_ns: u64, now_ns: u64) -> ExitReport {
     reg.expire(now_ns);
-    let mut report = ExitReport {
-        source: Source::Runtime,
-        outcome: Outcome::Unknown,
-        role: TaskRole::Unknown,
-        pod: None,
-        sandbox_death: None,
-        delay_ns: now_ns.saturating_sub(published_ns),
-    };
+    let mut report = ExitReport::unknown(Source::Runtime, now_ns.saturating_sub(published_ns));
     match locate(reg, reg.container_cgroup(container_id)) {
         Place::Container { pod_uid, container_id } => {
             let sandbox = reg.sandbox(&pod_uid);

@@ -35,15 +35,52 @@ pub struct Expired {
     pub evicted: u64,
 }
 
+/// pid → time, oldest first: exits waiting for the other side.
+#[derive(Debug, Default)]
+struct PendingExits {
+    at: HashMap<u32, u64>,
+    order: VecDeque<(u32, u64)>,
+}
+
+impl PendingExits {
+    fn insert(&mut self, pid: u32, ts: u64) {
+        self.at.insert(pid, ts);
+        self.order.push_back((pid, ts));
+    }
+
+    fn take(&mut self, pid: u32) -> Option<u64> {
+        self.at.remove(&pid)
+    }
+
+    /// Drops the oldest entries while `drop(entry)` says so; returns how
+    /// many live entries went (stale queue entries of taken pids do not count).
+    fn drop_oldest(&mut self, mut drop: impl FnMut(&Self, u64) -> bool) -> u64 {
+        let mut dropped = 0;
+        while let Some(&(pid, at)) = self.order.front() {
+            if !drop(self, at) {
+                break;
+            }
+            self.order.pop_front();
+            if self.at.get(&pid) == Some(&at) {
+                self.at.remove(&pid);
+                dropped += 1;
+            }
+        }
+        dropped
+    }
+
+    fn len(&self) -> usize {
+        self.at.len()
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Correlator {
     limits: CorrelatorLimits,
-    /// pid → kernel exit time, for container inits the kernel saw end.
-    kernel_exits: HashMap<u32, u64>,
-    kernel_order: VecDeque<(u32, u64)>,
-    /// pid → runtime TaskExit time, for exits the kernel has not shown yet.
-    runtime_exits: HashMap<u32, u64>,
-    runtime_order: VecDeque<(u32, u64)>,
+    /// Kernel exit times of container inits, by pid.
+    kernel_exits: PendingExits,
+    /// Runtime TaskExit times the kernel has not matched yet, by pid.
+    runtime_exits: PendingExits,
     /// container id → kernel OOM kills not yet reported by the runtime.
     kernel_ooms: HashMap<String, VecDeque<u64>>,
     /// container id → the runtime's last OOM event there, and whether a
@@ -61,11 +98,10 @@ impl Correlator {
     /// The kernel showed a container init end. Returns the runtime's lag
     /// if its TaskExit came first.
     pub fn kernel_exit(&mut self, pid: u32, ts_ns: u64) -> Option<u64> {
-        if let Some(published) = self.runtime_exits.remove(&pid) {
+        if let Some(published) = self.runtime_exits.take(pid) {
             return Some(published.saturating_sub(ts_ns));
         }
         self.kernel_exits.insert(pid, ts_ns);
-        self.kernel_order.push_back((pid, ts_ns));
         self.bound();
         None
     }
@@ -73,11 +109,10 @@ impl Correlator {
     /// The runtime reported an init's exit (published at `published_ns`).
     /// Returns its lag behind the kernel's exit of the same pid, if seen.
     pub fn runtime_exit(&mut self, pid: u32, published_ns: u64) -> Option<u64> {
-        if let Some(ts) = self.kernel_exits.remove(&pid) {
+        if let Some(ts) = self.kernel_exits.take(pid) {
             return Some(published_ns.saturating_sub(ts));
         }
         self.runtime_exits.insert(pid, published_ns);
-        self.runtime_order.push_back((pid, published_ns));
         self.bound();
         None
     }
@@ -112,25 +147,9 @@ impl Correlator {
     /// Settles everything older than its wait.
     pub fn expire(&mut self, now_ns: u64) {
         let exit_wait = self.limits.exit_match_ns;
-        while let Some(&(pid, at)) = self.runtime_order.front() {
-            if now_ns.saturating_sub(at) < exit_wait {
-                break;
-            }
-            self.runtime_order.pop_front();
-            if self.runtime_exits.get(&pid) == Some(&at) {
-                self.runtime_exits.remove(&pid);
-                self.expired.runtime_exits_unmatched += 1;
-            }
-        }
-        while let Some(&(pid, at)) = self.kernel_order.front() {
-            if now_ns.saturating_sub(at) < exit_wait {
-                break;
-            }
-            self.kernel_order.pop_front();
-            if self.kernel_exits.get(&pid) == Some(&at) {
-                self.kernel_exits.remove(&pid);
-            }
-        }
+        let old = |_: &PendingExits, at: u64| now_ns.saturating_sub(at) >= exit_wait;
+        self.expired.runtime_exits_unmatched += self.runtime_exits.drop_oldest(old);
+        self.kernel_exits.drop_oldest(old);
         let oom_wait = self.limits.oom_match_ns;
         let mut kernel_only = 0;
         self.kernel_ooms.retain(|_, kills| {
@@ -156,20 +175,8 @@ impl Correlator {
 
     fn bound(&mut self) {
         let max = self.limits.max_entries.max(1);
-        while self.kernel_exits.len() > max {
-            let Some((pid, at)) = self.kernel_order.pop_front() else { break };
-            if self.kernel_exits.get(&pid) == Some(&at) {
-                self.kernel_exits.remove(&pid);
-                self.expired.evicted += 1;
-            }
-        }
-        while self.runtime_exits.len() > max {
-            let Some((pid, at)) = self.runtime_order.pop_front() else { break };
-            if self.runtime_exits.get(&pid) == Some(&at) {
-                self.runtime_exits.remove(&pid);
-                self.expired.evicted += 1;
-            }
-        }
+        let full = |t: &PendingExits, _: u64| t.len() > max;
+        self.expired.evicted += self.kernel_exits.drop_oldest(full) + self.runtime_exits.drop_oldest(full);
         if self.kernel_ooms.len() > max || self.runtime_ooms.len() > max {
             // OOM tables only grow past the bound under a storm across
             // thousands of containers: settle the lot rather than guess.
