@@ -17,6 +17,10 @@ use crate::{
     telemetry::{pods::PodMetrics, runtime::RuntimeMetrics},
 };
 
+/// Ticks (seconds) between /proc scans for runtime processes while none
+/// is awaited back.
+const SLOW_SCAN_TICKS: u64 = 30;
+
 pub struct Watchdog {
     pub dispatcher: Dispatcher,
     pub metrics: PodMetrics,
@@ -31,6 +35,7 @@ pub struct RuntimeSide {
     names: Vec<String>,
     pub metrics: RuntimeMetrics,
     counted: Expired,
+    ticks: u64,
 }
 
 impl RuntimeSide {
@@ -41,6 +46,7 @@ impl RuntimeSide {
             names: names.to_vec(),
             metrics,
             counted: Expired::default(),
+            ticks: 0,
         }
     }
 
@@ -171,11 +177,17 @@ impl Watchdog {
     }
 
     /// Once a second: the OOM-churn window slides on, runtime processes are
-    /// looked for, pending correlations settle.
+    /// looked for (see SLOW_SCAN_TICKS), pending correlations settle.
     pub fn tick(&mut self) {
         let now = boottime_ns();
         self.metrics.tick(now);
-        self.scan_runtimes();
+        let Some(side) = self.runtime.as_mut() else { return };
+        side.ticks += 1;
+        // Exits tell when a runtime goes; /proc is read every second only
+        // while one that ran is down, otherwise every SLOW_SCAN_TICKS.
+        if side.processes.awaiting_restart() || side.ticks % SLOW_SCAN_TICKS == 0 {
+            self.scan_runtimes();
+        }
         if let Some(side) = self.runtime.as_mut() {
             side.correlator.expire(now);
             side.publish_expired();

@@ -96,6 +96,12 @@ impl RuntimeProcesses {
         changes
     }
 
+    /// True while a runtime that ran before is down: its restart should be
+    /// noticed within a scan interval, not a slow one.
+    pub fn awaiting_restart(&self) -> bool {
+        self.seen.iter().any(|r| self.live.get(r).is_none_or(HashSet::is_empty))
+    }
+
     /// (runtime, up) for every configured runtime.
     pub fn up(&self) -> Vec<(String, bool)> {
         self.names
@@ -153,12 +159,14 @@ mod tests {
             Some(RuntimeChange::Crashed { runtime: "containerd".into(), pid: 10, reason: "panic" })
         );
         assert_eq!(r.up()[0], ("containerd".to_string(), false));
+        assert!(r.awaiting_restart());
         assert!(r.scanned(&[]).is_empty(), "still down");
         assert_eq!(
             r.scanned(&[(20, "containerd".into())]),
             vec![RuntimeChange::Restarted { runtime: "containerd".into(), pid: 20 }]
         );
         assert!(r.scanned(&[(20, "containerd".into())]).is_empty(), "counted once");
+        assert!(!r.awaiting_restart(), "crio and dockerd never ran: nothing to wait for");
         assert_eq!(r.up()[0], ("containerd".to_string(), true));
     }
 
