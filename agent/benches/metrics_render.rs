@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Instant};
 
 use sandwatch::{
-    model::{OomReport, Outcome, PodRef, QosClass, TaskKey, TaskRole},
+    model::{Names, OomReport, Outcome, PodRef, QosClass, TaskKey, TaskRole},
     stats::PipelineStats,
     telemetry::{
         metrics::{registry, render},
@@ -47,7 +47,14 @@ fn build(pods: usize, cap: usize) -> prometheus::Registry {
     let m = PodMetrics::register(&reg, ChurnSettings { max_pod_series: cap, ..ChurnSettings::default() })
         .expect("pod metrics");
     for pod in 0..pods {
+        // Named as the CRI names them: label values of realistic length.
+        let names = Names {
+            namespace: "checkout-production".into(),
+            pod: format!("checkout-api-7d9f8b6c5-{pod:05}"),
+            container: "checkout-api".into(),
+        };
         m.observe_oom(&report(pod), pod as u64);
+        m.observe_pod_oom(&report(pod), &names);
     }
     reg
 }

@@ -64,6 +64,18 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_CONTAINERD_NAMESPACE", default_value = "k8s.io", value_parser = parse_name)]
     pub containerd_namespace: String,
 
+    /// The runtime's CRI socket, for pod and container names (labels of
+    /// sandwatch_pod_oom_kills_total, logs) and which container is a pod's
+    /// sandbox. Empty: UIDs and ids only. A missing socket is retried with
+    /// backoff (sandwatch_runtime_metadata_up says 0). CRI-O: /run/crio/crio.sock.
+    #[arg(long, env = "SANDWATCH_CRI_SOCKET", default_value = "/run/containerd/containerd.sock")]
+    pub cri_socket: String,
+
+    /// Seconds between full listings of pods and containers over the CRI;
+    /// containers that appear unnamed are asked for sooner.
+    #[arg(long, env = "SANDWATCH_CRI_REFRESH_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub cri_refresh_seconds: u64,
+
     /// Process names (comm) of container runtimes whose crashes and
     /// restarts are counted, comma-separated.
     #[arg(long, env = "SANDWATCH_RUNTIME_NAMES", default_value = "containerd,crio,dockerd", value_delimiter = ',', value_parser = parse_name)]

@@ -26,7 +26,10 @@ use crate::{
     pipeline::Pipeline,
     probes::ProbeOptions,
     model::runtime::CorrelatorLimits,
-    runtime::containerd::{self, StreamConfig},
+    runtime::{
+        containerd::{self, StreamConfig},
+        cri::{self, CriConfig, MetadataRequests},
+    },
     telemetry::{metrics, pods::PodMetrics, runtime::RuntimeMetrics, server},
     watchdog::{RuntimeSide, Watchdog},
 };
@@ -61,7 +64,19 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         oom_match_ns: config.oom_match_window_seconds.saturating_mul(1_000_000_000),
         ..CorrelatorLimits::default()
     };
-    let side = RuntimeSide::new(&config.runtime_names, limits, runtime_metrics.clone());
+    let mut side = RuntimeSide::new(&config.runtime_names, limits, runtime_metrics.clone());
+    let (metadata_tx, mut metadata_rx) = tokio::sync::watch::channel(Default::default());
+    if config.cri_socket.is_empty() {
+        log::info!("no runtime metadata (--cri-socket is empty): pods are named by UID only");
+    } else {
+        let requests = std::sync::Arc::new(MetadataRequests::default());
+        side = side.with_metadata(requests.clone());
+        let cri = CriConfig {
+            socket: config.cri_socket.clone().into(),
+            refresh: Duration::from_secs(config.cri_refresh_seconds),
+        };
+        tokio::spawn(cri::follow(cri, requests, metadata_tx, runtime_metrics.metadata.clone(), shutdown.clone()));
+    }
     let mut watchdog = Watchdog::new(PodMetrics::register(&registry, config.churn())?).with_runtime(side);
     let (runtime_tx, mut runtime_rx) = tokio::sync::mpsc::channel(RUNTIME_CHANNEL);
     if config.containerd_socket.is_empty() {
@@ -94,6 +109,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             _ = churn_tick.tick() => watchdog.tick(),
             Some(event) = runtime_rx.recv() => {
                 watchdog.handle_runtime(&event);
+            }
+            Ok(()) = metadata_rx.changed() => {
+                let snapshot = metadata_rx.borrow_and_update().clone();
+                watchdog.apply_metadata(&snapshot);
             }
             event = pipeline.events.next() => match event {
                 Some(event) => {

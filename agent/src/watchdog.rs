@@ -2,17 +2,21 @@
 //! the report, log what an operator must see. The agent loop and the
 //! privileged tests both drive this, so tests exercise the production path.
 
+use std::{collections::VecDeque, sync::Arc};
+
 use crate::{
     events::Event,
     model::{
         dispatch::runtime_exit,
+        metadata::Snapshot,
         runtime::{Correlator, CorrelatorLimits, Expired},
-        Dispatcher, ExitReport, OomReport, Outcome, PodRef, Registry, Report, TaskRole,
+        Dispatcher, ExitReport, Names, OomReport, Outcome, PodRef, Registry, Report, TaskRole,
     },
     probes::{cgroups::CgroupLayout, scan::scan},
     runtime::{
         containerd::RuntimeEvent,
         crash::{scan_proc, RuntimeChange, RuntimeProcesses},
+        cri::MetadataRequests,
     },
     telemetry::{pods::PodMetrics, runtime::RuntimeMetrics},
 };
@@ -21,10 +25,18 @@ use crate::{
 /// is awaited back.
 const SLOW_SCAN_TICKS: u64 = 30;
 
+/// How long an OOM kill's per-pod series waits for the runtime to name a
+/// container it has not listed yet (one killed as it starts, typically).
+const NAME_WAIT_NS: u64 = 10 * 1_000_000_000;
+/// OOM kills waiting for names, at most; beyond, they are labelled at once.
+const MAX_AWAITING_NAMES: usize = 1024;
+
 pub struct Watchdog {
     pub dispatcher: Dispatcher,
     pub metrics: PodMetrics,
     runtime: Option<RuntimeSide>,
+    /// OOM kills counted node-wide whose pod series waits for names.
+    awaiting_names: VecDeque<(OomReport, u64)>,
 }
 
 /// The runtime's view against the kernel's: correlation tables, the
@@ -36,6 +48,8 @@ pub struct RuntimeSide {
     pub metrics: RuntimeMetrics,
     counted: Expired,
     ticks: u64,
+    /// Where container ids without names are asked for (CRI listing on).
+    names_wanted: Option<Arc<MetadataRequests>>,
 }
 
 impl RuntimeSide {
@@ -47,7 +61,14 @@ impl RuntimeSide {
             metrics,
             counted: Expired::default(),
             ticks: 0,
+            names_wanted: None,
         }
+    }
+
+    /// Asks the CRI listing for names of containers that appear unnamed.
+    pub fn with_metadata(mut self, requests: Arc<MetadataRequests>) -> Self {
+        self.names_wanted = Some(requests);
+        self
     }
 
     fn stream_up(&self) -> bool {
@@ -92,6 +113,7 @@ impl Watchdog {
             dispatcher: Dispatcher::new(Registry::default()),
             metrics,
             runtime: None,
+            awaiting_names: VecDeque::new(),
         }
     }
 
@@ -112,7 +134,79 @@ impl Watchdog {
         for event in scan(layout, now) {
             self.dispatcher.dispatch(&event, now);
         }
+        self.ask_names();
         self.metrics.refresh(&self.dispatcher.registry);
+    }
+
+    /// Takes a listing of the runtime's pods and containers.
+    pub fn apply_metadata(&mut self, snapshot: &Snapshot) {
+        let registry = &mut self.dispatcher.registry;
+        registry.apply_metadata(snapshot, boottime_ns());
+        if let Some(side) = &self.runtime {
+            let m = &side.metrics.metadata;
+            m.cached.with_label_values(&["pod"]).set(registry.metadata.pods() as i64);
+            m.cached.with_label_values(&["container"]).set(registry.metadata.containers() as i64);
+            m.evicted.inc_by(registry.metadata.evicted.saturating_sub(m.evicted.get()));
+        }
+        self.metrics.refresh(registry);
+        self.label_awaiting(boottime_ns());
+    }
+
+    /// Puts an OOM kill into its pod's series now, or, if the runtime is
+    /// listing and has not named its container yet, once it has (or
+    /// NAME_WAIT_NS passed): the series then carries the names.
+    fn label_oom(&mut self, r: &OomReport, names: &Names, now_ns: u64) {
+        let container = r.pod.as_ref().and_then(|p| p.container_id.as_ref());
+        let listing = self
+            .runtime
+            .as_ref()
+            .filter(|side| side.metrics.metadata.up.get() == 1)
+            .and_then(|side| side.names_wanted.as_ref());
+        match (container, listing) {
+            (Some(id), Some(requests))
+                if (names.pod.is_empty() || names.container.is_empty())
+                    && self.awaiting_names.len() < MAX_AWAITING_NAMES =>
+            {
+                requests.want(id.clone());
+                self.awaiting_names.push_back((r.clone(), now_ns));
+            }
+            _ => self.metrics.observe_pod_oom(r, names),
+        }
+    }
+
+    /// Labels the awaiting OOM kills that are named now or waited long enough.
+    fn label_awaiting(&mut self, now_ns: u64) {
+        let registry = &self.dispatcher.registry;
+        let metrics = &self.metrics;
+        self.awaiting_names.retain(|(r, since)| {
+            let names = r
+                .pod
+                .as_ref()
+                .map(|p| registry.names(&p.pod_uid, p.container_id.as_deref()))
+                .unwrap_or_default();
+            let named = !names.pod.is_empty() && !names.container.is_empty();
+            if named || now_ns.saturating_sub(*since) >= NAME_WAIT_NS {
+                metrics.observe_pod_oom(r, &names);
+                return false;
+            }
+            true
+        });
+    }
+
+    /// Names of the pod (and container) a report is about.
+    pub fn names(&self, pod: Option<&PodRef>) -> Names {
+        pod.map(|p| self.dispatcher.registry.names(&p.pod_uid, p.container_id.as_deref()))
+            .unwrap_or_default()
+    }
+
+    /// Passes containers that appeared without a name on to the listing.
+    fn ask_names(&mut self) {
+        let unnamed = self.dispatcher.registry.take_unnamed();
+        if let Some(requests) = self.runtime.as_ref().and_then(|s| s.names_wanted.as_ref()) {
+            for id in unnamed {
+                requests.want(id);
+            }
+        }
     }
 
     /// Applies one kernel event; returns the report of an exit or OOM kill.
@@ -123,13 +217,15 @@ impl Watchdog {
         match &report {
             Some(Report::Exit(r)) => {
                 self.metrics.observe_exit(r);
-                log_exit(r);
+                log_exit(r, &self.names(r.pod.as_ref()));
             }
             Some(Report::Oom(r)) => {
+                let names = self.names(r.pod.as_ref());
                 self.metrics.observe_oom(r, now);
-                log_oom(r);
+                self.label_oom(r, &names, now);
+                log_oom(r, &names);
             }
-            None => {}
+            None => self.ask_names(),
         }
         if let Some(side) = self.runtime.as_mut() {
             correlate_kernel(side, event, report.as_ref());
@@ -164,7 +260,7 @@ impl Watchdog {
                 }
                 let report = runtime_exit(&mut self.dispatcher.registry, container_id, published, now);
                 self.metrics.observe_runtime_exit(&report);
-                log_exit(&report);
+                log_exit(&report, &self.names(report.pod.as_ref()));
                 Some(report)
             }
             RuntimeEvent::TaskOom { container_id, published_ns } => {
@@ -181,6 +277,7 @@ impl Watchdog {
     pub fn tick(&mut self) {
         let now = boottime_ns();
         self.metrics.tick(now);
+        self.label_awaiting(now);
         let Some(side) = self.runtime.as_mut() else { return };
         side.ticks += 1;
         // Exits tell when a runtime goes; /proc is read every second only
@@ -252,18 +349,20 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
-fn describe(pod: Option<&PodRef>) -> String {
-    match pod {
-        Some(p) => format!(
-            "pod {} container {}",
-            p.pod_uid,
-            p.container_id.as_deref().unwrap_or("-")
-        ),
-        None => "no pod".to_string(),
+fn describe(pod: Option<&PodRef>, names: &Names) -> String {
+    let Some(p) = pod else { return "no pod".to_string() };
+    let mut text = format!("pod {}", p.pod_uid);
+    if !names.pod.is_empty() {
+        text.push_str(&format!(" ({}/{})", names.namespace, names.pod));
     }
+    text.push_str(&format!(" container {}", p.container_id.as_deref().unwrap_or("-")));
+    if !names.container.is_empty() {
+        text.push_str(&format!(" ({})", names.container));
+    }
+    text
 }
 
-fn log_oom(r: &OomReport) {
+fn log_oom(r: &OomReport, names: &Names) {
     let trigger = r
         .trigger
         .as_ref()
@@ -274,21 +373,21 @@ fn log_oom(r: &OomReport) {
         r.victim.pid,
         r.victim_comm,
         r.role.label(),
-        describe(r.pod.as_ref()),
+        describe(r.pod.as_ref(), names),
         r.outcome.label(),
     );
 }
 
-fn log_exit(r: &ExitReport) {
+fn log_exit(r: &ExitReport, names: &Names) {
     if let Some(cause) = r.sandbox_death {
-        log::info!("sandbox death ({}): {}", cause.label(), describe(r.pod.as_ref()));
+        log::info!("sandbox death ({}): {}", cause.label(), describe(r.pod.as_ref(), names));
     }
     if let Outcome::Late(reason) = r.outcome {
         log::warn!(
             "late exit event ({}, source {}): {}",
             reason.label(),
             r.source.label(),
-            describe(r.pod.as_ref())
+            describe(r.pod.as_ref(), names)
         );
     }
 }

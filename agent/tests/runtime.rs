@@ -2,7 +2,9 @@
 //! and the real agent binary: runtime TaskExits matched to kernel exits, a
 //! runtime OOM event matched to the kernel's OOM kill, a TaskExit made late
 //! for real by suspending containerd while its container is torn down, and
-//! containerd crashing (SIGSEGV) and coming back.
+//! containerd crashing (SIGSEGV) and coming back; and pods run through the
+//! real CRI, whose names label the OOM kill of a container killed as it
+//! starts.
 
 mod harness;
 
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 use harness::{
     cid,
     containerd::{remove_in_all_hierarchies, Containerd, RuntimePod},
+    cri::Cri,
     metric, require_root, AgentProcess,
 };
 
@@ -45,6 +48,7 @@ fn agent_for(ctrd: &Containerd) -> AgentProcess {
 
 const UID_OOM: &str = "6e1f0a2b-1111-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_LATE: &str = "6e1f0a2b-2222-4c3d-8e9f-0a1b2c3d4e5f";
+const UID_CRI: &str = "6e1f0a2b-3333-4c3d-8e9f-0a1b2c3d4e5f";
 
 #[test]
 fn runtime_oom_and_exit_are_matched_to_the_kernel() {
@@ -147,6 +151,84 @@ fn containerd_crash_is_counted_and_the_stream_comes_back() {
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(40), |v| v == 1.0);
     let text = agent.metrics();
     assert!(metric(&text, "sandwatch_runtime_events_reconnects_total").is_some_and(|v| v >= 1.0));
+    drop(ctrd);
+    drop(agent);
+}
+
+#[test]
+fn cri_names_label_the_oom_kill_and_the_listing_comes_back() {
+    require_root();
+    let cgroups = RuntimePod::new("cri", UID_CRI);
+    // The agent first, with no runtime there yet: no names, retried.
+    let socket = Containerd::socket_for("cri").display().to_string();
+    let agent = AgentProcess::start(&[
+        "--containerd-socket",
+        &socket,
+        "--cri-socket",
+        &socket,
+        "--cri-refresh-seconds",
+        "1",
+        "--oom-match-window-seconds",
+        "3",
+    ]);
+    wait_metric(&agent, "sandwatch_runtime_metadata_refreshes_total{result=\"error\"}", Duration::from_secs(10), |v| v >= 1.0);
+    assert_eq!(metric(&agent.metrics(), "sandwatch_runtime_metadata_up"), Some(0.0));
+    let mut ctrd = Containerd::start_cri("cri");
+    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(40), |v| v == 1.0);
+
+    // A pod the way kubelet runs one (its cgroup parent inside this test's
+    // cgroup), and a container that runs out of its 32 MiB as it starts:
+    // the runtime lists it only after the kernel has already killed it.
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let pod = cri.run_pod("web", "shop", UID_CRI, &cgroups.pod_path);
+    let hog = cri.run_container(&pod, "hog", Some(32 << 20), "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
+    let start = Instant::now();
+    let status = loop {
+        let status = cri.status(&hog);
+        if status.state == 2 || start.elapsed() > Duration::from_secs(30) {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!((status.reason.as_str(), status.exit_code), ("OOMKilled", 137), "the runtime's own verdict");
+
+    let series = format!(
+        "sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\"}}"
+    );
+    wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
+    let text = agent.metrics();
+    let unnamed = text
+        .lines()
+        .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains("pod=\"\""))
+        .collect::<Vec<_>>();
+    assert!(unnamed.is_empty(), "the kill is counted once, with names: {unnamed:?}");
+    wait_metric(&agent, "sandwatch_runtime_oom_matched_total", Duration::from_secs(30), |v| v == 1.0);
+    assert!(metric(&text, "sandwatch_runtime_metadata_cached{kind=\"pod\"}").is_some_and(|v| v >= 1.0), "{text}");
+
+    // The sandbox's own process dies: a sandbox death (its image is not
+    // `pause`; the first-container rule and the CRI's sandbox id agree).
+    let sandbox_pid = ctrd.task_pid(&pod.id).expect("sandbox task");
+    // SAFETY: kill(2) of the sandbox process this test's runtime started.
+    unsafe { libc::kill(sandbox_pid as i32, libc::SIGKILL) };
+    wait_metric(&agent, "sandwatch_sandbox_deaths_total{cause=\"signal\"}", Duration::from_secs(30), |v| v == 1.0);
+    // Logs name what is known when they are written: the pod by now.
+    let log = agent.log_text();
+    assert!(log.lines().any(|l| l.contains("sandbox death (signal)") && l.contains("(shop/web)") && l.contains("(POD)")), "{log}");
+
+    // The runtime goes away: metadata is down, names already learned stay;
+    // back with the runtime.
+    ctrd.signal(libc::SIGTERM);
+    let _ = ctrd.wait_exit();
+    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(30), |v| v == 0.0);
+    assert!(metric(&agent.metrics(), "sandwatch_runtime_metadata_refreshes_total{result=\"error\"}").is_some_and(|v| v >= 1.0));
+    ctrd.spawn();
+    cri.reconnect();
+    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
+    assert_eq!(metric(&agent.metrics(), &series), Some(1.0));
+
+    cri.remove_pod(&pod.id);
+    drop(cri);
     drop(ctrd);
     drop(agent);
 }

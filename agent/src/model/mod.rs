@@ -3,6 +3,7 @@
 //! No I/O here; the start-up scan lives in `probes::scan`.
 pub mod cgroup_path;
 pub mod dispatch;
+pub mod metadata;
 pub mod registry;
 pub mod runtime;
 
@@ -14,4 +15,5 @@ pub use dispatch::{
     DeathCause, Dispatcher, ExitReport, LateReason, OomReport, OomVictim, Outcome, PodRef, Report,
     Source, TaskExit, TaskRole, Trigger,
 };
+pub use metadata::Names;
 pub use registry::{Limits, Registry, TaskKey};

@@ -5,7 +5,13 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-use super::cgroup_path::{self, QosClass};
+use super::{
+    cgroup_path::{self, QosClass},
+    metadata::{MetadataStore, Names, Snapshot},
+};
+
+/// Container ids waiting to be named by the runtime, at most.
+const MAX_UNNAMED: usize = 1024;
 
 /// /proc and the kernel count process start times in USER_HZ ticks (100 on
 /// every Linux ABI); identities compare at that resolution so a seeded
@@ -195,6 +201,10 @@ pub struct Registry {
     oom_victims: HashMap<u32, (TaskKey, u64)>,
     oom_order: VecDeque<(u32, u64)>,
     pub evictions: Evictions,
+    /// Names from the container runtime, if it is listened to.
+    pub metadata: MetadataStore,
+    /// Containers that appeared without a name, for the runtime to be asked.
+    unnamed: VecDeque<String>,
     /// Bumped by every change to sandboxes, containers or inits, so that
     /// gauges are refreshed only when something changed.
     generation: u64,
@@ -238,6 +248,28 @@ impl Registry {
                     _ => None,
                 })
             })
+    }
+
+    /// Takes a runtime listing: names, and which container of each pod is
+    /// its sandbox (authoritative over the first-container rule).
+    pub fn apply_metadata(&mut self, snapshot: &Snapshot, now_ns: u64) {
+        self.touch();
+        self.metadata.apply(snapshot, now_ns);
+        for pod in &snapshot.pods {
+            if let Some(sandbox) = self.sandboxes.get_mut(&pod.uid) {
+                sandbox.promote_pause(&pod.sandbox_id);
+            }
+        }
+    }
+
+    /// Names for a pod and container, empty where the runtime said nothing.
+    pub fn names(&self, pod_uid: &str, container_id: Option<&str>) -> Names {
+        self.metadata.names(pod_uid, container_id)
+    }
+
+    /// Container ids seen without a name since the last call.
+    pub fn take_unnamed(&mut self) -> Vec<String> {
+        self.unnamed.drain(..).collect()
     }
 
     pub fn is_host_cgroup(&self, cgroup_id: u64) -> bool {
@@ -334,6 +366,12 @@ impl Registry {
                         ContainerRole::Workload => {
                             sandbox.containers.insert(container_id.clone(), container);
                         }
+                    }
+                    match self.metadata.container(&container_id) {
+                        Some(meta) if meta.sandbox => sandbox.promote_pause(&container_id),
+                        Some(_) => {}
+                        None if self.unnamed.len() < MAX_UNNAMED => self.unnamed.push_back(container_id.clone()),
+                        None => {}
                     }
                 }
                 self.cgroups.insert(

@@ -198,6 +198,43 @@ fn sandbox_rule_first_container_unless_pause_says_otherwise() {
 }
 
 #[test]
+fn runtime_names_the_sandbox_and_unnamed_containers_are_asked_for() {
+    use super::metadata::{ContainerMeta, PodMeta, Snapshot};
+    let meta = |c: u32, name: &str, sandbox: bool| ContainerMeta { id: cid(c), name: name.into(), pod_uid: uid(4), sandbox };
+    let listing = Snapshot {
+        pods: vec![PodMeta { uid: uid(4), namespace: "shop".into(), name: "web".into(), sandbox_id: cid(2) }],
+        containers: vec![meta(2, "POD", true), meta(1, "app", false)],
+    };
+    // The workload's cgroup came first (the first-container rule guesses
+    // wrong) and neither init is named `pause`: the runtime settles it.
+    let mut reg = Registry::default();
+    reg.cgroup_created(401, &container_path(4, 1));
+    reg.cgroup_created(402, &container_path(4, 2));
+    assert_eq!(reg.take_unnamed(), vec![cid(1), cid(2)], "both asked for");
+    assert!(reg.take_unnamed().is_empty(), "asked once");
+    reg.apply_metadata(&listing, SEC);
+    let s = reg.sandbox(&uid(4)).expect("sandbox");
+    assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(2)));
+    assert!(s.containers.contains_key(&cid(1)));
+    assert_eq!(reg.names(&uid(4), Some(&cid(1))).container, "app");
+    assert_eq!(reg.names(&uid(4), Some(&cid(2))).pod, "web");
+
+    // Listed before its cgroup appears: named at once, not asked for, and
+    // a sandbox by id even though it comes second.
+    let mut reg = Registry::default();
+    reg.apply_metadata(&listing, SEC);
+    reg.cgroup_created(401, &container_path(4, 1));
+    reg.cgroup_created(402, &container_path(4, 2));
+    assert!(reg.take_unnamed().is_empty());
+    let s = reg.sandbox(&uid(4)).expect("sandbox");
+    assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(2)));
+    let pause = TaskKey::new(42, SEC);
+    reg.task_attached(402, pause, "sleep");
+    let r = task_exit(&mut reg, &exit(pause, 402, KILLED, "sleep", 2 * SEC), 2 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Signal)));
+}
+
+#[test]
 fn pid_reuse_is_not_the_init() {
     let mut reg = pod_with_two_containers();
     // Same pid as the workload init, different start: another process.

@@ -11,7 +11,7 @@ use std::{
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 use crate::model::{
-    DeathCause, ExitReport, LateReason, OomReport, Outcome, QosClass, Registry as PodRegistry,
+    DeathCause, ExitReport, LateReason, Names, OomReport, Outcome, QosClass, Registry as PodRegistry,
     Source, TaskRole,
 };
 
@@ -305,24 +305,28 @@ impl PodMetrics {
         }
     }
 
+    /// An OOM kill, node-wide: by role and QoS, and in the churn window.
     pub fn observe_oom(&self, r: &OomReport, now_ns: u64) {
         let qos = r.pod.as_ref().and_then(|p| p.qos).map_or(NO_QOS, QosClass::label);
         self.oom_kills.with_label_values(&[r.role.label(), qos]).inc();
-        if let Some(pod) = &r.pod {
-            let labels = [
-                pod.pod_uid.clone(),
-                String::new(),
-                String::new(),
-                String::new(),
-                pod.container_id.clone().unwrap_or_default(),
-                r.role.label().to_string(),
-            ];
-            if let Ok(mut series) = self.pod_series.lock() {
-                series.inc(labels);
-            }
-        }
         if let Ok(mut churn) = self.churn.lock() {
             churn.record(now_ns);
+        }
+    }
+
+    /// The same kill in its pod's series, with whatever names are known.
+    pub fn observe_pod_oom(&self, r: &OomReport, names: &Names) {
+        let Some(pod) = &r.pod else { return };
+        let labels = [
+            pod.pod_uid.clone(),
+            names.namespace.clone(),
+            names.pod.clone(),
+            names.container.clone(),
+            pod.container_id.clone().unwrap_or_default(),
+            r.role.label().to_string(),
+        ];
+        if let Ok(mut series) = self.pod_series.lock() {
+            series.inc(labels);
         }
     }
 
@@ -384,6 +388,11 @@ mod tests {
         }
     }
 
+    fn observe(m: &PodMetrics, r: &OomReport, now_ns: u64) {
+        m.observe_oom(r, now_ns);
+        m.observe_pod_oom(r, &Names::default());
+    }
+
     fn metrics(settings: ChurnSettings) -> (Registry, PodMetrics) {
         let registry = Registry::new();
         let m = PodMetrics::register(&registry, settings).unwrap();
@@ -398,11 +407,11 @@ mod tests {
     fn pod_series_never_exceed_the_cap_and_evictions_are_counted() {
         let (registry, m) = metrics(ChurnSettings { max_pod_series: 3, ..ChurnSettings::default() });
         for pod in 0..10 {
-            m.observe_oom(&report(pod), 0);
+            observe(&m, &report(pod), 0);
         }
         // pod-0's series was evicted long ago; touching pod-9 again keeps it.
-        m.observe_oom(&report(9), 0);
-        m.observe_oom(&report(10), 0);
+        observe(&m, &report(9), 0);
+        observe(&m, &report(10), 0);
         let text = render(&registry).unwrap();
         let series = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
         assert_eq!(series, 3, "{text}");
@@ -477,10 +486,10 @@ mod tests {
         let window = |r: &Registry| value(&render(r).unwrap(), "sandwatch_oom_kills_window{window=\"10s\"}");
         assert_eq!(storm(&registry), Some(0.0));
         for i in 0..3 {
-            m.observe_oom(&report(i), i as u64 * SEC);
+            observe(&m, &report(i), i as u64 * SEC);
         }
         assert_eq!(storm(&registry), Some(0.0), "3 < threshold 4");
-        m.observe_oom(&report(3), 3 * SEC);
+        observe(&m, &report(3), 3 * SEC);
         assert_eq!((storm(&registry), window(&registry)), (Some(1.0), Some(4.0)));
         // Kills at 0 s and 1 s leave the window: 2 left, above clear (1): still a storm.
         m.tick(11 * SEC + SEC / 2);

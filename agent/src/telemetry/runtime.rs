@@ -1,6 +1,7 @@
 //! Metrics of the runtime side: the event stream's health, exit lag, late
 //! runtime events (in `sandwatch_late_exit_events_total{source="runtime"}`),
-//! OOM mismatches, and runtime crashes and restarts.
+//! OOM mismatches, runtime crashes and restarts, and the CRI metadata
+//! listing's health.
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
@@ -20,9 +21,60 @@ pub struct RuntimeStreamMetrics {
     pub reconnects: IntCounter,
 }
 
+/// Shared with the CRI metadata task; `cached` and `evicted` are the
+/// watchdog's.
+#[derive(Clone)]
+pub struct MetadataMetrics {
+    pub up: IntGauge,
+    pub refreshes: IntCounterVec,
+    pub unresolved: IntCounter,
+    pub cached: IntGaugeVec,
+    pub evicted: IntCounter,
+}
+
+impl MetadataMetrics {
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let m = Self {
+            up: IntGauge::new(
+                "sandwatch_runtime_metadata_up",
+                "1 while the last listing of pods and containers over the CRI socket succeeded.",
+            )?,
+            refreshes: IntCounterVec::new(
+                Opts::new("sandwatch_runtime_metadata_refreshes_total", "Listings of pods and containers over the CRI, by result."),
+                &["result"],
+            )?,
+            unresolved: IntCounter::new(
+                "sandwatch_runtime_metadata_unresolved_total",
+                "Container cgroups the CRI never listed after repeated asking (not CRI containers, or gone): counted without names.",
+            )?,
+            cached: IntGaugeVec::new(
+                Opts::new("sandwatch_runtime_metadata_cached", "Pod and container names held, by kind (bounded)."),
+                &["kind"],
+            )?,
+            evicted: IntCounter::new(
+                "sandwatch_runtime_metadata_evictions_total",
+                "Pod or container names dropped because the metadata cache was full.",
+            )?,
+        };
+        registry.register(Box::new(m.up.clone()))?;
+        registry.register(Box::new(m.refreshes.clone()))?;
+        registry.register(Box::new(m.unresolved.clone()))?;
+        registry.register(Box::new(m.cached.clone()))?;
+        registry.register(Box::new(m.evicted.clone()))?;
+        for result in ["ok", "error"] {
+            m.refreshes.with_label_values(&[result]);
+        }
+        for kind in ["pod", "container"] {
+            m.cached.with_label_values(&[kind]);
+        }
+        Ok(m)
+    }
+}
+
 #[derive(Clone)]
 pub struct RuntimeMetrics {
     pub stream: RuntimeStreamMetrics,
+    pub metadata: MetadataMetrics,
     pub exit_lag: Histogram,
     pub exits_unmatched: IntCounter,
     pub oom_mismatch: IntCounterVec,
@@ -59,6 +111,7 @@ impl RuntimeMetrics {
         };
         let m = Self {
             stream,
+            metadata: MetadataMetrics::register(registry)?,
             exit_lag: Histogram::with_opts(
                 HistogramOpts::new(
                     "sandwatch_runtime_exit_lag_seconds",

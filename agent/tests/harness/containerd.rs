@@ -25,15 +25,51 @@ pub struct Containerd {
 }
 
 impl Containerd {
+    /// containerd without its CRI plugin.
     pub fn start(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("sandwatch-ctrd-{}-{name}", std::process::id()));
+        Self::start_with(name, false)
+    }
+
+    /// containerd serving the CRI on its socket, set up for this machine:
+    /// root here lacks CAP_SYS_RESOURCE, so runc cannot give the sandbox
+    /// oom_score_adj -998 (`restrict_oom_score_adj`); the sandbox image is
+    /// the local one; pods use the host network, so no CNI is needed.
+    pub fn start_cri(name: &str) -> Self {
+        Self::start_with(name, true)
+    }
+
+    /// Where `start*(name)` puts the socket, before it exists.
+    pub fn socket_for(name: &str) -> PathBuf {
+        Self::dir_for(name).join("containerd.sock")
+    }
+
+    fn dir_for(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("sandwatch-ctrd-{}-{name}", std::process::id()))
+    }
+
+    fn start_with(name: &str, cri: bool) -> Self {
+        let dir = Self::dir_for(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("containerd dir");
         let socket = dir.join("containerd.sock");
+        // Top-level keys first: TOML puts anything after a table into it.
+        let (top, plugins) = if cri {
+            (
+                String::new(),
+            format!(
+                "[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{IMAGE}\"\n  \
+                 restrict_oom_score_adj = true\n  stream_server_address = \"127.0.0.1\"\n  stream_server_port = \"0\"\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  snapshotter = \"native\"\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"{d}/cni/bin\"\n  conf_dir = \"{d}/cni/conf\"\n",
+                    d = dir.display()
+                ),
+            )
+        } else {
+            ("disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n".to_string(), String::new())
+        };
         let config = format!(
-            "version = 2\nroot = \"{d}/root\"\nstate = \"{d}/state\"\n\
-             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
-             [grpc]\n  address = \"{s}\"\n[ttrpc]\n  address = \"{s}.ttrpc\"\n",
+            "version = 2\nroot = \"{d}/root\"\nstate = \"{d}/state\"\n{top}\
+             [grpc]\n  address = \"{s}\"\n[ttrpc]\n  address = \"{s}.ttrpc\"\n{plugins}",
             d = dir.display(),
             s = socket.display()
         );
@@ -138,7 +174,7 @@ impl Containerd {
         std::fs::write(
             &config,
             format!(
-                r#"{{"architecture":"amd64","os":"linux","config":{{"Env":["PATH=/bin"]}},"rootfs":{{"type":"layers","diff_ids":["sha256:{layer_digest}"]}}}}"#
+                r#"{{"architecture":"amd64","os":"linux","config":{{"Env":["PATH=/bin"],"Cmd":["sleep","2147483647"]}},"rootfs":{{"type":"layers","diff_ids":["sha256:{layer_digest}"]}}}}"#
             ),
         )
         .expect("config");
@@ -207,7 +243,12 @@ impl Drop for Containerd {
             self.spawn();
         }
         self.signal(libc::SIGCONT);
-        for id in self.containers.clone() {
+        // Whatever runs in the namespace, CRI pods included.
+        let listed = self.ctr(&["containers", "ls", "-q"]);
+        let mut ids: Vec<String> = String::from_utf8_lossy(&listed.stdout).split_whitespace().map(String::from).collect();
+        ids.extend(self.containers.clone());
+        ids.dedup();
+        for id in ids {
             self.remove(&id);
         }
         self.signal(libc::SIGTERM);

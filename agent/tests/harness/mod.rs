@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod containerd;
+pub mod cri;
 
 use std::{
     io::{Read as _, Write as _},

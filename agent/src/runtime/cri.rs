@@ -1,0 +1,272 @@
+//! Pod and container names from the container runtime's CRI socket.
+//!
+//! A task lists pod sandboxes and containers (`ListPodSandbox`,
+//! `ListContainers`) every refresh period, and sooner when the watchdog
+//! asks for container ids it cannot name; each listing is published as one
+//! [`Snapshot`] through a `watch` channel, so the event pipeline never
+//! waits on the runtime and a slow consumer only ever misses stale
+//! listings. Asked-for ids the listing lacks are asked again a few times
+//! (the runtime may list a container only after its cgroup appeared), then
+//! counted as unresolved. A lost or missing socket is retried with backoff.
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use k8s_cri::v1::{
+    runtime_service_client::RuntimeServiceClient, Container, ListContainersRequest, ListPodSandboxRequest, PodSandbox,
+};
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME},
+    telemetry::runtime::MetadataMetrics,
+};
+
+/// Container ids waiting for a listing, at most; more are left to the
+/// periodic refresh.
+const MAX_WANTED: usize = 4096;
+/// Listings that may miss an asked-for id before it counts as unresolved.
+const MAX_ATTEMPTS: u8 = 5;
+/// At most one listing per this interval, however many ids are asked for.
+const MIN_SPACING: Duration = Duration::from_secs(1);
+/// One listing may take this long before the runtime counts as down.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest listing accepted (kubelet's own limit).
+const MAX_MESSAGE: usize = 16 << 20;
+
+#[derive(Debug, Clone)]
+pub struct CriConfig {
+    pub socket: PathBuf,
+    pub refresh: Duration,
+}
+
+/// Container ids the watchdog wants named: filled without waiting, taken
+/// by the CRI task.
+#[derive(Default)]
+pub struct MetadataRequests {
+    wanted: Mutex<HashMap<String, u8>>,
+    notify: Notify,
+}
+
+impl MetadataRequests {
+    /// Asks for `container_id` to be named by the next listing.
+    pub fn want(&self, container_id: String) {
+        if let Ok(mut wanted) = self.wanted.lock() {
+            if wanted.len() < MAX_WANTED {
+                wanted.entry(container_id).or_insert(0);
+            }
+        }
+        self.notify.notify_one();
+    }
+
+    fn pending(&self) -> bool {
+        self.wanted.lock().is_ok_and(|w| !w.is_empty())
+    }
+
+    /// After a listing: drops the ids it named, counts one more attempt
+    /// for the others; returns how many were given up on.
+    fn settle(&self, snapshot: &Snapshot) -> u64 {
+        let Ok(mut wanted) = self.wanted.lock() else { return 0 };
+        let mut given_up = 0;
+        wanted.retain(|id, attempts| {
+            if snapshot.containers.iter().any(|c| &c.id == id) {
+                return false;
+            }
+            *attempts += 1;
+            let keep = *attempts < MAX_ATTEMPTS;
+            given_up += u64::from(!keep);
+            keep
+        });
+        given_up
+    }
+}
+
+/// Builds one snapshot from the runtime's two listings. Sandboxes are named
+/// as containers too (their id is their pause container's); a container
+/// whose sandbox is not listed is named through kubelet's pod-uid label,
+/// or skipped.
+pub fn snapshot(sandboxes: Vec<PodSandbox>, containers: Vec<Container>) -> Snapshot {
+    let mut out = Snapshot::default();
+    let mut uid_of: HashMap<String, String> = HashMap::new();
+    for sb in sandboxes {
+        let Some(meta) = sb.metadata else { continue };
+        if meta.uid.is_empty() {
+            continue;
+        }
+        uid_of.insert(sb.id.clone(), meta.uid.clone());
+        out.containers.push(ContainerMeta {
+            id: sb.id.clone(),
+            name: SANDBOX_CONTAINER_NAME.to_string(),
+            pod_uid: meta.uid.clone(),
+            sandbox: true,
+        });
+        out.pods.push(PodMeta { uid: meta.uid, namespace: meta.namespace, name: meta.name, sandbox_id: sb.id });
+    }
+    for c in containers {
+        let pod_uid = uid_of
+            .get(&c.pod_sandbox_id)
+            .cloned()
+            .or_else(|| c.labels.get("io.kubernetes.pod.uid").cloned());
+        let (Some(pod_uid), Some(meta)) = (pod_uid, c.metadata) else { continue };
+        out.containers.push(ContainerMeta { id: c.id, name: meta.name, pod_uid, sandbox: false });
+    }
+    out
+}
+
+/// Lists the runtime until `shutdown`, publishing each listing to `tx`.
+pub async fn follow(
+    config: CriConfig,
+    requests: Arc<MetadataRequests>,
+    tx: watch::Sender<Arc<Snapshot>>,
+    metrics: MetadataMetrics,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(500);
+    let mut failures = 0u32;
+    let mut client: Option<RuntimeServiceClient<tonic::transport::Channel>> = None;
+    loop {
+        let result = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = list_once(&config, &mut client) => r,
+        };
+        match result {
+            Ok(snap) => {
+                metrics.up.set(1);
+                metrics.refreshes.with_label_values(&["ok"]).inc();
+                metrics.unresolved.inc_by(requests.settle(&snap));
+                if failures > 0 {
+                    log::info!("runtime metadata available again at {}", config.socket.display());
+                }
+                failures = 0;
+                backoff = Duration::from_millis(500);
+                tx.send_replace(Arc::new(snap));
+                // The next listing: when the period is up, or when ids are
+                // asked for (sooner while some are still unresolved), but
+                // never twice within MIN_SPACING.
+                let period = if requests.pending() { MIN_SPACING } else { config.refresh };
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(period) => {}
+                    _ = requests.notify.notified() => {}
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(MIN_SPACING) => {}
+                }
+            }
+            Err(e) => {
+                client = None;
+                metrics.up.set(0);
+                metrics.refreshes.with_label_values(&["error"]).inc();
+                // Say it once, then retry quietly: a node may have no CRI.
+                if failures == 0 {
+                    log::warn!("runtime metadata unavailable at {}: {e}; retrying with backoff", config.socket.display());
+                } else {
+                    log::debug!("runtime metadata still unavailable: {e}");
+                }
+                failures = failures.saturating_add(1);
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+async fn list_once(
+    config: &CriConfig,
+    client: &mut Option<RuntimeServiceClient<tonic::transport::Channel>>,
+) -> Result<Snapshot, String> {
+    let c = match client {
+        Some(c) => c,
+        None => {
+            let channel = tokio::time::timeout(CALL_TIMEOUT, containerd_client::connect(&config.socket))
+                .await
+                .map_err(|_| "connect timed out".to_string())?
+                .map_err(|e| format!("connect: {e}"))?;
+            client.insert(RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE))
+        }
+    };
+    let call = async {
+        let sandboxes = c
+            .list_pod_sandbox(ListPodSandboxRequest { filter: None })
+            .await
+            .map_err(|s| format!("ListPodSandbox: {}", s.message()))?
+            .into_inner()
+            .items;
+        let containers = c
+            .list_containers(ListContainersRequest { filter: None })
+            .await
+            .map_err(|s| format!("ListContainers: {}", s.message()))?
+            .into_inner()
+            .containers;
+        Ok::<_, String>(snapshot(sandboxes, containers))
+    };
+    tokio::time::timeout(CALL_TIMEOUT, call).await.map_err(|_| "listing timed out".to_string())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_cri::v1::{ContainerMetadata, PodSandboxMetadata};
+
+    fn sandbox(id: &str, uid: &str, name: &str) -> PodSandbox {
+        PodSandbox {
+            id: id.into(),
+            metadata: Some(PodSandboxMetadata { name: name.into(), uid: uid.into(), namespace: "shop".into(), attempt: 0 }),
+            ..PodSandbox::default()
+        }
+    }
+
+    fn container(id: &str, sandbox: &str, name: &str) -> Container {
+        Container {
+            id: id.into(),
+            pod_sandbox_id: sandbox.into(),
+            metadata: Some(ContainerMetadata { name: name.into(), attempt: 0 }),
+            ..Container::default()
+        }
+    }
+
+    #[test]
+    fn listings_become_pods_and_named_containers() {
+        let mut orphan = container("c3", "sb-gone", "late");
+        orphan.labels.insert("io.kubernetes.pod.uid".into(), "uid-9".into());
+        let snap = snapshot(
+            vec![sandbox("sb1", "uid-1", "web"), PodSandbox { id: "sb-x".into(), ..PodSandbox::default() }],
+            vec![container("c1", "sb1", "app"), orphan, container("c4", "sb-unknown", "lost")],
+        );
+        assert_eq!(
+            snap.pods,
+            vec![PodMeta { uid: "uid-1".into(), namespace: "shop".into(), name: "web".into(), sandbox_id: "sb1".into() }]
+        );
+        let named: Vec<(&str, &str, &str, bool)> = snap
+            .containers
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.pod_uid.as_str(), c.sandbox))
+            .collect();
+        assert_eq!(
+            named,
+            vec![("sb1", "POD", "uid-1", true), ("c1", "app", "uid-1", false), ("c3", "late", "uid-9", false)]
+        );
+    }
+
+    #[test]
+    fn asked_ids_are_dropped_when_named_and_given_up_after_attempts() {
+        let requests = MetadataRequests::default();
+        requests.want("c1".into());
+        requests.want("c2".into());
+        let named = snapshot(vec![sandbox("sb1", "uid-1", "web")], vec![container("c1", "sb1", "app")]);
+        assert_eq!(requests.settle(&named), 0);
+        assert!(requests.pending(), "c2 is still wanted");
+        let given_up: u64 = (1..MAX_ATTEMPTS).map(|_| requests.settle(&named)).sum();
+        assert_eq!(given_up, 1);
+        assert!(!requests.pending());
+    }
+}

@@ -1,0 +1,166 @@
+//! A kubelet stand-in: pod sandboxes and containers run through the real
+//! CRI of a test's containerd ([`super::containerd::Containerd::start_cri`]),
+//! in cgroups inside the test's own subtree. Every sandbox it ran is
+//! stopped and removed on drop (drop it before its containerd).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use k8s_cri::v1::{
+    runtime_service_client::RuntimeServiceClient, ContainerConfig, ContainerMetadata, ContainerStatusRequest,
+    CreateContainerRequest, ImageSpec, LinuxContainerConfig, LinuxContainerResources, LinuxPodSandboxConfig,
+    LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata,
+    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StopPodSandboxRequest,
+};
+use tonic::transport::Channel;
+
+use super::containerd::IMAGE;
+
+pub struct Cri {
+    rt: tokio::runtime::Runtime,
+    socket: PathBuf,
+    client: RuntimeServiceClient<Channel>,
+    log_dir: PathBuf,
+    sandboxes: Vec<String>,
+}
+
+/// A pod sandbox that runs, with the config its containers are created in.
+pub struct CriPod {
+    pub id: String,
+    config: PodSandboxConfig,
+}
+
+/// What the runtime says about a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// CRI's ContainerState: 0 created, 1 running, 2 exited, 3 unknown.
+    pub state: i32,
+    pub reason: String,
+    pub exit_code: i32,
+}
+
+impl Cri {
+    pub fn connect(socket: &std::path::Path, log_dir: PathBuf) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+        let channel = rt.block_on(containerd_client::connect(socket)).expect("CRI socket");
+        std::fs::create_dir_all(&log_dir).expect("pod log dir");
+        let socket = socket.to_path_buf();
+        Self { rt, socket, client: RuntimeServiceClient::new(channel), log_dir, sandboxes: Vec::new() }
+    }
+
+    /// A new connection, after the runtime restarted.
+    pub fn reconnect(&mut self) {
+        if let Ok(channel) = self.rt.block_on(containerd_client::connect(&self.socket)) {
+            self.client = RuntimeServiceClient::new(channel);
+        }
+    }
+
+    /// RunPodSandbox with the host network in `cgroup_parent` (a path
+    /// relative to the hierarchy roots, as kubelet's cgroupfs driver gives).
+    pub fn run_pod(&mut self, name: &str, namespace: &str, uid: &str, cgroup_parent: &str) -> CriPod {
+        let config = PodSandboxConfig {
+            metadata: Some(PodSandboxMetadata { name: name.into(), uid: uid.into(), namespace: namespace.into(), attempt: 0 }),
+            // No hostname: with the node's network there is no private UTS
+            // namespace to set one in (runc refuses).
+            log_directory: self.log_dir.join(uid).display().to_string(),
+            linux: Some(LinuxPodSandboxConfig {
+                cgroup_parent: cgroup_parent.into(),
+                security_context: Some(LinuxSandboxSecurityContext {
+                    namespace_options: Some(NamespaceOption {
+                        network: NamespaceMode::Node as i32,
+                        pid: NamespaceMode::Container as i32,
+                        ipc: NamespaceMode::Pod as i32,
+                        ..NamespaceOption::default()
+                    }),
+                    ..LinuxSandboxSecurityContext::default()
+                }),
+                ..LinuxPodSandboxConfig::default()
+            }),
+            ..PodSandboxConfig::default()
+        };
+        let request = RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: String::new() };
+        let id = self
+            .rt
+            .block_on(self.client.run_pod_sandbox(request))
+            .unwrap_or_else(|s| panic!("RunPodSandbox: {}", s.message()))
+            .into_inner()
+            .pod_sandbox_id;
+        self.sandboxes.push(id.clone());
+        CriPod { id, config }
+    }
+
+    /// CreateContainer + StartContainer of `command` (run by busybox sh).
+    pub fn run_container(&mut self, pod: &CriPod, name: &str, memory_limit: Option<i64>, script: &str) -> String {
+        let config = ContainerConfig {
+            metadata: Some(ContainerMetadata { name: name.into(), attempt: 0 }),
+            image: Some(ImageSpec { image: IMAGE.into(), ..ImageSpec::default() }),
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            log_path: format!("{name}.log"),
+            linux: Some(LinuxContainerConfig {
+                resources: Some(LinuxContainerResources {
+                    memory_limit_in_bytes: memory_limit.unwrap_or(0),
+                    ..LinuxContainerResources::default()
+                }),
+                ..LinuxContainerConfig::default()
+            }),
+            ..ContainerConfig::default()
+        };
+        let request = CreateContainerRequest {
+            pod_sandbox_id: pod.id.clone(),
+            config: Some(config),
+            sandbox_config: Some(pod.config.clone()),
+        };
+        let id = self
+            .rt
+            .block_on(self.client.create_container(request))
+            .unwrap_or_else(|s| panic!("CreateContainer: {}", s.message()))
+            .into_inner()
+            .container_id;
+        self.rt
+            .block_on(self.client.start_container(StartContainerRequest { container_id: id.clone() }))
+            .unwrap_or_else(|s| panic!("StartContainer: {}", s.message()));
+        id
+    }
+
+    pub fn status(&mut self, container_id: &str) -> Status {
+        let request = ContainerStatusRequest { container_id: container_id.into(), verbose: false };
+        let status = self
+            .rt
+            .block_on(self.client.container_status(request))
+            .unwrap_or_else(|s| panic!("ContainerStatus: {}", s.message()))
+            .into_inner()
+            .status
+            .expect("a status");
+        Status { state: status.state, reason: status.reason, exit_code: status.exit_code }
+    }
+
+    /// StopPodSandbox + RemovePodSandbox (its containers go with it),
+    /// reconnecting once if the runtime restarted meanwhile.
+    pub fn remove_pod(&mut self, id: &str) {
+        for attempt in 0..2 {
+            let stop = StopPodSandboxRequest { pod_sandbox_id: id.into() };
+            let remove = RemovePodSandboxRequest { pod_sandbox_id: id.into() };
+            let result = self.rt.block_on(async {
+                self.client.stop_pod_sandbox(stop).await?;
+                self.client.remove_pod_sandbox(remove).await
+            });
+            match result {
+                Ok(_) => break,
+                Err(s) if attempt == 0 => {
+                    eprintln!("removing pod sandbox {id}: {}; reconnecting", s.message());
+                    self.reconnect();
+                }
+                Err(s) => eprintln!("removing pod sandbox {id}: {}", s.message()),
+            }
+        }
+        self.sandboxes.retain(|s| s != id);
+    }
+}
+
+impl Drop for Cri {
+    fn drop(&mut self) {
+        for id in self.sandboxes.clone() {
+            self.remove_pod(&id);
+        }
+    }
+}
