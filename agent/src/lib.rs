@@ -59,7 +59,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         pipeline.probes.programs_attached(),
         &kernel_release(),
     )?;
-    let runtime_metrics = RuntimeMetrics::register(&registry, &config.runtime_names)?;
+    let runtime_metrics = RuntimeMetrics::register(&registry, &config.runtime_names, &containerd::TOPIC_LABELS)?;
     let limits = CorrelatorLimits {
         oom_match_ns: config.oom_match_window_seconds.saturating_mul(1_000_000_000),
         ..CorrelatorLimits::default()

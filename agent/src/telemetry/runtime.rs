@@ -5,7 +5,7 @@
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
-use crate::runtime::{containerd::TOPIC_LABELS, crash::CRASH_REASONS};
+use crate::runtime::crash::CRASH_REASONS;
 
 /// Seconds from the kernel's exit of a container init to containerd's
 /// TaskExit for it: normally milliseconds, seconds when the runtime lags.
@@ -86,7 +86,8 @@ pub struct RuntimeMetrics {
 }
 
 impl RuntimeMetrics {
-    pub fn register(registry: &Registry, runtimes: &[String]) -> Result<Self, prometheus::Error> {
+    /// `topics`: the event topics' label values, each series created at 0.
+    pub fn register(registry: &Registry, runtimes: &[String], topics: &[&str]) -> Result<Self, prometheus::Error> {
         let stream = RuntimeStreamMetrics {
             up: IntGauge::new(
                 "sandwatch_runtime_events_up",
@@ -167,7 +168,7 @@ impl RuntimeMetrics {
         registry.register(Box::new(m.restarts.clone()))?;
         registry.register(Box::new(m.runtime_up.clone()))?;
         registry.register(Box::new(m.correlation_evictions.clone()))?;
-        for topic in TOPIC_LABELS {
+        for topic in topics {
             m.stream.events.with_label_values(&[topic]);
         }
         for direction in ["kernel_only", "runtime_only"] {
