@@ -3,7 +3,7 @@
 //! through a bounded channel. The stream reconnects with backoff; a full
 //! channel and an undecodable payload are counted, never waited on.
 
-use std::{path::PathBuf, time::Duration};
+use std::path::PathBuf;
 
 use containerd_client::{
     events::{ContainerDelete, TaskDelete, TaskExit, TaskOom, TaskStart},
@@ -15,6 +15,7 @@ use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::Retry;
 use crate::telemetry::runtime::RuntimeStreamMetrics;
 
 /// One runtime event; times are the runtime's wall clock (ns since epoch)
@@ -104,37 +105,26 @@ pub struct StreamConfig {
 /// Follows containerd's events until `shutdown`, reconnecting with backoff
 /// (0.5 s doubling to 30 s, reset once a stream was established).
 pub async fn follow(config: StreamConfig, tx: mpsc::Sender<RuntimeEvent>, metrics: RuntimeStreamMetrics, shutdown: CancellationToken) {
-    let mut backoff = Duration::from_millis(500);
-    let mut failures = 0u32;
+    let mut retry = Retry::new("containerd events");
     loop {
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,
             r = stream_once(&config, &tx, &metrics) => r,
         };
         metrics.up.set(0);
-        match result {
+        let wait = match result {
             Ok(()) => {
                 log::warn!("containerd event stream ended; reconnecting");
-                backoff = Duration::from_millis(500);
-                failures = 0;
+                retry.succeeded();
+                Retry::FIRST
             }
-            Err(e) => {
-                // Say it once, then quietly retry: a node without containerd
-                // is a normal place to run.
-                if failures == 0 {
-                    log::warn!("containerd events unavailable at {}: {e}; retrying with backoff", config.socket.display());
-                } else {
-                    log::debug!("containerd events still unavailable: {e}");
-                }
-                failures = failures.saturating_add(1);
-            }
-        }
+            Err(e) => retry.failed(&config.socket, &e),
+        };
         metrics.reconnects.inc();
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
-        backoff = (backoff * 2).min(Duration::from_secs(30));
     }
 }
 

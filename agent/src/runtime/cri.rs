@@ -22,6 +22,7 @@ use k8s_cri::v1::{
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::Retry;
 use crate::{
     model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME},
     telemetry::runtime::MetadataMetrics,
@@ -126,8 +127,7 @@ pub async fn follow(
     metrics: MetadataMetrics,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Duration::from_millis(500);
-    let mut failures = 0u32;
+    let mut retry = Retry::new("runtime metadata (CRI)");
     let mut client: Option<RuntimeServiceClient<tonic::transport::Channel>> = None;
     loop {
         let result = tokio::select! {
@@ -139,11 +139,9 @@ pub async fn follow(
                 metrics.up.set(1);
                 metrics.refreshes.with_label_values(&["ok"]).inc();
                 metrics.unresolved.inc_by(requests.settle(&snap));
-                if failures > 0 {
-                    log::info!("runtime metadata available again at {}", config.socket.display());
+                if retry.succeeded() {
+                    log::info!("runtime metadata (CRI) available again at {}", config.socket.display());
                 }
-                failures = 0;
-                backoff = Duration::from_millis(500);
                 tx.send_replace(Arc::new(snap));
                 // The next listing: when the period is up, or when ids are
                 // asked for (sooner while some are still unresolved), but
@@ -163,18 +161,11 @@ pub async fn follow(
                 client = None;
                 metrics.up.set(0);
                 metrics.refreshes.with_label_values(&["error"]).inc();
-                // Say it once, then retry quietly: a node may have no CRI.
-                if failures == 0 {
-                    log::warn!("runtime metadata unavailable at {}: {e}; retrying with backoff", config.socket.display());
-                } else {
-                    log::debug!("runtime metadata still unavailable: {e}");
-                }
-                failures = failures.saturating_add(1);
+                let wait = retry.failed(&config.socket, &e);
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(wait) => {}
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(30));
             }
         }
     }
