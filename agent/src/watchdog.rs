@@ -164,8 +164,7 @@ impl Watchdog {
             .and_then(|side| side.names_wanted.as_ref());
         match (container, listing) {
             (Some(id), Some(requests))
-                if (names.pod.is_empty() || names.container.is_empty())
-                    && self.awaiting_names.len() < MAX_AWAITING_NAMES =>
+                if !names.complete() && self.awaiting_names.len() < MAX_AWAITING_NAMES =>
             {
                 requests.want(id.clone());
                 self.awaiting_names.push_back((r.clone(), now_ns));
@@ -179,13 +178,8 @@ impl Watchdog {
         let registry = &self.dispatcher.registry;
         let metrics = &self.metrics;
         self.awaiting_names.retain(|(r, since)| {
-            let names = r
-                .pod
-                .as_ref()
-                .map(|p| registry.names(&p.pod_uid, p.container_id.as_deref()))
-                .unwrap_or_default();
-            let named = !names.pod.is_empty() && !names.container.is_empty();
-            if named || now_ns.saturating_sub(*since) >= NAME_WAIT_NS {
+            let names = names_of(registry, r.pod.as_ref());
+            if names.complete() || now_ns.saturating_sub(*since) >= NAME_WAIT_NS {
                 metrics.observe_pod_oom(r, &names);
                 return false;
             }
@@ -195,8 +189,7 @@ impl Watchdog {
 
     /// Names of the pod (and container) a report is about.
     pub fn names(&self, pod: Option<&PodRef>) -> Names {
-        pod.map(|p| self.dispatcher.registry.names(&p.pod_uid, p.container_id.as_deref()))
-            .unwrap_or_default()
+        names_of(&self.dispatcher.registry, pod)
     }
 
     /// Passes containers that appeared without a name on to the listing.
@@ -217,7 +210,7 @@ impl Watchdog {
         match &report {
             Some(Report::Exit(r)) => {
                 self.metrics.observe_exit(r);
-                log_exit(r, &self.names(r.pod.as_ref()));
+                log_exit(r, &self.dispatcher.registry);
             }
             Some(Report::Oom(r)) => {
                 let names = self.names(r.pod.as_ref());
@@ -260,7 +253,7 @@ impl Watchdog {
                 }
                 let report = runtime_exit(&mut self.dispatcher.registry, container_id, published, now);
                 self.metrics.observe_runtime_exit(&report);
-                log_exit(&report, &self.names(report.pod.as_ref()));
+                log_exit(&report, &self.dispatcher.registry);
                 Some(report)
             }
             RuntimeEvent::TaskOom { container_id, published_ns } => {
@@ -378,7 +371,17 @@ fn log_oom(r: &OomReport, names: &Names) {
     );
 }
 
-fn log_exit(r: &ExitReport, names: &Names) {
+fn names_of(registry: &Registry, pod: Option<&PodRef>) -> Names {
+    pod.map(|p| registry.names(&p.pod_uid, p.container_id.as_deref())).unwrap_or_default()
+}
+
+/// Logs a sandbox death or a late exit; names are looked up only then,
+/// not for every exit.
+fn log_exit(r: &ExitReport, registry: &Registry) {
+    if r.sandbox_death.is_none() && !matches!(r.outcome, Outcome::Late(_)) {
+        return;
+    }
+    let names = &names_of(registry, r.pod.as_ref());
     if let Some(cause) = r.sandbox_death {
         log::info!("sandbox death ({}): {}", cause.label(), describe(r.pod.as_ref(), names));
     }

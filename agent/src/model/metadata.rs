@@ -46,6 +46,13 @@ pub struct Names {
     pub container: String,
 }
 
+impl Names {
+    /// Both the pod and the container are named.
+    pub fn complete(&self) -> bool {
+        !self.pod.is_empty() && !self.container.is_empty()
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct MetadataLimits {
     pub max_pods: usize,

@@ -10,7 +10,7 @@
 //! counted as unresolved. A lost or missing socket is retried with backoff.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     path::PathBuf,
     sync::{Arc, Mutex},
     time::Duration,
@@ -73,9 +73,13 @@ impl MetadataRequests {
     /// for the others; returns how many were given up on.
     fn settle(&self, snapshot: &Snapshot) -> u64 {
         let Ok(mut wanted) = self.wanted.lock() else { return 0 };
+        if wanted.is_empty() {
+            return 0;
+        }
+        let listed: HashSet<&str> = snapshot.containers.iter().map(|c| c.id.as_str()).collect();
         let mut given_up = 0;
         wanted.retain(|id, attempts| {
-            if snapshot.containers.iter().any(|c| &c.id == id) {
+            if listed.contains(id.as_str()) {
                 return false;
             }
             *attempts += 1;
@@ -143,31 +147,37 @@ pub async fn follow(
                     log::info!("runtime metadata (CRI) available again at {}", config.socket.display());
                 }
                 tx.send_replace(Arc::new(snap));
-                // The next listing: when the period is up, or when ids are
-                // asked for (sooner while some are still unresolved), but
-                // never twice within MIN_SPACING.
-                let period = if requests.pending() { MIN_SPACING } else { config.refresh };
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(period) => {}
-                    _ = requests.notify.notified() => {}
+                // Never two listings within MIN_SPACING; then the next one
+                // when ids are asked for, or while some are still
+                // unresolved, or when the period is up.
+                if !pause(&shutdown, MIN_SPACING).await {
+                    return;
                 }
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(MIN_SPACING) => {}
+                if !requests.pending() {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(config.refresh.saturating_sub(MIN_SPACING)) => {}
+                        _ = requests.notify.notified() => {}
+                    }
                 }
             }
             Err(e) => {
                 client = None;
                 metrics.up.set(0);
                 metrics.refreshes.with_label_values(&["error"]).inc();
-                let wait = retry.failed(&config.socket, &e);
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(wait) => {}
+                if !pause(&shutdown, retry.failed(&config.socket, &e)).await {
+                    return;
                 }
             }
         }
+    }
+}
+
+/// Sleeps `d`; false if shut down meanwhile.
+async fn pause(shutdown: &CancellationToken, d: Duration) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(d) => true,
     }
 }
 

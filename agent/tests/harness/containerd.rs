@@ -247,6 +247,7 @@ impl Drop for Containerd {
         let listed = self.ctr(&["containers", "ls", "-q"]);
         let mut ids: Vec<String> = String::from_utf8_lossy(&listed.stdout).split_whitespace().map(String::from).collect();
         ids.extend(self.containers.clone());
+        ids.sort();
         ids.dedup();
         for id in ids {
             self.remove(&id);
