@@ -5,7 +5,7 @@
 
 use super::{
     cgroup_path::QosClass,
-    registry::{CgroupOwner, ContainerRole, Registry, SandboxState, TaskKey},
+    registry::{CgroupOwner, ContainerRole, Registry, RuncStage, SandboxState, TaskKey},
 };
 use crate::events::ExitStatus;
 
@@ -266,19 +266,20 @@ pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport
         report.outcome = Outcome::Late(LateReason::ContainerMissing);
         return report;
     };
-    let is_init = container.init.as_ref().is_some_and(|t| t.key.matches(&exit.key));
-    if is_init && is_runc_bootstrap(&exit.comm) {
-        // runc's bootstrap (`runc:[0:PARENT]`, `runc:[1:CHILD]`) joins the
-        // cgroup first and exits once the real init runs: not an init exit.
-        // The runtime's TaskStart names the real init.
-        container.init = None;
-        report.outcome = Outcome::Handled;
-        report.role = TaskRole::ContainerChild;
-        reg.touch();
-        return report;
-    }
-    if !is_init {
-        if container.exited_init.is_some_and(|k| k.matches(&exit.key)) {
+    // A container dies once: its init's exit, or, while it starts, the
+    // exit of runc's init-to-be, or of any bootstrap stage the OOM killer
+    // took (the start is over then; the runtime never names an init).
+    let bootstrap = RuncStage::of(&exit.comm) == Some(RuncStage::Bootstrap);
+    let dies = container.is_init(&exit.key, &exit.comm) || (bootstrap && was_oom_victim && container.starting());
+    if !dies {
+        if bootstrap && container.init.as_ref().is_some_and(|t| t.key.matches(&exit.key)) {
+            // runc's bootstrap joined the cgroup first and exits once the
+            // next stage runs: not the init. TaskStart names the real one.
+            container.init = None;
+            reg.touch();
+            report.outcome = Outcome::Handled;
+            report.role = TaskRole::ContainerChild;
+        } else if container.exited_init.is_some_and(|k| k.matches(&exit.key)) {
             // The init's exit was handled already: this one is a duplicate.
             report.outcome = Outcome::Late(LateReason::TaskMissing);
         } else {
@@ -312,10 +313,6 @@ pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport
     // An init is gone: the tracked processes changed.
     reg.touch();
     report
-}
-
-fn is_runc_bootstrap(comm: &str) -> bool {
-    comm.starts_with("runc:[0") || comm.starts_with("runc:[1")
 }
 
 /// A runtime (containerd) reported that a container's init exited. It is
@@ -374,7 +371,9 @@ pub fn oom_kill(reg: &mut Registry, oom: &OomVictim, now_ns: u64) -> OomReport {
         report.outcome = Outcome::Late(LateReason::ContainerMissing);
         return report;
     };
-    let is_init = container.init.as_ref().is_some_and(|t| t.key.matches(&oom.key));
+    // While a container starts, every runc stage stands for its init:
+    // killing any of them kills the start.
+    let is_init = container.is_init(&oom.key, &oom.comm) || (container.starting() && RuncStage::of(&oom.comm).is_some());
     let mut role = container.role;
     if is_init && role == ContainerRole::Workload && oom.comm == "pause" {
         sandbox.promote_pause(&container_id);

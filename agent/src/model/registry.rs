@@ -63,6 +63,60 @@ pub struct Container {
     pub init: Option<Task>,
     /// The init after it exited: a second exit for it is late.
     pub exited_init: Option<TaskKey>,
+    /// A task attached to the cgroup (the first is the init).
+    attached: bool,
+    /// Another process joined after the first (a `runc exec`, or the
+    /// start-up scan of a running container): runc's stage names no
+    /// longer stand for the container's init.
+    joined_later: bool,
+}
+
+/// runc's bootstrap stages (nsexec names them): `runc:[0:PARENT]` and
+/// `runc:[1:CHILD]` exit once the next stage runs; `runc:[2:INIT]` is the
+/// container's init before it runs the container's program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuncStage {
+    Bootstrap,
+    Init,
+}
+
+impl RuncStage {
+    pub fn of(comm: &str) -> Option<Self> {
+        if comm.starts_with("runc:[0") || comm.starts_with("runc:[1") {
+            Some(RuncStage::Bootstrap)
+        } else if comm.starts_with("runc:[2") {
+            Some(RuncStage::Init)
+        } else {
+            None
+        }
+    }
+}
+
+impl Container {
+    fn new(id: String, cgroup_id: u64, role: ContainerRole) -> Self {
+        Self { id, cgroup_id, role, init: None, exited_init: None, attached: false, joined_later: false }
+    }
+
+    /// The container is starting: its init has not run the container's
+    /// program as far as anyone said (no TaskStart, no init with another
+    /// name), no other process joined, and it has not died.
+    pub fn starting(&self) -> bool {
+        self.exited_init.is_none()
+            && !self.joined_later
+            && self.init.as_ref().is_none_or(|t| RuncStage::of(&t.comm).is_some())
+    }
+
+    /// Whether the task (`key`, named `comm`) is this container's init:
+    /// the named init, or, while the container starts, the init-to-be
+    /// (runc's `runc:[2:INIT]`, or `pause` once it ran), which the runtime
+    /// names only after it started, if it ever starts.
+    pub fn is_init(&self, key: &TaskKey, comm: &str) -> bool {
+        let named = self
+            .init
+            .as_ref()
+            .is_some_and(|t| t.key.matches(key) && RuncStage::of(&t.comm) != Some(RuncStage::Bootstrap));
+        named || (self.starting() && (RuncStage::of(comm) == Some(RuncStage::Init) || comm == "pause"))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -354,13 +408,7 @@ impl Registry {
                         ContainerRole::Sandbox
                     };
                     sandbox.had_container = true;
-                    let container = Container {
-                        id: container_id.clone(),
-                        cgroup_id,
-                        role,
-                        init: None,
-                        exited_init: None,
-                    };
+                    let container = Container::new(container_id.clone(), cgroup_id, role);
                     match role {
                         ContainerRole::Sandbox => sandbox.sandbox_container = Some(container),
                         ContainerRole::Workload => {
@@ -395,11 +443,15 @@ impl Registry {
         };
         let Some(sandbox) = self.sandboxes.get_mut(pod_uid) else { return };
         let Some(container) = sandbox.container_mut(container_id) else { return };
-        if container.init.is_none() && container.exited_init.is_none() && container.cgroup_id == cgroup_id {
-            container.init = Some(Task {
-                key,
-                comm: comm.to_string(),
-            });
+        if container.cgroup_id == cgroup_id {
+            if !container.attached {
+                container.attached = true;
+                if container.init.is_none() && container.exited_init.is_none() {
+                    container.init = Some(Task { key, comm: comm.to_string() });
+                }
+            } else if !container.init.as_ref().is_some_and(|t| t.key.matches(&key)) {
+                container.joined_later = true;
+            }
         }
         if comm == "pause" && container.init.as_ref().is_some_and(|t| t.key.matches(&key)) {
             let id = container_id.clone();
@@ -410,9 +462,14 @@ impl Registry {
     /// The runtime started a container's init (containerd's TaskStart):
     /// the authoritative init, whatever attached to the cgroup first (runc's
     /// bootstrap processes do, and exit before the real init runs).
+    /// A TaskStart for an init whose exit the kernel already showed (the
+    /// stream lags) changes nothing: the container died once.
     pub fn runtime_started(&mut self, container_id: &str, pid: u32) {
         for sandbox in self.sandboxes.values_mut() {
             if let Some(container) = sandbox.container_mut(container_id) {
+                if container.exited_init.is_some_and(|k| k.pid == pid) {
+                    return;
+                }
                 container.init = Some(Task { key: TaskKey::new(pid, 0), comm: String::new() });
                 container.exited_init = None;
                 self.generation += 1;

@@ -114,6 +114,108 @@ fn runc_bootstrap_exit_is_not_an_init_exit_and_task_start_names_the_init() {
     assert_eq!(r.sandbox_death, Some(DeathCause::Signal));
 }
 
+/// A pod (cgroup 100) whose sandbox container (101) is being started by
+/// runc: `runc:[0:PARENT]` (pid 10) is the first task in its cgroup.
+fn sandbox_starting() -> Registry {
+    let mut reg = Registry::default();
+    reg.cgroup_created(100, &pod_path(1));
+    reg.cgroup_created(101, &container_path(1, 1));
+    reg.task_attached(101, TaskKey::new(10, 5 * SEC), "runc:[0:PARENT]");
+    reg
+}
+
+/// The #12038 reproduction: the OOM killer takes runc's init-to-be of a
+/// sandbox before TaskStart could name it. That is the sandbox's death,
+/// once, whichever order the bootstrap exits come in.
+#[test]
+fn sandbox_killed_while_it_starts_is_a_sandbox_death_once() {
+    let (parent, child, init) = (TaskKey::new(10, 5 * SEC), TaskKey::new(11, 5 * SEC), TaskKey::new(12, 5 * SEC));
+    for parent_first in [true, false] {
+        let mut reg = sandbox_starting();
+        let mut deaths = Vec::new();
+        let mut bootstrap = |reg: &mut Registry| {
+            for (key, comm) in [(parent, "runc:[0:PARENT]"), (child, "runc:[1:CHILD]")] {
+                let r = task_exit(reg, &exit(key, 101, ExitStatus::Code(0), comm, 6 * SEC), 6 * SEC);
+                assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None), "{comm} exits: no death");
+            }
+        };
+        if parent_first {
+            bootstrap(&mut reg);
+        }
+        let r = oom_kill(&mut reg, &oom(init, 101, "runc:[2:INIT]", 7 * SEC), 7 * SEC);
+        assert_eq!((r.outcome, r.role), (Outcome::Handled, TaskRole::Sandbox));
+        let r = task_exit(&mut reg, &exit(init, 101, KILLED, "runc:[2:INIT]", 7 * SEC), 7 * SEC);
+        assert_eq!(r.role, TaskRole::Sandbox);
+        deaths.extend(r.sandbox_death);
+        if !parent_first {
+            bootstrap(&mut reg);
+        }
+        // The same exit again is a duplicate, not a second death.
+        let r = task_exit(&mut reg, &exit(init, 101, KILLED, "runc:[2:INIT]", 7 * SEC), 8 * SEC);
+        assert_eq!(r.outcome, Outcome::Late(LateReason::TaskMissing));
+        deaths.extend(r.sandbox_death);
+        assert_eq!(deaths, [DeathCause::Oom], "parent first: {parent_first}");
+        assert_eq!(reg.sandbox(&uid(1)).map(|s| s.state), Some(SandboxState::Dead));
+        // A TaskStart for the dead init (the stream lags) re-arms nothing.
+        reg.runtime_started(&cid(1), 12);
+        let r = task_exit(&mut reg, &exit(init, 101, KILLED, "runc:[2:INIT]", 7 * SEC), 9 * SEC);
+        assert_eq!((r.outcome, r.sandbox_death), (Outcome::Late(LateReason::TaskMissing), None));
+    }
+}
+
+/// The OOM killer may take a bootstrap stage itself: the start is over.
+/// A workload container killed while it starts loses its init.
+#[test]
+fn bootstrap_killed_while_starting_is_a_death_and_workload_init_role() {
+    let parent = TaskKey::new(10, 5 * SEC);
+    let mut reg = sandbox_starting();
+    let r = oom_kill(&mut reg, &oom(parent, 101, "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
+    assert_eq!(r.role, TaskRole::Sandbox);
+    let r = task_exit(&mut reg, &exit(parent, 101, KILLED, "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
+    assert_eq!(r.sandbox_death, Some(DeathCause::Oom));
+
+    let mut reg = pod_with_two_containers();
+    reg.cgroup_created(103, &container_path(1, 3));
+    reg.task_attached(103, TaskKey::new(30, 7 * SEC), "runc:[0:PARENT]");
+    let init = TaskKey::new(32, 7 * SEC);
+    let r = oom_kill(&mut reg, &oom(init, 103, "runc:[2:INIT]", 8 * SEC), 8 * SEC);
+    assert_eq!(r.role, TaskRole::ContainerInit);
+    let r = task_exit(&mut reg, &exit(init, 103, KILLED, "runc:[2:INIT]", 8 * SEC), 8 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerInit, None));
+}
+
+/// `pause` killed after it ran but before the runtime's TaskStart reached
+/// us is the sandbox's init all the same.
+#[test]
+fn pause_killed_before_task_start_is_a_sandbox_death() {
+    let mut reg = sandbox_starting();
+    let parent = TaskKey::new(10, 5 * SEC);
+    task_exit(&mut reg, &exit(parent, 101, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
+    let pause = TaskKey::new(12, 5 * SEC);
+    let r = task_exit(&mut reg, &exit(pause, 101, KILLED, "pause", 7 * SEC), 7 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Signal)));
+}
+
+/// Once the container runs, runc's stage names mean a `runc exec`, not
+/// the init: its OOM kill is a child's and no death.
+#[test]
+fn runc_exec_into_a_running_container_is_a_child() {
+    let mut reg = pod_with_two_containers();
+    reg.runtime_started(&cid(2), 20);
+    let exec = TaskKey::new(40, 9 * SEC);
+    reg.task_attached(102, TaskKey::new(38, 9 * SEC), "runc:[0:PARENT]");
+    let r = oom_kill(&mut reg, &oom(exec, 102, "runc:[2:INIT]", 9 * SEC), 9 * SEC);
+    assert_eq!(r.role, TaskRole::ContainerChild);
+    let r = task_exit(&mut reg, &exit(exec, 102, KILLED, "runc:[2:INIT]", 9 * SEC), 9 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None));
+    // Without a TaskStart the second process joining says the same.
+    let mut reg = sandbox_starting();
+    task_exit(&mut reg, &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
+    reg.task_attached(101, TaskKey::new(50, 9 * SEC), "runc:[0:PARENT]");
+    let r = task_exit(&mut reg, &exit(TaskKey::new(52, 9 * SEC), 101, KILLED, "runc:[2:INIT]", 9 * SEC), 9 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None));
+}
+
 /// A runtime TaskExit is late when the kernel already showed the container
 /// or the pod gone, and never counts as a second exit otherwise.
 #[test]
@@ -283,9 +385,9 @@ fn tombstones_are_capped_and_evictions_counted() {
 #[derive(Debug, Clone)]
 enum Step {
     Mkdir { pod: u32, container: Option<u32> },
-    Attach { pod: u32, container: u32, pid: u32, start: u64 },
-    Exit { pod: u32, container: u32, pid: u32, start: u64 },
-    Oom { pod: u32, container: u32, pid: u32, start: u64 },
+    Attach { pod: u32, container: u32, pid: u32, start: u64, comm: &'static str },
+    Exit { pod: u32, container: u32, pid: u32, start: u64, comm: &'static str },
+    Oom { pod: u32, container: u32, pid: u32, start: u64, comm: &'static str },
     Rmdir { pod: u32, container: Option<u32> },
     Stray { cgroup: u64, pid: u32 },
 }
@@ -300,14 +402,16 @@ fn step() -> impl Strategy<Value = Step> {
     // A small pid space and two start times make reuse frequent.
     let pid = 1..12u32;
     let start = 0..2u64;
+    // runc's stages, the sandbox's program and anything else.
+    let comm = proptest::sample::select(vec!["sh", "runc:[0:PARENT]", "runc:[1:CHILD]", "runc:[2:INIT]", "pause"]);
     prop_oneof![
         (pod.clone(), proptest::option::of(container.clone())).prop_map(|(pod, container)| Step::Mkdir { pod, container }),
-        (pod.clone(), container.clone(), pid.clone(), start.clone())
-            .prop_map(|(pod, container, pid, start)| Step::Attach { pod, container, pid, start }),
-        (pod.clone(), container.clone(), pid.clone(), start.clone())
-            .prop_map(|(pod, container, pid, start)| Step::Exit { pod, container, pid, start }),
-        (pod.clone(), container.clone(), pid.clone(), start.clone())
-            .prop_map(|(pod, container, pid, start)| Step::Oom { pod, container, pid, start }),
+        (pod.clone(), container.clone(), pid.clone(), start.clone(), comm.clone())
+            .prop_map(|(pod, container, pid, start, comm)| Step::Attach { pod, container, pid, start, comm }),
+        (pod.clone(), container.clone(), pid.clone(), start.clone(), comm.clone())
+            .prop_map(|(pod, container, pid, start, comm)| Step::Exit { pod, container, pid, start, comm }),
+        (pod.clone(), container.clone(), pid.clone(), start.clone(), comm.clone())
+            .prop_map(|(pod, container, pid, start, comm)| Step::Oom { pod, container, pid, start, comm }),
         (pod.clone(), proptest::option::of(container)).prop_map(|(pod, container)| Step::Rmdir { pod, container }),
         (0..5000u64, pid).prop_map(|(cgroup, pid)| Step::Stray { cgroup, pid }),
     ]
@@ -323,27 +427,35 @@ proptest! {
     fn random_interleavings_keep_the_invariants(steps in proptest::collection::vec(step(), 0..200)) {
         let mut reg = Registry::default();
         let (mut dispatched, mut outcomes) = (0u64, 0u64);
+        // Sandbox deaths per container cgroup since it was created.
+        let mut deaths: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
         for (i, s) in steps.iter().enumerate() {
             let now = i as u64 * SEC / 10;
             let key = |pid: u32, start: u64| TaskKey::new(pid, (start + 1) * SEC);
             match s.clone() {
                 Step::Mkdir { pod, container } => {
                     let path = match container { Some(c) => container_path(pod, c), None => pod_path(pod) };
+                    if reg.owner(cgroup_of(pod, container)).is_none() { deaths.remove(&cgroup_of(pod, container)); }
                     reg.cgroup_created(cgroup_of(pod, container), &path);
                 }
-                Step::Attach { pod, container, pid, start } => {
-                    reg.task_attached(cgroup_of(pod, Some(container)), key(pid, start), "sh");
+                Step::Attach { pod, container, pid, start, comm } => {
+                    reg.task_attached(cgroup_of(pod, Some(container)), key(pid, start), comm);
                 }
-                Step::Exit { pod, container, pid, start } => {
+                Step::Exit { pod, container, pid, start, comm } => {
                     dispatched += 1;
-                    let r = task_exit(&mut reg, &exit(key(pid, start), cgroup_of(pod, Some(container)), KILLED, "sh", now), now);
+                    let r = task_exit(&mut reg, &exit(key(pid, start), cgroup_of(pod, Some(container)), KILLED, comm, now), now);
                     outcomes += 1;
+                    if r.sandbox_death.is_some() {
+                        let n = deaths.entry(cgroup_of(pod, Some(container))).or_default();
+                        *n += 1;
+                        prop_assert_eq!(*n, 1, "a container dies once");
+                    }
                     if r.sandbox_death.is_some() { prop_assert_eq!(r.role, TaskRole::Sandbox); }
                     if r.outcome != Outcome::Handled { prop_assert!(r.sandbox_death.is_none()); }
                 }
-                Step::Oom { pod, container, pid, start } => {
+                Step::Oom { pod, container, pid, start, comm } => {
                     dispatched += 1;
-                    let _ = oom_kill(&mut reg, &oom(key(pid, start), cgroup_of(pod, Some(container)), "sh", now), now);
+                    let _ = oom_kill(&mut reg, &oom(key(pid, start), cgroup_of(pod, Some(container)), comm, now), now);
                     outcomes += 1;
                 }
                 Step::Rmdir { pod, container } => reg.cgroup_removed(cgroup_of(pod, container), now),
