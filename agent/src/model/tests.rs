@@ -133,7 +133,7 @@ fn sandbox_killed_while_it_starts_is_a_sandbox_death_once() {
     for parent_first in [true, false] {
         let mut reg = sandbox_starting();
         let mut deaths = Vec::new();
-        let mut bootstrap = |reg: &mut Registry| {
+        let bootstrap = |reg: &mut Registry| {
             for (key, comm) in [(parent, "runc:[0:PARENT]"), (child, "runc:[1:CHILD]")] {
                 let r = task_exit(reg, &exit(key, 101, ExitStatus::Code(0), comm, 6 * SEC), 6 * SEC);
                 assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None), "{comm} exits: no death");
