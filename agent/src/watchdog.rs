@@ -236,7 +236,10 @@ impl Watchdog {
         // The runtime stamps wall-clock time; the kernel, boot time.
         let to_boot = |wall: u64| wall.saturating_sub(realtime_ns().saturating_sub(boottime_ns()));
         match event {
-            RuntimeEvent::TaskStart { container_id, pid, .. } => {
+            // TaskCreate names the init before it runs the container's
+            // program (a container OOM-killed as it starts dies before its
+            // TaskStart could reach us); TaskStart confirms it.
+            RuntimeEvent::TaskCreate { container_id, pid, .. } | RuntimeEvent::TaskStart { container_id, pid, .. } => {
                 self.dispatcher.registry.runtime_started(container_id, *pid);
                 self.metrics.refresh(&self.dispatcher.registry);
                 None

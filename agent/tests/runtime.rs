@@ -71,7 +71,10 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel() {
     let text = agent.metrics();
     let lag = metric(&text, "sandwatch_runtime_exit_lag_seconds_sum").expect("lag sum");
     assert!((0.0..5.0).contains(&lag), "an idle containerd reports an exit within seconds, lag {lag} s");
-    assert_eq!(metric(&text, "sandwatch_runtime_events_total{topic=\"task_oom\"}"), Some(1.0));
+    // On cgroup v1 containerd reports every OOM invocation in the cgroup
+    // (memory.oom_control's eventfd), and the kernel may invoke it again
+    // while the victim dies: one kill, one or more runtime OOM events.
+    assert!(metric(&text, "sandwatch_runtime_events_total{topic=\"task_oom\"}").is_some_and(|v| v >= 1.0), "{text}");
 
     // Past the match window nothing is left unmatched on either side.
     std::thread::sleep(Duration::from_secs(5));

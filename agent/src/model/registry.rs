@@ -69,6 +69,9 @@ pub struct Container {
     /// start-up scan of a running container): runc's stage names no
     /// longer stand for the container's init.
     joined_later: bool,
+    /// The runtime named the init (TaskCreate, TaskStart): runc stage
+    /// names no longer stand for it.
+    started: bool,
 }
 
 /// runc's bootstrap stages (nsexec names them): `runc:[0:PARENT]` and
@@ -94,28 +97,24 @@ impl RuncStage {
 
 impl Container {
     fn new(id: String, cgroup_id: u64, role: ContainerRole) -> Self {
-        Self { id, cgroup_id, role, init: None, exited_init: None, attached: false, joined_later: false }
+        Self { id, cgroup_id, role, init: None, exited_init: None, attached: false, joined_later: false, started: false }
     }
 
-    /// The container is starting: its init has not run the container's
-    /// program as far as anyone said (no TaskStart, no init with another
-    /// name), no other process joined, and it has not died.
+    /// The container is starting: the runtime has not said it started,
+    /// no other process joined its first one, and it has not died.
     pub fn starting(&self) -> bool {
-        self.exited_init.is_none()
-            && !self.joined_later
-            && self.init.as_ref().is_none_or(|t| RuncStage::of(&t.comm).is_some())
+        self.exited_init.is_none() && !self.joined_later && !self.started
     }
 
-    /// Whether the task (`key`, named `comm`) is this container's init:
-    /// the named init, or, while the container starts, the init-to-be
-    /// (runc's `runc:[2:INIT]`, or `pause` once it ran), which the runtime
-    /// names only after it started, if it ever starts.
+    /// Whether the task (`key`, named `comm` now) is this container's init:
+    /// the named init unless it turns out to be runc's bootstrap (which
+    /// joins first), or, while the container starts, the init-to-be (runc's
+    /// `runc:[2:INIT]`, or `pause` once it ran), which the runtime names
+    /// only after it started, if it ever starts.
     pub fn is_init(&self, key: &TaskKey, comm: &str) -> bool {
-        let named = self
-            .init
-            .as_ref()
-            .is_some_and(|t| t.key.matches(key) && RuncStage::of(&t.comm) != Some(RuncStage::Bootstrap));
-        named || (self.starting() && (RuncStage::of(comm) == Some(RuncStage::Init) || comm == "pause"))
+        let stage = RuncStage::of(comm);
+        let named = self.init.as_ref().is_some_and(|t| t.key.matches(key)) && stage != Some(RuncStage::Bootstrap);
+        named || (self.starting() && (stage == Some(RuncStage::Init) || comm == "pause"))
     }
 }
 
@@ -459,7 +458,8 @@ impl Registry {
         }
     }
 
-    /// The runtime started a container's init (containerd's TaskStart):
+    /// The runtime created or started a container's init (containerd's
+    /// TaskCreate, TaskStart):
     /// the authoritative init, whatever attached to the cgroup first (runc's
     /// bootstrap processes do, and exit before the real init runs).
     /// A TaskStart for an init whose exit the kernel already showed (the
@@ -472,6 +472,7 @@ impl Registry {
                 }
                 container.init = Some(Task { key: TaskKey::new(pid, 0), comm: String::new() });
                 container.exited_init = None;
+                container.started = true;
                 self.generation += 1;
                 return;
             }

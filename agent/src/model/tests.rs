@@ -115,12 +115,17 @@ fn runc_bootstrap_exit_is_not_an_init_exit_and_task_start_names_the_init() {
 }
 
 /// A pod (cgroup 100) whose sandbox container (101) is being started by
-/// runc: `runc:[0:PARENT]` (pid 10) is the first task in its cgroup.
+/// runc: its bootstrap (pid 10) is the first task in the cgroup, named
+/// `runc` until nsexec renames it `runc:[0:PARENT]`.
 fn sandbox_starting() -> Registry {
+    sandbox_starting_as("runc")
+}
+
+fn sandbox_starting_as(comm: &str) -> Registry {
     let mut reg = Registry::default();
     reg.cgroup_created(100, &pod_path(1));
     reg.cgroup_created(101, &container_path(1, 1));
-    reg.task_attached(101, TaskKey::new(10, 5 * SEC), "runc:[0:PARENT]");
+    reg.task_attached(101, TaskKey::new(10, 5 * SEC), comm);
     reg
 }
 
@@ -130,8 +135,8 @@ fn sandbox_starting() -> Registry {
 #[test]
 fn sandbox_killed_while_it_starts_is_a_sandbox_death_once() {
     let (parent, child, init) = (TaskKey::new(10, 5 * SEC), TaskKey::new(11, 5 * SEC), TaskKey::new(12, 5 * SEC));
-    for parent_first in [true, false] {
-        let mut reg = sandbox_starting();
+    for (parent_first, attached_as) in [(true, "runc"), (false, "runc"), (true, "runc:[0:PARENT]"), (false, "runc:[0:PARENT]")] {
+        let mut reg = sandbox_starting_as(attached_as);
         let mut deaths = Vec::new();
         let bootstrap = |reg: &mut Registry| {
             for (key, comm) in [(parent, "runc:[0:PARENT]"), (child, "runc:[1:CHILD]")] {
@@ -154,7 +159,7 @@ fn sandbox_killed_while_it_starts_is_a_sandbox_death_once() {
         let r = task_exit(&mut reg, &exit(init, 101, KILLED, "runc:[2:INIT]", 7 * SEC), 8 * SEC);
         assert_eq!(r.outcome, Outcome::Late(LateReason::TaskMissing));
         deaths.extend(r.sandbox_death);
-        assert_eq!(deaths, [DeathCause::Oom], "parent first: {parent_first}");
+        assert_eq!(deaths, [DeathCause::Oom], "parent first: {parent_first}, attached as {attached_as}");
         assert_eq!(reg.sandbox(&uid(1)).map(|s| s.state), Some(SandboxState::Dead));
         // A TaskStart for the dead init (the stream lags) re-arms nothing.
         reg.runtime_started(&cid(1), 12);

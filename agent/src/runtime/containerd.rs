@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use containerd_client::{
-    events::{ContainerDelete, TaskDelete, TaskExit, TaskOom, TaskStart},
+    events::{ContainerDelete, TaskCreate, TaskDelete, TaskExit, TaskOom, TaskStart},
     services::v1::{events_client::EventsClient, SubscribeRequest},
     types::Envelope,
     tonic::Request,
@@ -22,6 +22,9 @@ use crate::telemetry::runtime::RuntimeStreamMetrics;
 /// at which containerd published it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuntimeEvent {
+    /// runc created a container's init (its pid), before it runs the
+    /// container's program: the init is named from here on.
+    TaskCreate { container_id: String, pid: u32, published_ns: u64 },
     /// A container's init started (its pid is the container's init).
     TaskStart { container_id: String, pid: u32, published_ns: u64 },
     /// A task's process exited; `exec_id` is empty or the container id for
@@ -35,6 +38,7 @@ pub enum RuntimeEvent {
 impl RuntimeEvent {
     pub fn topic_label(&self) -> &'static str {
         match self {
+            RuntimeEvent::TaskCreate { .. } => "task_create",
             RuntimeEvent::TaskStart { .. } => "task_start",
             RuntimeEvent::TaskExit { .. } => "task_exit",
             RuntimeEvent::TaskOom { .. } => "task_oom",
@@ -44,9 +48,9 @@ impl RuntimeEvent {
     }
 }
 
-pub const TOPIC_LABELS: [&str; 5] = ["task_start", "task_exit", "task_oom", "task_delete", "container_delete"];
+pub const TOPIC_LABELS: [&str; 6] = ["task_create", "task_start", "task_exit", "task_oom", "task_delete", "container_delete"];
 
-const TOPICS: [&str; 5] = ["/tasks/start", "/tasks/exit", "/tasks/oom", "/tasks/delete", "/containers/delete"];
+const TOPICS: [&str; 6] = ["/tasks/create", "/tasks/start", "/tasks/exit", "/tasks/oom", "/tasks/delete", "/containers/delete"];
 
 /// Why an envelope could not become an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +83,10 @@ pub fn decode(env: &Envelope) -> Result<Option<RuntimeEvent>, EnvelopeError> {
                 exit_status: e.exit_status,
                 published_ns,
             }
+        }
+        "/tasks/create" => {
+            let e = TaskCreate::decode(bytes).map_err(bad)?;
+            RuntimeEvent::TaskCreate { container_id: e.container_id, pid: e.pid, published_ns }
         }
         "/tasks/start" => {
             let e = TaskStart::decode(bytes).map_err(bad)?;
@@ -197,6 +205,11 @@ mod tests {
                 published_ns: 1_700_000_000_000_000_005
             })
         );
+        let create = TaskCreate { container_id: "e".into(), pid: 7, ..TaskCreate::default() };
+        assert!(matches!(
+            decode(&envelope("/tasks/create", create.encode_to_vec())).unwrap(),
+            Some(RuntimeEvent::TaskCreate { container_id, pid: 7, .. }) if container_id == "e"
+        ));
         let oom = TaskOom { container_id: "d".into() };
         assert!(matches!(
             decode(&envelope("/tasks/oom", oom.encode_to_vec())).unwrap(),
