@@ -4,7 +4,8 @@
 //! for real by suspending containerd while its container is torn down, and
 //! containerd crashing (SIGSEGV) and coming back; and pods run through the
 //! real CRI, whose names label the OOM kill of a container killed as it
-//! starts.
+//! starts. Every test runs on each containerd line users run: bookworm's
+//! 1.6, trixie's 1.7 and sid's 2.x (module per version; a failure names it).
 
 mod harness;
 
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use harness::{
     cid,
-    containerd::{remove_in_all_hierarchies, Containerd, RuntimePod},
+    containerd::{remove_in_all_hierarchies, Containerd, Runtime, RuntimePod},
     cri::Cri,
     metric, require_root, AgentProcess,
 };
@@ -46,15 +47,49 @@ fn agent_for(ctrd: &Containerd) -> AgentProcess {
     agent
 }
 
+/// The tests of this file, once per containerd build.
+macro_rules! on_each_containerd {
+    ($($module:ident => $runtime:expr),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn runtime_oom_and_exit_are_matched_to_the_kernel() {
+                super::runtime_oom_and_exit_are_matched_to_the_kernel(&$runtime)
+            }
+
+            #[test]
+            fn runtime_exit_after_teardown_is_late() {
+                super::runtime_exit_after_teardown_is_late(&$runtime)
+            }
+
+            #[test]
+            fn containerd_crash_is_counted_and_the_stream_comes_back() {
+                super::containerd_crash_is_counted_and_the_stream_comes_back(&$runtime)
+            }
+
+            #[test]
+            fn cri_names_label_the_oom_kill_and_the_listing_comes_back() {
+                super::cri_names_label_the_oom_kill_and_the_listing_comes_back(&$runtime)
+            }
+        }
+    )*};
+}
+
+on_each_containerd! {
+    containerd_1_6_bookworm => Runtime::system(),
+    containerd_1_7_trixie => Runtime::suite("trixie"),
+    containerd_2_sid => Runtime::suite("sid"),
+}
+
 const UID_OOM: &str = "6e1f0a2b-1111-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_LATE: &str = "6e1f0a2b-2222-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_CRI: &str = "6e1f0a2b-3333-4c3d-8e9f-0a1b2c3d4e5f";
 
-#[test]
-fn runtime_oom_and_exit_are_matched_to_the_kernel() {
+fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     require_root();
     let pod = RuntimePod::new("ctrd-oom", UID_OOM);
-    let mut ctrd = Containerd::start("oom");
+    let mut ctrd = Containerd::start(rt, "oom");
     let agent = agent_for(&ctrd);
 
     // The sandbox first (the registry's rule), then a workload that runs
@@ -88,11 +123,10 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel() {
     drop(agent);
 }
 
-#[test]
-fn runtime_exit_after_teardown_is_late() {
+fn runtime_exit_after_teardown_is_late(rt: &Runtime) {
     require_root();
     let pod = RuntimePod::new("ctrd-late", UID_LATE);
-    let mut ctrd = Containerd::start("late");
+    let mut ctrd = Containerd::start(rt, "late");
     let agent = agent_for(&ctrd);
     let (sandbox, workload) = (cid(0xb1), cid(0xb2));
     ctrd.run(&sandbox, &pod.container_path(&sandbox), None, "exec sleep 3600");
@@ -131,10 +165,9 @@ fn runtime_exit_after_teardown_is_late() {
     drop(agent);
 }
 
-#[test]
-fn containerd_crash_is_counted_and_the_stream_comes_back() {
+fn containerd_crash_is_counted_and_the_stream_comes_back(rt: &Runtime) {
     require_root();
-    let mut ctrd = Containerd::start("crash");
+    let mut ctrd = Containerd::start(rt, "crash");
     let agent = agent_for(&ctrd);
     wait_metric(&agent, "sandwatch_runtime_up{runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 1.0);
 
@@ -158,8 +191,7 @@ fn containerd_crash_is_counted_and_the_stream_comes_back() {
     drop(agent);
 }
 
-#[test]
-fn cri_names_label_the_oom_kill_and_the_listing_comes_back() {
+fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     require_root();
     let cgroups = RuntimePod::new("cri", UID_CRI);
     // The agent first, with no runtime there yet: no names, retried.
@@ -176,7 +208,7 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back() {
     ]);
     wait_metric(&agent, "sandwatch_runtime_metadata_refreshes_total{result=\"error\"}", Duration::from_secs(10), |v| v >= 1.0);
     assert_eq!(metric(&agent.metrics(), "sandwatch_runtime_metadata_up"), Some(0.0));
-    let mut ctrd = Containerd::start_cri("cri");
+    let mut ctrd = Containerd::start_cri(rt, "cri");
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(40), |v| v == 1.0);
 

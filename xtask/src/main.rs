@@ -1,6 +1,7 @@
 //! Project tasks: `cargo xtask setup | build | run | test | vm | bench | fuzz | soak`.
 
 mod bench;
+mod debs;
 mod fuzz;
 mod node;
 mod setup;

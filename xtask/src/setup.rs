@@ -36,6 +36,36 @@ pub fn run() -> Result<()> {
     ensure_bpf_linker(llvm)?;
     ensure_pip(KUBERNETES_VALIDATE)?;
     ensure_cargo_fuzz()?;
+    ensure_runtimes()?;
+    Ok(())
+}
+
+/// The containerd lines users run besides bookworm's 1.6: Debian trixie
+/// carries 1.7, sid 2.x. Their binaries need only glibc; they run with
+/// bookworm's runc (sid's runc needs a newer glibc).
+pub const RUNTIME_SUITES: &[&str] = &["trixie", "sid"];
+
+/// Unpacks each suite's containerd under `target/debs/` and points
+/// `target/runtimes/containerd-<suite>` at it, where the runtime tests
+/// look. Never installed.
+fn ensure_runtimes() -> Result<()> {
+    let root = crate::util::workspace_root()?;
+    let links = root.join("target/runtimes");
+    std::fs::create_dir_all(&links)?;
+    for suite in RUNTIME_SUITES {
+        let unpacked = crate::debs::Suite::new(&root, suite).unpacked("containerd")?;
+        // A runc shipped beside it would shadow the system's on PATH.
+        for runc in ["usr/bin/runc", "usr/sbin/runc"] {
+            let _ = std::fs::remove_file(unpacked.join(runc));
+        }
+        let link = links.join(format!("containerd-{suite}"));
+        if std::fs::read_link(&link).ok().as_deref() != Some(unpacked.as_path()) {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&unpacked, &link)
+                .with_context(|| format!("cannot link {}", link.display()))?;
+        }
+        say(format!("containerd from Debian {suite} at {}", link.display()));
+    }
     Ok(())
 }
 

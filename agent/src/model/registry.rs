@@ -12,6 +12,9 @@ use super::{
 
 /// Container ids waiting to be named by the runtime, at most.
 const MAX_UNNAMED: usize = 1024;
+/// Inits the runtime named before the kernel showed their container, at
+/// most (the runtime's stream can overtake the kernel's batched events).
+const MAX_EARLY_INITS: usize = 256;
 
 /// /proc and the kernel count process start times in USER_HZ ticks (100 on
 /// every Linux ABI); identities compare at that resolution so a seeded
@@ -98,6 +101,13 @@ impl RuncStage {
 impl Container {
     fn new(id: String, cgroup_id: u64, role: ContainerRole) -> Self {
         Self { id, cgroup_id, role, init: None, exited_init: None, attached: false, joined_later: false, started: false }
+    }
+
+    /// The runtime named the init.
+    fn name_init(&mut self, pid: u32) {
+        self.init = Some(Task { key: TaskKey::new(pid, 0), comm: String::new() });
+        self.exited_init = None;
+        self.started = true;
     }
 
     /// The container is starting: the runtime has not said it started,
@@ -258,6 +268,9 @@ pub struct Registry {
     pub metadata: MetadataStore,
     /// Containers that appeared without a name, for the runtime to be asked.
     unnamed: VecDeque<String>,
+    /// container id → init pid named by the runtime before the container's
+    /// cgroup was seen; applied when it is, oldest dropped beyond the bound.
+    early_inits: VecDeque<(String, u32)>,
     /// Bumped by every change to sandboxes, containers or inits, so that
     /// gauges are refreshed only when something changed.
     generation: u64,
@@ -407,7 +420,12 @@ impl Registry {
                         ContainerRole::Sandbox
                     };
                     sandbox.had_container = true;
-                    let container = Container::new(container_id.clone(), cgroup_id, role);
+                    let mut container = Container::new(container_id.clone(), cgroup_id, role);
+                    if let Some(i) = self.early_inits.iter().position(|(id, _)| *id == container_id) {
+                        if let Some((_, pid)) = self.early_inits.remove(i) {
+                            container.name_init(pid);
+                        }
+                    }
                     match role {
                         ContainerRole::Sandbox => sandbox.sandbox_container = Some(container),
                         ContainerRole::Workload => {
@@ -467,16 +485,17 @@ impl Registry {
     pub fn runtime_started(&mut self, container_id: &str, pid: u32) {
         for sandbox in self.sandboxes.values_mut() {
             if let Some(container) = sandbox.container_mut(container_id) {
-                if container.exited_init.is_some_and(|k| k.pid == pid) {
-                    return;
+                if !container.exited_init.is_some_and(|k| k.pid == pid) {
+                    container.name_init(pid);
+                    self.generation += 1;
                 }
-                container.init = Some(Task { key: TaskKey::new(pid, 0), comm: String::new() });
-                container.exited_init = None;
-                container.started = true;
-                self.generation += 1;
                 return;
             }
         }
+        if self.early_inits.len() >= MAX_EARLY_INITS {
+            self.early_inits.pop_front();
+        }
+        self.early_inits.push_back((container_id.to_string(), pid));
     }
 
     /// A cgroup was removed: its owner goes, leaving a tombstone.

@@ -135,6 +135,16 @@ impl Correlator {
     /// pending kernel OOM kills it accounts for.
     pub fn runtime_oom(&mut self, container_id: &str, published_ns: u64) -> usize {
         let matched = self.kernel_ooms.remove(container_id).map_or(0, |kills| kills.len());
+        if matched == 0 {
+            if let Some((at, true)) = self.runtime_ooms.get(container_id) {
+                if at.abs_diff(published_ns) <= self.limits.oom_match_ns {
+                    // The same OOM again: on cgroup v1 the runtime hears every
+                    // OOM invocation, and the kernel may invoke it again while
+                    // the victim dies. Not a mismatch.
+                    return 0;
+                }
+            }
+        }
         let previous = self.runtime_ooms.insert(container_id.to_string(), (published_ns, matched > 0));
         if let Some((_, false)) = previous {
             // The one before never met a kernel kill.
@@ -237,6 +247,20 @@ mod tests {
         assert!(c.kernel_oom("a", 12 * S));
         c.expire(100 * S);
         assert_eq!(c.expired, Expired::default());
+    }
+
+    #[test]
+    fn a_runtime_repeating_a_matched_oom_is_no_mismatch() {
+        let mut c = correlator();
+        c.kernel_oom("a", 10 * S);
+        assert_eq!(c.runtime_oom("a", 10 * S + 1), 1);
+        assert_eq!(c.runtime_oom("a", 10 * S + 2), 0);
+        c.expire(100 * S);
+        assert_eq!(c.expired, Expired::default());
+        // Past the window a runtime event with no kill is one.
+        c.runtime_oom("b", 10 * S);
+        c.expire(100 * S);
+        assert_eq!(c.expired.runtime_only_ooms, 1);
     }
 
     #[test]

@@ -221,6 +221,20 @@ fn runc_exec_into_a_running_container_is_a_child() {
     assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None));
 }
 
+/// The runtime's stream may name an init before the kernel's batched
+/// events showed its cgroup: the name waits for the container.
+#[test]
+fn an_init_named_before_its_cgroup_appears_is_kept() {
+    let mut reg = Registry::default();
+    reg.runtime_started(&cid(1), 12);
+    reg.cgroup_created(100, &pod_path(1));
+    reg.cgroup_created(101, &container_path(1, 1));
+    reg.task_attached(101, TaskKey::new(10, 5 * SEC), "runc");
+    task_exit(&mut reg, &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
+    let r = task_exit(&mut reg, &exit(TaskKey::new(12, 5 * SEC), 101, KILLED, "sleep", 9 * SEC), 9 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Signal)));
+}
+
 /// A runtime TaskExit is late when the kernel already showed the container
 /// or the pod gone, and never counts as a second exit otherwise.
 #[test]

@@ -1,4 +1,5 @@
-//! A real containerd (Debian's, installed by `cargo xtask setup`) with its
+//! A real containerd — bookworm's 1.6 (installed), or trixie's 1.7 and
+//! sid's 2.x (unpacked under `target/` by `cargo xtask setup`) — with its
 //! own root, state, config and socket under a temporary directory, a local
 //! busybox OCI image (nothing can be pulled), and containers placed in
 //! kubelet-shaped cgroups inside the test's own cgroup. Everything it
@@ -17,7 +18,49 @@ use super::TestCgroup;
 pub const IMAGE: &str = "docker.io/local/busybox:1";
 pub const NAMESPACE: &str = "k8s.io";
 
+/// One containerd build: where its binaries are (containerd, its runc
+/// shim and ctr come from one package; runc is the system's).
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    bin: PathBuf,
+    /// What `containerd --version` says, for failure messages.
+    pub version: String,
+}
+
+impl Runtime {
+    /// Debian bookworm's containerd, installed by `cargo xtask setup`.
+    pub fn system() -> Self {
+        Self::at(PathBuf::from("/usr/bin"), "containerd missing: run `cargo xtask setup`")
+    }
+
+    /// The containerd of another Debian suite, unpacked by `cargo xtask setup`.
+    pub fn suite(suite: &str) -> Self {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/runtimes/containerd-{suite}/usr/bin"));
+        Self::at(dir, &format!("containerd from Debian {suite} missing: run `cargo xtask setup`"))
+    }
+
+    fn at(bin: PathBuf, missing: &str) -> Self {
+        let out = Command::new(bin.join("containerd")).arg("--version").output();
+        let version = match out {
+            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            _ => panic!("{missing} ({})", bin.join("containerd").display()),
+        };
+        Self { bin, version }
+    }
+
+    /// The release, e.g. `2.1.9+unknown`: the word after the module path.
+    pub fn release(&self) -> &str {
+        self.version.split_whitespace().nth(2).unwrap_or(&self.version)
+    }
+
+    /// PATH with this build's binaries first (containerd finds its shim there).
+    fn path(&self) -> String {
+        format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap_or_default())
+    }
+}
+
 pub struct Containerd {
+    pub runtime: Runtime,
     pub dir: PathBuf,
     pub socket: PathBuf,
     child: Option<Child>,
@@ -26,16 +69,16 @@ pub struct Containerd {
 
 impl Containerd {
     /// containerd without its CRI plugin.
-    pub fn start(name: &str) -> Self {
-        Self::start_with(name, false)
+    pub fn start(runtime: &Runtime, name: &str) -> Self {
+        Self::start_with(runtime, name, false)
     }
 
     /// containerd serving the CRI on its socket, set up for this machine:
     /// root here lacks CAP_SYS_RESOURCE, so runc cannot give the sandbox
     /// oom_score_adj -998 (`restrict_oom_score_adj`); the sandbox image is
     /// the local one; pods use the host network, so no CNI is needed.
-    pub fn start_cri(name: &str) -> Self {
-        Self::start_with(name, true)
+    pub fn start_cri(runtime: &Runtime, name: &str) -> Self {
+        Self::start_with(runtime, name, true)
     }
 
     /// Where `start*(name)` puts the socket, before it exists.
@@ -47,7 +90,7 @@ impl Containerd {
         std::env::temp_dir().join(format!("sandwatch-ctrd-{}-{name}", std::process::id()))
     }
 
-    fn start_with(name: &str, cri: bool) -> Self {
+    fn start_with(runtime: &Runtime, name: &str, cri: bool) -> Self {
         let dir = Self::dir_for(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("containerd dir");
@@ -74,7 +117,7 @@ impl Containerd {
             s = socket.display()
         );
         std::fs::write(dir.join("config.toml"), config).expect("containerd config");
-        let mut c = Self { dir, socket, child: None, containers: Vec::new() };
+        let mut c = Self { runtime: runtime.clone(), dir, socket, child: None, containers: Vec::new() };
         c.spawn();
         c.import_image();
         c
@@ -87,14 +130,15 @@ impl Containerd {
             .append(true)
             .open(self.dir.join("containerd.log"))
             .expect("containerd log");
-        let child = Command::new("containerd")
+        let child = Command::new(self.runtime.bin.join("containerd"))
+            .env("PATH", self.runtime.path())
             .arg("--config")
             .arg(self.dir.join("config.toml"))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
-            .expect("containerd missing: run `cargo xtask setup`");
+            .unwrap_or_else(|e| panic!("containerd {}: {e}", self.runtime.version));
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
@@ -103,7 +147,7 @@ impl Containerd {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("containerd did not answer within 30 s: {}", self.log());
+        panic!("containerd {} did not answer within 30 s: {}", self.runtime.version, self.log());
     }
 
     pub fn pid(&self) -> u32 {
@@ -126,7 +170,7 @@ impl Containerd {
     }
 
     pub fn ctr(&self, args: &[&str]) -> std::process::Output {
-        Command::new("ctr")
+        Command::new(self.runtime.bin.join("ctr"))
             .arg("--address")
             .arg(&self.socket)
             .args(["--namespace", NAMESPACE])
@@ -140,7 +184,8 @@ impl Containerd {
         let out = self.ctr(args);
         assert!(
             out.status.success(),
-            "ctr {args:?}: {}{}",
+            "ctr {args:?} (containerd {}): {}{}",
+            self.runtime.version,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -199,7 +244,15 @@ impl Containerd {
         let tarball = self.dir.join("image.tar");
         run(Command::new("tar").arg("-C").arg(&layout).arg("-cf").arg(&tarball).arg("."));
         let path = tarball.display().to_string();
-        self.ctr_ok(&["images", "import", "--snapshotter", "native", &path]);
+        let mut args = vec!["images", "import", "--snapshotter", "native"];
+        if !self.runtime.release().starts_with('1') {
+            // containerd 2 imports through its transfer service, which
+            // unpacks only for the snapshotters of its own config; the
+            // client-side import unpacks for the one named here.
+            args.push("--local");
+        }
+        args.push(&path);
+        self.ctr_ok(&args);
     }
 
     /// Runs a detached container `id` in cgroup `cgroup_path` (relative to

@@ -1,0 +1,164 @@
+//! Packages from other Debian suites (bullseye, trixie, sid), fetched with
+//! a private apt configuration under `target/debs/<suite>/` — its own
+//! sources list, package lists and cache — and unpacked with `dpkg -x`.
+//! Nothing is installed and the system's apt state is never touched.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, Result};
+
+use crate::util::{output, run as run_cmd};
+
+/// Signs every suite's Release file; Debian's own keyring package.
+const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+/// Used when the system's sources name no Debian mirror.
+const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
+
+/// One suite's private apt state.
+pub struct Suite {
+    name: String,
+    dir: PathBuf,
+}
+
+impl Suite {
+    /// The suite `name` with its state under `root/target/debs/<name>`.
+    pub fn new(root: &Path, name: &str) -> Self {
+        Self { name: name.to_string(), dir: root.join("target/debs").join(name) }
+    }
+
+    fn apt_options(&self) -> Vec<String> {
+        let d = self.dir.display();
+        vec![
+            format!("-o=Dir::Etc::SourceList={d}/sources.list"),
+            "-o=Dir::Etc::SourceParts=/dev/null".to_string(),
+            format!("-o=Dir::State::Lists={d}/lists"),
+            format!("-o=Dir::State::Status={d}/status"),
+            format!("-o=Dir::Cache={d}/cache"),
+            "-o=Debug::NoLocking=1".to_string(),
+            // Downloads land in our own directory, which _apt cannot write.
+            "-o=APT::Sandbox::User=root".to_string(),
+            "-q".to_string(),
+        ]
+    }
+
+    /// Writes the sources list and fetches the package lists once.
+    fn update(&self) -> Result<()> {
+        let lists = self.dir.join("lists");
+        let fetched = std::fs::read_dir(&lists)
+            .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().ends_with("_Packages")))
+            .unwrap_or(false);
+        if fetched {
+            return Ok(());
+        }
+        for sub in ["lists/partial", "cache/archives/partial"] {
+            std::fs::create_dir_all(self.dir.join(sub)).with_context(|| format!("cannot create {}", self.dir.display()))?;
+        }
+        // An empty dpkg status: this apt knows nothing installed.
+        std::fs::write(self.dir.join("status"), "")?;
+        let line = format!("deb [signed-by={KEYRING}] {} {} main\n", system_mirror(), self.name);
+        std::fs::write(self.dir.join("sources.list"), line)?;
+        eprintln!("debs: fetching the package lists of Debian {}", self.name);
+        run_cmd(Command::new("apt-get").args(self.apt_options()).arg("update"))
+            .with_context(|| format!("cannot fetch the package lists of Debian {}", self.name))
+    }
+
+    /// The version this suite carries of `package`.
+    pub fn version(&self, package: &str) -> Result<String> {
+        self.update()?;
+        let policy = output(Command::new("apt-cache").args(self.apt_options()).args(["policy", package]))
+            .with_context(|| format!("apt-cache policy {package} failed for Debian {}", self.name))?;
+        candidate(&policy).with_context(|| format!("Debian {} has no package {package}", self.name))
+    }
+
+    /// `package` unpacked (once per version) into
+    /// `target/debs/<suite>/<package>-<version>`; returns that directory.
+    pub fn unpacked(&self, package: &str) -> Result<PathBuf> {
+        let version = self.version(package)?;
+        let dest = self.dir.join(format!("{package}-{}", version.replace([':', '~', '+'], "_")));
+        if dest.join(".complete").exists() {
+            return Ok(dest);
+        }
+        let downloads = self.dir.join("downloads");
+        std::fs::create_dir_all(&downloads)?;
+        eprintln!("debs: downloading {package} {version} from Debian {}", self.name);
+        run_cmd(Command::new("apt-get")
+            .args(self.apt_options())
+            .args(["download", &format!("{package}={version}")])
+            .current_dir(&downloads))?;
+        let deb = std::fs::read_dir(&downloads)?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with(&format!("{package}_")) && n.ends_with(".deb")
+            }))
+            .with_context(|| format!("apt-get download left no {package}_*.deb in {}", downloads.display()))?;
+        let staging = self.dir.join(format!("{package}.partial"));
+        let _ = std::fs::remove_dir_all(&staging);
+        run_cmd(Command::new("dpkg").arg("-x").arg(&deb).arg(&staging))?;
+        let _ = std::fs::remove_dir_all(&dest);
+        std::fs::rename(&staging, &dest)?;
+        std::fs::write(dest.join(".complete"), &version)?;
+        let _ = std::fs::remove_file(&deb);
+        Ok(dest)
+    }
+}
+
+/// The Debian mirror the system's own apt sources use.
+fn system_mirror() -> String {
+    let mut text = std::fs::read_to_string("/etc/apt/sources.list").unwrap_or_default();
+    if let Ok(entries) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".sources") || name.ends_with(".list") {
+                text.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+                text.push('\n');
+            }
+        }
+    }
+    mirror_in(&text).unwrap_or_else(|| DEFAULT_MIRROR.to_string())
+}
+
+/// The first `http(s)://…/debian` URI in apt sources (one-line or deb822).
+fn mirror_in(sources: &str) -> Option<String> {
+    sources
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(str::split_whitespace)
+        .find(|w| (w.starts_with("http://") || w.starts_with("https://")) && w.trim_end_matches('/').ends_with("/debian"))
+        .map(|w| w.trim_end_matches('/').to_string())
+}
+
+/// The `Candidate:` of `apt-cache policy` output.
+fn candidate(policy: &str) -> Option<String> {
+    policy
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Candidate:"))
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && *v != "(none)")
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mirror_comes_from_either_source_format() {
+        let deb822 = "Types: deb\n# http://snapshot.debian.org/archive/debian/2025\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n";
+        assert_eq!(mirror_in(deb822).as_deref(), Some("http://deb.debian.org/debian"));
+        let one_line = "deb https://packages.cloud.google.com/apt cloud-sdk main\ndeb http://mirror.example/debian/ bookworm main\n";
+        assert_eq!(mirror_in(one_line).as_deref(), Some("http://mirror.example/debian"));
+        assert_eq!(mirror_in("deb https://deb.nodesource.com/node_20.x nodistro main"), None);
+    }
+
+    #[test]
+    fn the_candidate_version_is_read_from_apt_cache_policy() {
+        let policy = "containerd:\n  Installed: 1.6.20~ds1-1+deb12u3\n  Candidate: 2.1.9+ds1-5\n  Version table:\n";
+        assert_eq!(candidate(policy).as_deref(), Some("2.1.9+ds1-5"));
+        assert_eq!(candidate("x:\n  Installed: (none)\n  Candidate: (none)\n"), None);
+    }
+}
