@@ -25,18 +25,26 @@ use crate::{
 /// is awaited back.
 const SLOW_SCAN_TICKS: u64 = 30;
 
-/// How long an OOM kill's per-pod series waits for the runtime to name a
-/// container it has not listed yet (one killed as it starts, typically).
+/// How long an OOM kill's per-pod series, or a sandbox death's log line,
+/// waits for the runtime to name a container it has not listed yet (one
+/// killed as it starts, typically).
 const NAME_WAIT_NS: u64 = 10 * 1_000_000_000;
-/// OOM kills waiting for names, at most; beyond, they are labelled at once.
+/// Reports waiting for names, at most; beyond, they go out at once.
 const MAX_AWAITING_NAMES: usize = 1024;
+
+/// What waits for names: the per-pod series of an OOM kill (counted
+/// node-wide already), or the log line of a sandbox death.
+enum Awaiting {
+    PodOom(OomReport),
+    Death(ExitReport),
+}
 
 pub struct Watchdog {
     pub dispatcher: Dispatcher,
     pub metrics: PodMetrics,
     runtime: Option<RuntimeSide>,
-    /// OOM kills counted node-wide whose pod series waits for names.
-    awaiting_names: VecDeque<(OomReport, u64)>,
+    /// Reports that wait for names, with when they started waiting.
+    awaiting_names: VecDeque<(Awaiting, u64)>,
 }
 
 /// The runtime's view against the kernel's: correlation tables, the
@@ -152,38 +160,62 @@ impl Watchdog {
         self.label_awaiting(boottime_ns());
     }
 
-    /// Puts an OOM kill into its pod's series now, or, if the runtime is
-    /// listing and has not named its container yet, once it has (or
-    /// NAME_WAIT_NS passed): the series then carries the names.
-    fn label_oom(&mut self, r: &OomReport, names: &Names, now_ns: u64) {
-        let container = r.pod.as_ref().and_then(|p| p.container_id.as_ref());
+    /// Whether `what` (about `pod`, whose names are `names`) must wait for
+    /// the runtime to name its container: the runtime is listing and has
+    /// not named it yet. Asks the listing for it then.
+    fn must_wait(&mut self, pod: Option<&PodRef>, names: &Names, what: Awaiting, now_ns: u64) -> Option<Awaiting> {
+        let container = pod.and_then(|p| p.container_id.as_ref());
         let listing = self
             .runtime
             .as_ref()
             .filter(|side| side.metrics.metadata.up.get() == 1)
             .and_then(|side| side.names_wanted.as_ref());
         match (container, listing) {
-            (Some(id), Some(requests))
-                if !names.complete() && self.awaiting_names.len() < MAX_AWAITING_NAMES =>
-            {
+            (Some(id), Some(requests)) if !names.complete() && self.awaiting_names.len() < MAX_AWAITING_NAMES => {
                 requests.want(id.clone());
-                self.awaiting_names.push_back((r.clone(), now_ns));
+                self.awaiting_names.push_back((what, now_ns));
+                None
             }
-            _ => self.metrics.observe_pod_oom(r, names),
+            _ => Some(what),
         }
     }
 
-    /// Labels the awaiting OOM kills that are named now or waited long enough.
+    /// Puts an OOM kill into its pod's series now, or once the runtime
+    /// named its container (or NAME_WAIT_NS passed).
+    fn label_oom(&mut self, r: &OomReport, names: &Names, now_ns: u64) {
+        if let Some(Awaiting::PodOom(r)) = self.must_wait(r.pod.as_ref(), names, Awaiting::PodOom(r.clone()), now_ns) {
+            self.metrics.observe_pod_oom(&r, names);
+        }
+    }
+
+    /// Logs a sandbox death now, or once the runtime named its pod (or
+    /// NAME_WAIT_NS passed): a sandbox that lived a second still reads
+    /// with its namespace and name.
+    fn log_death(&mut self, r: &ExitReport, now_ns: u64) {
+        let names = self.names(r.pod.as_ref());
+        if let Some(Awaiting::Death(r)) = self.must_wait(r.pod.as_ref(), &names, Awaiting::Death(r.clone()), now_ns) {
+            log_sandbox_death(&r, &names);
+        }
+    }
+
+    /// Sends out what waited for names and is named now or waited long enough.
     fn label_awaiting(&mut self, now_ns: u64) {
         let registry = &self.dispatcher.registry;
         let metrics = &self.metrics;
-        self.awaiting_names.retain(|(r, since)| {
-            let names = names_of(registry, r.pod.as_ref());
-            if names.complete() || now_ns.saturating_sub(*since) >= NAME_WAIT_NS {
-                metrics.observe_pod_oom(r, &names);
-                return false;
+        self.awaiting_names.retain(|(what, since)| {
+            let pod = match what {
+                Awaiting::PodOom(r) => r.pod.as_ref(),
+                Awaiting::Death(r) => r.pod.as_ref(),
+            };
+            let names = names_of(registry, pod);
+            if !names.complete() && now_ns.saturating_sub(*since) < NAME_WAIT_NS {
+                return true;
             }
-            true
+            match what {
+                Awaiting::PodOom(r) => metrics.observe_pod_oom(r, &names),
+                Awaiting::Death(r) => log_sandbox_death(r, &names),
+            }
+            false
         });
     }
 
@@ -210,7 +242,10 @@ impl Watchdog {
         match &report {
             Some(Report::Exit(r)) => {
                 self.metrics.observe_exit(r);
-                log_exit(r, &self.dispatcher.registry);
+                log_late(r, &self.dispatcher.registry);
+                if r.sandbox_death.is_some() {
+                    self.log_death(r, now);
+                }
             }
             Some(Report::Oom(r)) => {
                 let names = self.names(r.pod.as_ref());
@@ -256,7 +291,7 @@ impl Watchdog {
                 }
                 let report = runtime_exit(&mut self.dispatcher.registry, container_id, published, now);
                 self.metrics.observe_runtime_exit(&report);
-                log_exit(&report, &self.dispatcher.registry);
+                log_late(&report, &self.dispatcher.registry);
                 Some(report)
             }
             RuntimeEvent::TaskOom { container_id, published_ns } => {
@@ -264,7 +299,11 @@ impl Watchdog {
                 side.metrics.ooms_matched.inc_by(matched as u64);
                 None
             }
-            RuntimeEvent::TaskDelete { .. } | RuntimeEvent::ContainerDelete { .. } => None,
+            RuntimeEvent::ContainerNamed(snapshot) => {
+                self.apply_metadata(snapshot);
+                None
+            }
+            RuntimeEvent::TaskDelete { .. } | RuntimeEvent::ContainerCreate { .. } | RuntimeEvent::ContainerDelete { .. } => None,
         }
     }
 
@@ -378,17 +417,16 @@ fn names_of(registry: &Registry, pod: Option<&PodRef>) -> Names {
     pod.map(|p| registry.names(&p.pod_uid, p.container_id.as_deref())).unwrap_or_default()
 }
 
-/// Logs a sandbox death or a late exit; names are looked up only then,
-/// not for every exit.
-fn log_exit(r: &ExitReport, registry: &Registry) {
-    if r.sandbox_death.is_none() && !matches!(r.outcome, Outcome::Late(_)) {
-        return;
-    }
-    let names = &names_of(registry, r.pod.as_ref());
+fn log_sandbox_death(r: &ExitReport, names: &Names) {
     if let Some(cause) = r.sandbox_death {
         log::info!("sandbox death ({}): {}", cause.label(), describe(r.pod.as_ref(), names));
     }
+}
+
+/// Logs a late exit; names are looked up only then, not for every exit.
+fn log_late(r: &ExitReport, registry: &Registry) {
     if let Outcome::Late(reason) = r.outcome {
+        let names = &names_of(registry, r.pod.as_ref());
         log::warn!(
             "late exit event ({}, source {}): {}",
             reason.label(),

@@ -15,7 +15,7 @@ use harness::{
     cid,
     containerd::{remove_in_all_hierarchies, Containerd, Runtime, RuntimePod},
     cri::Cri,
-    metric, require_root, AgentProcess,
+    http_get, metric, require_root, AgentProcess,
 };
 
 /// Polls the agent's /metrics until `series` satisfies `ok`.
@@ -72,6 +72,11 @@ macro_rules! on_each_containerd {
             fn cri_names_label_the_oom_kill_and_the_listing_comes_back() {
                 super::cri_names_label_the_oom_kill_and_the_listing_comes_back(&$runtime)
             }
+
+            #[test]
+            fn sandbox_oom_churn_is_one_sandbox_death_per_start() {
+                super::sandbox_oom_churn_is_one_sandbox_death_per_start(&$runtime)
+            }
         }
     )*};
 }
@@ -104,6 +109,12 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     wait_metric(&agent, "sandwatch_runtime_oom_matched_total", Duration::from_secs(30), |v| v == 1.0);
     wait_metric(&agent, "sandwatch_runtime_exit_lag_seconds_count", Duration::from_secs(30), |v| v == 1.0);
     let text = agent.metrics();
+    // The version containerd says it is, and no exposure to #12038 (none
+    // of the lines tested is in 2.0.0-2.0.5).
+    let info: Vec<&str> = text.lines().filter(|l| l.starts_with("sandwatch_runtime_info{")).collect();
+    assert_eq!(info.len(), 1, "{info:?}");
+    assert!(info[0].contains(&format!("version=\"{}\"", rt.release())) && info[0].ends_with(" 1"), "{info:?} for {}", rt.version);
+    assert_eq!(metric(&text, "sandwatch_runtime_known_issue{issue=\"containerd#12038\",runtime=\"containerd\"}"), Some(0.0));
     let lag = metric(&text, "sandwatch_runtime_exit_lag_seconds_sum").expect("lag sum");
     assert!((0.0..5.0).contains(&lag), "an idle containerd reports an exit within seconds, lag {lag} s");
     // On cgroup v1 containerd reports every OOM invocation in the cgroup
@@ -266,4 +277,157 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     drop(cri);
     drop(ctrd);
     drop(agent);
+}
+
+/// Sandbox starts in the churn: containerd #12038 was reported with 50.
+const CHURN_PODS: usize = 20;
+/// The reproduction's pod limit: runc's init-to-be needs more to start.
+const CHURN_LIMIT: u64 = 2 << 20;
+
+/// OOM kills by the kernel's own count (`oom_kill` of /proc/vmstat): the
+/// test's pods are the only memory-limited cgroups it makes.
+fn kernel_oom_kills() -> f64 {
+    let text = std::fs::read_to_string("/proc/vmstat").expect("/proc/vmstat");
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("oom_kill in /proc/vmstat (Linux >= 4.13)")
+}
+
+/// The bucket bound at or under which `q` of a histogram's samples fall.
+fn quantile(text: &str, histogram: &str, q: f64) -> Option<f64> {
+    let prefix = format!("{histogram}_bucket{{le=\"");
+    let buckets: Vec<(f64, f64)> = text
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&prefix)?;
+            let (le, count) = rest.split_once("\"} ")?;
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            Some((le, count.parse().ok()?))
+        })
+        .collect();
+    let total = buckets.last()?.1;
+    (total > 0.0).then(|| buckets.iter().find(|(_, n)| *n >= q * total).map(|(le, _)| *le)).flatten()
+}
+
+/// The #12038 reproduction through the real CRI: pause pods with a 2 MiB
+/// pod limit; about half the sandbox starts are OOM-killed while runc
+/// starts them. Every such kill is a sandbox OOM death (counted against the
+/// kernel's own OOM count), every start dies exactly once (the rest at
+/// teardown), with names wherever the runtime listed the pod, nothing lost.
+fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
+    require_root();
+    let mut pods = RuntimePod::new("churn", &format!("{:08x}-0000-4c3d-8e9f-0a1b2c3d4e5f", 0));
+    let socket = Containerd::socket_for("churn").display().to_string();
+    let mut ctrd = Containerd::start_cri(rt, "churn");
+    let agent = AgentProcess::start(&[
+        "--containerd-socket",
+        &socket,
+        "--cri-socket",
+        &socket,
+        "--cri-refresh-seconds",
+        "1",
+    ]);
+    wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(30), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(30), |v| v == 1.0);
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+
+    let kills_before = kernel_oom_kills();
+    let (mut started, mut failed) = (Vec::new(), Vec::new());
+    for i in 0..CHURN_PODS {
+        let uid = format!("{i:08x}-0000-4c3d-8e9f-0a1b2c3d4e5f");
+        let parent = pods.cg.child(&format!("kubepods/burstable/pod{uid}"));
+        pods.cg.set_memory_limit(&parent, CHURN_LIMIT);
+        match cri.try_run_pod(&format!("pause-{i}"), "churn", &uid, &parent) {
+            Ok(pod) => started.push(pod.id),
+            Err(message) => failed.push(message),
+        }
+        assert!(matches!(http_get(agent.addr, "/healthz"), Some((200, _))), "healthz during the churn");
+    }
+    let victims = kernel_oom_kills() - kills_before;
+    eprintln!(
+        "containerd {}: {} sandbox starts failed, {} started, {victims} kernel OOM kills; first failure: {:?}",
+        rt.version,
+        failed.len(),
+        started.len(),
+        failed.first()
+    );
+    assert!(victims > 0.0, "containerd {}: a {CHURN_LIMIT}-byte pod limit killed nothing; the churn did not happen", rt.version);
+    assert!(failed.len() as f64 <= victims, "every failed start was an OOM kill: {failed:?}");
+
+    // Every OOM kill was of a sandbox starting: an OOM death each.
+    wait_metric(&agent, "sandwatch_sandbox_deaths_total{cause=\"oom\"}", Duration::from_secs(30), |v| v == victims);
+    let text = agent.metrics();
+    assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}"), Some(victims));
+
+    // The rest die at teardown: one death per start, never two.
+    for id in &started {
+        cri.remove_pod(id);
+    }
+    let starts = CHURN_PODS as f64;
+    let deaths = |text: &str| {
+        ["oom", "signal", "exit"]
+            .iter()
+            .filter_map(|c| metric(text, &format!("sandwatch_sandbox_deaths_total{{cause=\"{c}\"}}")))
+            .sum::<f64>()
+    };
+    let start = Instant::now();
+    while deaths(&agent.metrics()) < starts && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Names wait for the runtime's listing at most 10 s.
+    std::thread::sleep(Duration::from_secs(11));
+    let text = agent.metrics();
+    assert_eq!(deaths(&text), starts, "containerd {}: one sandbox death per start\n{}", rt.version, agent.log_text());
+    assert_eq!(metric(&text, "sandwatch_sandbox_deaths_total{cause=\"oom\"}"), Some(victims), "no other deaths read as OOM");
+    for dropped in ["sandwatch_events_dropped_total", "sandwatch_kernel_events_dropped_total", "sandwatch_runtime_events_dropped_total"] {
+        let lost: f64 = text
+            .lines()
+            .filter(|l| l.starts_with(dropped))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert_eq!(lost, 0.0, "{dropped}");
+    }
+    assert!(matches!(http_get(agent.addr, "/healthz"), Some((200, _))), "healthz after the churn");
+
+    // Names on every per-pod series and every sandbox-death line.
+    let series: Vec<&str> = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).collect();
+    assert!(!series.is_empty());
+    let unnamed: Vec<&&str> = series.iter().filter(|l| !l.contains("namespace=\"churn\"") || l.contains("pod=\"\"")).collect();
+    let log = agent.log_text();
+    let deaths_logged: Vec<&str> = log.lines().filter(|l| l.contains("sandbox death (")).collect();
+    let unnamed_deaths: Vec<&&str> = deaths_logged.iter().filter(|l| !l.contains("(churn/pause-")).collect();
+    let late = |source: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("sandwatch_late_exit_events_total{") && l.contains(&format!("source=\"{source}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let report = format!(
+        "containerd {}: starts {CHURN_PODS}, failed {}, kernel OOM victims {victims}, sandbox OOM deaths {victims}, deaths {}, \
+         late exits kernel {} runtime {}, runtime exit lag p50 <= {:?} s p99 <= {:?} s, unnamed series {}, unnamed death lines {}/{}",
+        rt.version,
+        failed.len(),
+        deaths(&text),
+        late("kernel"),
+        late("runtime"),
+        quantile(&text, "sandwatch_runtime_exit_lag_seconds", 0.5),
+        quantile(&text, "sandwatch_runtime_exit_lag_seconds", 0.99),
+        unnamed.len(),
+        unnamed_deaths.len(),
+        deaths_logged.len(),
+    );
+    eprintln!("{report}");
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/churn");
+    let _ = std::fs::create_dir_all(&out);
+    let _ = std::fs::write(out.join(format!("{}.txt", rt.release())), format!("{report}\n"));
+    assert!(unnamed.is_empty(), "per-pod series without names: {unnamed:?}\n{log}");
+    assert_eq!(deaths_logged.len() as f64, starts, "{log}");
+    assert!(unnamed_deaths.is_empty(), "sandbox deaths logged without names: {unnamed_deaths:?}");
+
+    drop(cri);
+    drop(ctrd);
+    drop(agent);
+    remove_in_all_hierarchies(&format!("{}/kubepods", pods.cg.path));
+    drop(pods);
 }

@@ -6,17 +6,26 @@
 use std::path::PathBuf;
 
 use containerd_client::{
-    events::{ContainerDelete, TaskCreate, TaskDelete, TaskExit, TaskOom, TaskStart},
-    services::v1::{events_client::EventsClient, SubscribeRequest},
+    events::{ContainerCreate, ContainerDelete, TaskCreate, TaskDelete, TaskExit, TaskOom, TaskStart},
+    services::v1::{
+        containers_client::ContainersClient, events_client::EventsClient, version_client::VersionClient,
+        GetContainerRequest, SubscribeRequest,
+    },
+    tonic::{transport::Channel, Code, Request},
     types::Envelope,
-    tonic::Request,
 };
 use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Retry;
-use crate::telemetry::runtime::RuntimeStreamMetrics;
+use crate::{
+    model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME},
+    telemetry::runtime::RuntimeStreamMetrics,
+};
+
+/// How long reading one container record may take.
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One runtime event; times are the runtime's wall clock (ns since epoch)
 /// at which containerd published it.
@@ -32,7 +41,11 @@ pub enum RuntimeEvent {
     TaskExit { container_id: String, exec_id: String, pid: u32, exit_status: u32, published_ns: u64 },
     TaskOom { container_id: String, published_ns: u64 },
     TaskDelete { container_id: String, pid: u32, published_ns: u64 },
+    ContainerCreate { container_id: String, published_ns: u64 },
     ContainerDelete { container_id: String, published_ns: u64 },
+    /// The CRI's names of a container just created, read from its record
+    /// (a sandbox that fails to start is never listed by the CRI).
+    ContainerNamed(Snapshot),
 }
 
 impl RuntimeEvent {
@@ -43,14 +56,18 @@ impl RuntimeEvent {
             RuntimeEvent::TaskExit { .. } => "task_exit",
             RuntimeEvent::TaskOom { .. } => "task_oom",
             RuntimeEvent::TaskDelete { .. } => "task_delete",
+            // Names are what a create's record said.
+            RuntimeEvent::ContainerCreate { .. } | RuntimeEvent::ContainerNamed(_) => "container_create",
             RuntimeEvent::ContainerDelete { .. } => "container_delete",
         }
     }
 }
 
-pub const TOPIC_LABELS: [&str; 6] = ["task_create", "task_start", "task_exit", "task_oom", "task_delete", "container_delete"];
+pub const TOPIC_LABELS: [&str; 7] =
+    ["task_create", "task_start", "task_exit", "task_oom", "task_delete", "container_create", "container_delete"];
 
-const TOPICS: [&str; 6] = ["/tasks/create", "/tasks/start", "/tasks/exit", "/tasks/oom", "/tasks/delete", "/containers/delete"];
+const TOPICS: [&str; 7] =
+    ["/tasks/create", "/tasks/start", "/tasks/exit", "/tasks/oom", "/tasks/delete", "/containers/create", "/containers/delete"];
 
 /// Why an envelope could not become an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +114,10 @@ pub fn decode(env: &Envelope) -> Result<Option<RuntimeEvent>, EnvelopeError> {
             let e = TaskDelete::decode(bytes).map_err(bad)?;
             RuntimeEvent::TaskDelete { container_id: e.container_id, pid: e.pid, published_ns }
         }
+        "/containers/create" => RuntimeEvent::ContainerCreate {
+            container_id: ContainerCreate::decode(bytes).map_err(bad)?.id,
+            published_ns,
+        },
         _ => RuntimeEvent::ContainerDelete {
             container_id: ContainerDelete::decode(bytes).map_err(bad)?.id,
             published_ns,
@@ -142,7 +163,14 @@ async fn stream_once(
     metrics: &RuntimeStreamMetrics,
 ) -> Result<(), String> {
     let channel = containerd_client::connect(&config.socket).await.map_err(|e| format!("{e}"))?;
-    let mut client = EventsClient::new(channel);
+    match VersionClient::new(channel.clone()).version(()).await {
+        Ok(v) => {
+            let v = v.into_inner();
+            metrics.info.observe("containerd", &v.version, &v.revision);
+        }
+        Err(e) => log::warn!("containerd did not say its version: {}", e.message()),
+    }
+    let mut client = EventsClient::new(channel.clone());
     let filters = TOPICS
         .iter()
         .map(|t| format!("namespace=={},topic==\"{t}\"", config.namespace))
@@ -163,6 +191,12 @@ async fn stream_once(
         match decode(&env) {
             Ok(Some(event)) => {
                 metrics.events.with_label_values(&[event.topic_label()]).inc();
+                if let RuntimeEvent::ContainerCreate { container_id, .. } = &event {
+                    // Read off the stream's path: a slow read never holds
+                    // the events behind it.
+                    let lookup = lookup(channel.clone(), config.namespace.clone(), container_id.clone(), tx.clone(), metrics.clone());
+                    tokio::spawn(lookup);
+                }
                 if tx.try_send(event).is_err() {
                     metrics.dropped.inc();
                 }
@@ -176,10 +210,91 @@ async fn stream_once(
     }
 }
 
+/// Reads a new container's record and passes on the CRI's names from its
+/// OCI spec annotations (counted by result; a full channel is a drop).
+async fn lookup(channel: Channel, namespace: String, id: String, tx: mpsc::Sender<RuntimeEvent>, metrics: RuntimeStreamMetrics) {
+    let mut request = Request::new(GetContainerRequest { id: id.clone() });
+    let Ok(ns) = namespace.parse() else { return };
+    request.metadata_mut().insert("containerd-namespace", ns);
+    let mut client = ContainersClient::new(channel);
+    let call = client.get(request);
+    let result = match tokio::time::timeout(LOOKUP_TIMEOUT, call).await {
+        Ok(Ok(response)) => {
+            let spec = response.into_inner().container.and_then(|c| c.spec).map(|any| any.value).unwrap_or_default();
+            match names_from_spec(&id, &spec) {
+                Some(snapshot) => {
+                    if tx.try_send(RuntimeEvent::ContainerNamed(snapshot)).is_err() {
+                        metrics.dropped.inc();
+                    }
+                    "named"
+                }
+                None => "unnamed",
+            }
+        }
+        Ok(Err(status)) if status.code() == Code::NotFound => "gone",
+        Ok(Err(status)) => {
+            log::debug!("reading container {id}: {}", status.message());
+            "error"
+        }
+        Err(_) => "error",
+    };
+    metrics.lookups.with_label_values(&[result]).inc();
+}
+
+/// The CRI plugin writes a container's pod and names into its OCI spec's
+/// annotations; `None` for a container the CRI did not make.
+pub fn names_from_spec(container_id: &str, spec: &[u8]) -> Option<Snapshot> {
+    let spec: serde_json::Value = serde_json::from_slice(spec).ok()?;
+    let annotations = spec.get("annotations")?.as_object()?;
+    let get = |key: &str| annotations.get(key).and_then(|v| v.as_str()).filter(|v| !v.is_empty());
+    let kind = get("io.kubernetes.cri.container-type")?;
+    let uid = get("io.kubernetes.cri.sandbox-uid")?.to_string();
+    let sandbox_id = get("io.kubernetes.cri.sandbox-id").unwrap_or(container_id).to_string();
+    let pod = PodMeta {
+        uid: uid.clone(),
+        namespace: get("io.kubernetes.cri.sandbox-namespace")?.to_string(),
+        name: get("io.kubernetes.cri.sandbox-name")?.to_string(),
+        sandbox_id,
+    };
+    let container = match kind {
+        "sandbox" => ContainerMeta { id: container_id.to_string(), name: SANDBOX_CONTAINER_NAME.to_string(), pod_uid: uid, sandbox: true },
+        "container" => ContainerMeta {
+            id: container_id.to_string(),
+            name: get("io.kubernetes.cri.container-name")?.to_string(),
+            pod_uid: uid,
+            sandbox: false,
+        },
+        _ => return None,
+    };
+    Some(Snapshot { pods: vec![pod], containers: vec![container] })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use prost_types::{Any, Timestamp};
+
+    #[test]
+    fn cri_names_come_from_the_spec_annotations() {
+        let sandbox = br#"{"ociVersion":"1.1.0","annotations":{"io.kubernetes.cri.container-type":"sandbox",
+            "io.kubernetes.cri.sandbox-id":"s1","io.kubernetes.cri.sandbox-name":"web","io.kubernetes.cri.sandbox-namespace":"shop",
+            "io.kubernetes.cri.sandbox-uid":"u1"}}"#;
+        let got = names_from_spec("s1", sandbox).expect("sandbox names");
+        assert_eq!(got.pods[0], PodMeta { uid: "u1".into(), namespace: "shop".into(), name: "web".into(), sandbox_id: "s1".into() });
+        assert_eq!(got.containers[0], ContainerMeta { id: "s1".into(), name: "POD".into(), pod_uid: "u1".into(), sandbox: true });
+        let container = br#"{"annotations":{"io.kubernetes.cri.container-type":"container","io.kubernetes.cri.container-name":"app",
+            "io.kubernetes.cri.sandbox-id":"s1","io.kubernetes.cri.sandbox-name":"web","io.kubernetes.cri.sandbox-namespace":"shop",
+            "io.kubernetes.cri.sandbox-uid":"u1"}}"#;
+        let got = names_from_spec("c1", container).expect("container names");
+        assert_eq!(got.pods[0].sandbox_id, "s1");
+        assert_eq!((got.containers[0].name.as_str(), got.containers[0].sandbox), ("app", false));
+        // Not the CRI's, or not JSON: nothing.
+        assert_eq!(names_from_spec("x", br#"{"annotations":{}}"#), None);
+        assert_eq!(names_from_spec("x", br#"{"process":{}}"#), None);
+        assert_eq!(names_from_spec("x", b"\xff\x00garbage"), None);
+        let no_uid = br#"{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-name":"web"}}"#;
+        assert_eq!(names_from_spec("x", no_uid), None);
+    }
 
     fn envelope(topic: &str, payload: Vec<u8>) -> Envelope {
         Envelope {

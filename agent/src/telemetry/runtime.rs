@@ -5,7 +5,12 @@
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
-use crate::runtime::crash::CRASH_REASONS;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use crate::runtime::{crash::CRASH_REASONS, known_issues};
 
 /// Seconds from the kernel's exit of a container init to containerd's
 /// TaskExit for it: normally milliseconds, seconds when the runtime lags.
@@ -19,6 +24,66 @@ pub struct RuntimeStreamMetrics {
     pub dropped: IntCounter,
     pub malformed: IntCounter,
     pub reconnects: IntCounter,
+    /// Container records read for names, by result.
+    pub lookups: IntCounterVec,
+    pub info: RuntimeInfo,
+}
+
+pub const LOOKUP_RESULTS: [&str; 4] = ["named", "unnamed", "gone", "error"];
+
+/// Which runtime version runs, and the known crashes it is exposed to:
+/// set by whichever task talks to the runtime (containerd's Version API,
+/// the CRI's Version RPC for others).
+#[derive(Clone)]
+pub struct RuntimeInfo {
+    info: IntGaugeVec,
+    known_issue: IntGaugeVec,
+    /// runtime → the (version, revision) its info series carries.
+    current: Arc<Mutex<HashMap<String, (String, String)>>>,
+}
+
+impl RuntimeInfo {
+    fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let m = Self {
+            info: IntGaugeVec::new(
+                Opts::new("sandwatch_runtime_info", "1 for the container runtime version the agent talks to."),
+                &["runtime", "version", "revision"],
+            )?,
+            known_issue: IntGaugeVec::new(
+                Opts::new(
+                    "sandwatch_runtime_known_issue",
+                    "1 when the running runtime version has a known crash in sandwatch's domain (0 if not, or if its version does not parse).",
+                ),
+                &["runtime", "issue"],
+            )?,
+            current: Arc::default(),
+        };
+        registry.register(Box::new(m.info.clone()))?;
+        registry.register(Box::new(m.known_issue.clone()))?;
+        // Not exposed until the runtime says otherwise: every series at 0.
+        for issue in known_issues::KNOWN_ISSUES {
+            m.known_issue.with_label_values(&[issue.runtime, issue.issue]).set(0);
+        }
+        Ok(m)
+    }
+
+    /// The runtime said which version it is.
+    pub fn observe(&self, runtime: &str, version: &str, revision: &str) {
+        let Ok(mut current) = self.current.lock() else { return };
+        let now = (version.to_string(), revision.to_string());
+        if let Some(old) = current.insert(runtime.to_string(), now.clone()) {
+            if old != now {
+                let _ = self.info.remove_label_values(&[runtime, &old.0, &old.1]);
+            }
+        }
+        self.info.with_label_values(&[runtime, version, revision]).set(1);
+        for (issue, exposed) in known_issues::exposure(runtime, version) {
+            self.known_issue.with_label_values(&[runtime, issue.issue]).set(i64::from(exposed));
+        }
+        if known_issues::Version::parse(version).is_none() {
+            log::warn!("container runtime {runtime} reports version {version:?}, which does not parse: known issues unknown");
+        }
+    }
 }
 
 /// Shared with the CRI metadata task; `cached` and `evicted` are the
@@ -109,6 +174,14 @@ impl RuntimeMetrics {
                 "sandwatch_runtime_events_reconnects_total",
                 "Times the containerd event stream was lost or could not be opened.",
             )?,
+            lookups: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_runtime_container_lookups_total",
+                    "containerd container records read for their CRI names as they are created, by result (gone: removed before it could be read).",
+                ),
+                &["result"],
+            )?,
+            info: RuntimeInfo::register(registry)?,
         };
         let m = Self {
             stream,
@@ -160,6 +233,10 @@ impl RuntimeMetrics {
         registry.register(Box::new(m.stream.dropped.clone()))?;
         registry.register(Box::new(m.stream.malformed.clone()))?;
         registry.register(Box::new(m.stream.reconnects.clone()))?;
+        registry.register(Box::new(m.stream.lookups.clone()))?;
+        for result in LOOKUP_RESULTS {
+            m.stream.lookups.with_label_values(&[result]);
+        }
         registry.register(Box::new(m.exit_lag.clone()))?;
         registry.register(Box::new(m.exits_unmatched.clone()))?;
         registry.register(Box::new(m.oom_mismatch.clone()))?;

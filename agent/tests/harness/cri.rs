@@ -58,6 +58,13 @@ impl Cri {
     /// RunPodSandbox with the host network in `cgroup_parent` (a path
     /// relative to the hierarchy roots, as kubelet's cgroupfs driver gives).
     pub fn run_pod(&mut self, name: &str, namespace: &str, uid: &str, cgroup_parent: &str) -> CriPod {
+        self.try_run_pod(name, namespace, uid, cgroup_parent)
+            .unwrap_or_else(|message| panic!("RunPodSandbox: {message}"))
+    }
+
+    /// RunPodSandbox, whose failure (e.g. the sandbox OOM-killed as it
+    /// starts) is the runtime's message.
+    pub fn try_run_pod(&mut self, name: &str, namespace: &str, uid: &str, cgroup_parent: &str) -> Result<CriPod, String> {
         let config = PodSandboxConfig {
             metadata: Some(PodSandboxMetadata { name: name.into(), uid: uid.into(), namespace: namespace.into(), attempt: 0 }),
             // No hostname: with the node's network there is no private UTS
@@ -82,11 +89,11 @@ impl Cri {
         let id = self
             .rt
             .block_on(self.client.run_pod_sandbox(request))
-            .unwrap_or_else(|s| panic!("RunPodSandbox: {}", s.message()))
+            .map_err(|s| s.message().to_string())?
             .into_inner()
             .pod_sandbox_id;
         self.sandboxes.push(id.clone());
-        CriPod { id, config }
+        Ok(CriPod { id, config })
     }
 
     /// CreateContainer + StartContainer of `command` (run by busybox sh).
