@@ -319,7 +319,7 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     require_root();
     let mut pods = RuntimePod::new("churn", &format!("{:08x}-0000-4c3d-8e9f-0a1b2c3d4e5f", 0));
     let socket = Containerd::socket_for("churn").display().to_string();
-    let mut ctrd = Containerd::start_cri(rt, "churn");
+    let ctrd = Containerd::start_cri(rt, "churn");
     let agent = AgentProcess::start(&[
         "--containerd-socket",
         &socket,

@@ -44,13 +44,14 @@ impl Suite {
         ]
     }
 
-    /// Writes the sources list and fetches the package lists once.
-    fn update(&self) -> Result<()> {
+    /// Writes the sources list and fetches the package lists, unless
+    /// they were fetched already and `fresh` is not asked for.
+    fn update(&self, fresh: bool) -> Result<()> {
         let lists = self.dir.join("lists");
         let fetched = std::fs::read_dir(&lists)
-            .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().ends_with("_Packages")))
+            .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().contains("_Packages")))
             .unwrap_or(false);
-        if fetched {
+        if fetched && !fresh {
             return Ok(());
         }
         for sub in ["lists/partial", "cache/archives/partial"] {
@@ -67,7 +68,7 @@ impl Suite {
 
     /// The version this suite carries of `package`.
     pub fn version(&self, package: &str) -> Result<String> {
-        self.update()?;
+        self.update(false)?;
         let policy = output(Command::new("apt-cache").args(self.apt_options()).args(["policy", package]))
             .with_context(|| format!("apt-cache policy {package} failed for Debian {}", self.name))?;
         candidate(&policy).with_context(|| format!("Debian {} has no package {package}", self.name))
@@ -76,6 +77,19 @@ impl Suite {
     /// `package` unpacked (once per version) into
     /// `target/debs/<suite>/<package>-<version>`; returns that directory.
     pub fn unpacked(&self, package: &str) -> Result<PathBuf> {
+        match self.unpack(package) {
+            Ok(dest) => Ok(dest),
+            Err(e) => {
+                // The suite moved on since its lists were fetched: the
+                // version they name is gone from the mirror.
+                eprintln!("debs: {e:#}; fetching the lists of Debian {} again", self.name);
+                self.update(true)?;
+                self.unpack(package)
+            }
+        }
+    }
+
+    fn unpack(&self, package: &str) -> Result<PathBuf> {
         let version = self.version(package)?;
         let dest = self.dir.join(format!("{package}-{}", version.replace([':', '~', '+'], "_")));
         if dest.join(".complete").exists() {

@@ -18,6 +18,7 @@ use std::{
 
 use k8s_cri::v1::{
     runtime_service_client::RuntimeServiceClient, Container, ListContainersRequest, ListPodSandboxRequest, PodSandbox,
+    VersionRequest,
 };
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
@@ -136,7 +137,7 @@ pub async fn follow(
     loop {
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,
-            r = list_once(&config, &mut client) => r,
+            r = list_once(&config, &mut client, &metrics) => r,
         };
         match result {
             Ok(snap) => {
@@ -184,6 +185,7 @@ async fn pause(shutdown: &CancellationToken, d: Duration) -> bool {
 async fn list_once(
     config: &CriConfig,
     client: &mut Option<RuntimeServiceClient<tonic::transport::Channel>>,
+    metrics: &MetadataMetrics,
 ) -> Result<Snapshot, String> {
     let c = match client {
         Some(c) => c,
@@ -192,7 +194,9 @@ async fn list_once(
                 .await
                 .map_err(|_| "connect timed out".to_string())?
                 .map_err(|e| format!("connect: {e}"))?;
-            client.insert(RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE))
+            let c = client.insert(RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE));
+            say_version(c, metrics).await;
+            c
         }
     };
     let call = async {
@@ -211,6 +215,22 @@ async fn list_once(
         Ok::<_, String>(snapshot(sandboxes, containers))
     };
     tokio::time::timeout(CALL_TIMEOUT, call).await.map_err(|_| "listing timed out".to_string())?
+}
+
+/// A runtime other than containerd (whose own Version API says more, with
+/// its revision) gives its version over the CRI: CRI-O does.
+async fn say_version(client: &mut RuntimeServiceClient<tonic::transport::Channel>, metrics: &MetadataMetrics) {
+    let call = client.version(VersionRequest { version: "v1".into() });
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(v)) => {
+            let v = v.into_inner();
+            if v.runtime_name != "containerd" && !v.runtime_name.is_empty() {
+                metrics.info.observe(&v.runtime_name, &v.runtime_version, "");
+            }
+        }
+        Ok(Err(status)) => log::debug!("CRI Version: {}", status.message()),
+        Err(_) => log::debug!("CRI Version timed out"),
+    }
 }
 
 #[cfg(test)]

@@ -95,11 +95,14 @@ pub struct MetadataMetrics {
     pub unresolved: IntCounter,
     pub cached: IntGaugeVec,
     pub evicted: IntCounter,
+    /// Runtimes other than containerd say their version over the CRI.
+    pub info: RuntimeInfo,
 }
 
 impl MetadataMetrics {
-    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+    pub fn register(registry: &Registry, info: RuntimeInfo) -> Result<Self, prometheus::Error> {
         let m = Self {
+            info,
             up: IntGauge::new(
                 "sandwatch_runtime_metadata_up",
                 "1 while the last listing of pods and containers over the CRI socket succeeded.",
@@ -153,6 +156,7 @@ pub struct RuntimeMetrics {
 impl RuntimeMetrics {
     /// `topics`: the event topics' label values, each series created at 0.
     pub fn register(registry: &Registry, runtimes: &[String], topics: &[&str]) -> Result<Self, prometheus::Error> {
+        let info = RuntimeInfo::register(registry)?;
         let stream = RuntimeStreamMetrics {
             up: IntGauge::new(
                 "sandwatch_runtime_events_up",
@@ -181,11 +185,11 @@ impl RuntimeMetrics {
                 ),
                 &["result"],
             )?,
-            info: RuntimeInfo::register(registry)?,
+            info: info.clone(),
         };
         let m = Self {
             stream,
-            metadata: MetadataMetrics::register(registry)?,
+            metadata: MetadataMetrics::register(registry, info)?,
             exit_lag: Histogram::with_opts(
                 HistogramOpts::new(
                     "sandwatch_runtime_exit_lag_seconds",
