@@ -53,7 +53,7 @@ fn build(pods: usize, cap: usize) -> prometheus::Registry {
             pod: format!("checkout-api-7d9f8b6c5-{pod:05}"),
             container: "checkout-api".into(),
         };
-        m.observe_oom(&report(pod), pod as u64);
+        m.observe_oom(&report(pod));
         m.observe_pod_oom(&report(pod), &names);
     }
     reg

@@ -29,6 +29,11 @@ const SLOW_SCAN_TICKS: u64 = 30;
 /// waits for the runtime to name a container it has not listed yet (one
 /// killed as it starts, typically).
 const NAME_WAIT_NS: u64 = 10 * 1_000_000_000;
+/// How long after a container cgroup appears its `memory.oom.group` is
+/// read again each tick, and for how many containers at most.
+const MODE_CHECK_NS: u64 = 10 * 1_000_000_000;
+const MAX_MODE_CHECKS: usize = 1024;
+
 /// Reports waiting for names, at most; beyond, they go out at once.
 const MAX_AWAITING_NAMES: usize = 1024;
 
@@ -43,6 +48,11 @@ pub struct Watchdog {
     pub dispatcher: Dispatcher,
     pub metrics: PodMetrics,
     runtime: Option<RuntimeSide>,
+    /// Where cgroup settings are read (known after `discover`).
+    layout: Option<CgroupLayout>,
+    /// Containers created lately whose `memory.oom.group` is read again
+    /// each tick: the runtime writes it just after creating the cgroup.
+    mode_checks: VecDeque<(u64, u64)>,
     /// Reports that wait for names, with when they started waiting.
     awaiting_names: VecDeque<(Awaiting, u64)>,
 }
@@ -121,6 +131,8 @@ impl Watchdog {
             dispatcher: Dispatcher::new(Registry::default()),
             metrics,
             runtime: None,
+            layout: None,
+            mode_checks: VecDeque::new(),
             awaiting_names: VecDeque::new(),
         }
     }
@@ -139,8 +151,12 @@ impl Watchdog {
     /// Learns what exists already (cgroup tree and /proc).
     pub fn discover(&mut self, layout: &CgroupLayout) {
         let now = boottime_ns();
+        self.layout = Some(layout.clone());
         for event in scan(layout, now) {
             self.dispatcher.dispatch(&event, now);
+            if let Event::CgroupMkdir(c) = &event {
+                self.read_oom_group(c.cgroup_id);
+            }
         }
         self.ask_names();
         self.metrics.refresh(&self.dispatcher.registry);
@@ -234,11 +250,46 @@ impl Watchdog {
         }
     }
 
+    /// Reads `memory.oom.group` of the container owning `cgroup_id` into
+    /// the registry; true if it is a container's.
+    fn read_oom_group(&mut self, cgroup_id: u64) -> bool {
+        let registry = &self.dispatcher.registry;
+        let (Some(layout), Some(c)) = (self.layout.as_ref(), registry.container_of(cgroup_id)) else { return false };
+        if let Some(on) = layout.oom_group(&c.path) {
+            self.dispatcher.registry.set_oom_group(cgroup_id, on);
+        }
+        true
+    }
+
+    /// Counts the OOM events whose burst of victims is over.
+    fn close_oom_events(&mut self, now_ns: u64) {
+        for event in self.dispatcher.closed_oom_events(now_ns) {
+            self.metrics.observe_oom_event(&event, now_ns);
+            let names = self.names(event.report.pod.as_ref());
+            self.label_oom(&event.report, &names, now_ns);
+        }
+    }
+
     /// Applies one kernel event; returns the report of an exit or OOM kill.
     pub fn handle(&mut self, event: &Event) -> Option<Report> {
         log::trace!("{event:?}");
         let now = boottime_ns();
+        // The kernel used the setting as it is now; read it before the
+        // victim is classified (the cgroup still exists while its processes
+        // are being killed).
+        if let Event::OomKill(o) = event {
+            if let Some(id) = o.victim.map(|v| v.cgroup_id) {
+                if self.dispatcher.registry.container_of(id).is_some_and(|c| c.oom_group != Some(true)) {
+                    self.read_oom_group(id);
+                }
+            }
+        }
         let report = self.dispatcher.dispatch(event, now);
+        if let Event::CgroupMkdir(c) = event {
+            if self.read_oom_group(c.cgroup_id) && self.mode_checks.len() < MAX_MODE_CHECKS {
+                self.mode_checks.push_back((c.cgroup_id, now));
+            }
+        }
         match &report {
             Some(Report::Exit(r)) => {
                 self.metrics.observe_exit(r);
@@ -249,8 +300,7 @@ impl Watchdog {
             }
             Some(Report::Oom(r)) => {
                 let names = self.names(r.pod.as_ref());
-                self.metrics.observe_oom(r, now);
-                self.label_oom(r, &names, now);
+                self.metrics.observe_oom(r);
                 log_oom(r, &names);
             }
             None => self.ask_names(),
@@ -258,6 +308,7 @@ impl Watchdog {
         if let Some(side) = self.runtime.as_mut() {
             correlate_kernel(side, event, report.as_ref());
         }
+        self.close_oom_events(now);
         self.metrics.refresh(&self.dispatcher.registry);
         report
     }
@@ -311,6 +362,9 @@ impl Watchdog {
     /// looked for (see SLOW_SCAN_TICKS), pending correlations settle.
     pub fn tick(&mut self) {
         let now = boottime_ns();
+        self.close_oom_events(now);
+        self.recheck_modes(now);
+        self.metrics.refresh(&self.dispatcher.registry);
         self.metrics.tick(now);
         self.label_awaiting(now);
         let Some(side) = self.runtime.as_mut() else { return };
@@ -323,6 +377,20 @@ impl Watchdog {
         if let Some(side) = self.runtime.as_mut() {
             side.correlator.expire(now);
             side.publish_expired();
+        }
+    }
+
+    /// Reads `memory.oom.group` again for containers created lately (the
+    /// kubelet's runtime sets it right after creating the cgroup).
+    fn recheck_modes(&mut self, now_ns: u64) {
+        while self.mode_checks.front().is_some_and(|(_, since)| now_ns.saturating_sub(*since) > MODE_CHECK_NS) {
+            self.mode_checks.pop_front();
+        }
+        let ids: Vec<u64> = self.mode_checks.iter().map(|(id, _)| *id).collect();
+        for id in ids {
+            if self.dispatcher.registry.container_of(id).is_some_and(|c| c.oom_group != Some(true)) {
+                self.read_oom_group(id);
+            }
         }
     }
 

@@ -50,12 +50,17 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     pod.start_init(1, "dd if=/dev/zero of=/dev/null bs=256M count=1; dd if=/dev/zero of=/dev/null bs=256M count=1; exec sleep 1000");
     pod.trigger(1);
 
+    let pod_series = format!(
+        "sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"container_child\"}}",
+        cid(2)
+    );
     let mut m1 = String::new();
     for _ in 0..100 {
         m1 = agent.metrics();
         let ooms = metric(&m1, "sandwatch_events_total{kind=\"oom_kill\"}").unwrap_or(0.0);
         let exits = metric(&m1, "sandwatch_events_total{kind=\"exit\"}").unwrap_or(0.0);
-        if ooms - ooms0 >= 2.0 && exits - exits0 >= 22.0 {
+        // Per-pod series count OOM events, closed within a second.
+        if ooms - ooms0 >= 2.0 && exits - exits0 >= 22.0 && metric(&m1, &pod_series) >= Some(2.0) {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -65,11 +70,8 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     // Only this test makes OOM kills here; other exits on the machine may add up.
     assert_eq!(ooms, 2.0, "two OOM kills counted:\n{m1}");
     assert!(exits >= 22.0, "20 exits + 2 OOM-killed hogs counted, got {exits}");
-    let pod_series = format!(
-        "sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"container_child\"}}",
-        cid(2)
-    );
     assert_eq!(metric(&m1, &pod_series), Some(2.0), "{m1}");
+    assert_eq!(metric(&m1, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(2.0), "{m1}");
     assert_eq!(
         metric(&m1, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"),
         Some(2.0)

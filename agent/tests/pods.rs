@@ -23,6 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use harness::{cid, metric, require_root, KubePod};
 
+const UID_GROUP: &str = "5d2a7c1e-0001-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_SINGLE: &str = "5d2a7c1e-0002-4a6d-8e9f-0a1b2c3d4e5f";
+
 const UID: &str = "5d2a7c1e-3b4f-4a6d-8e9f-0a1b2c3d4e5f";
 
 const SANDBOX: usize = 0;
@@ -166,6 +169,10 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
     let sandbox_cgroup = watch.watchdog.registry().sandbox(&uid).and_then(|s| s.sandbox_container.as_ref()).map(|c| c.cgroup_id);
     assert_eq!(sandbox_cgroup, Some(pod.cgroup_id(SANDBOX)), "the sandbox container is the first one");
 
+    // OOM events close once their burst of victims is over; the agent's
+    // loop ticks every second.
+    std::thread::sleep(Duration::from_millis(300));
+    watch.watchdog.tick();
     let text = watch.text();
     let restarted = restart_after_child;
     for (series, want) in [
@@ -225,5 +232,98 @@ async fn systemd_pod_survives_agent_restart_and_is_attributed() {
     let _ = watch.until(Duration::from_millis(300), |_| false).await;
     oom_three_ways(&mut watch, &pod, true).await;
     teardown(&mut watch, pod).await;
+    watch.pipeline.stop().await;
+}
+
+/// A container whose init has three children, one of which runs out of
+/// memory. With `memory.oom.group = 1` (kubelet >= 1.28 on cgroup v2) the
+/// kernel kills all four: one OOM event of scope `container`, the init a
+/// `container_init` victim and the rest `container_group`, no child-kill
+/// series, no storm, one container death. Without it (or on cgroup v1,
+/// which has no group kill) one `container_child` victim, one event of
+/// scope `process`, and the container lives on.
+#[tokio::test(flavor = "current_thread")]
+async fn group_kill_is_one_event_of_a_whole_container() {
+    let mut watch = Watch::start();
+    let work = "{ sleep 1000 & sleep 1000 & dd if=/dev/zero of=/dev/null bs=256M count=1; wait; }";
+    let mut grouped = KubePod::build("group", UID_GROUP, false, 2);
+    let v2 = grouped.set_oom_group(1, true);
+    grouped.start_init(0, "exec sleep 1000");
+    grouped.start_init(1, work);
+    let mut single = KubePod::build("single", UID_SINGLE, false, 2);
+    single.set_oom_group(1, false);
+    single.start_init(0, "exec sleep 1000");
+    single.start_init(1, work);
+    let _ = watch.until(Duration::from_millis(300), |_| false).await;
+
+    let victims_of = |reports: &[Report], uid: &str| -> Vec<(u32, TaskRole)> {
+        reports
+            .iter()
+            .filter_map(|r| match r {
+                Report::Oom(o) if o.pod.as_ref().is_some_and(|p| p.pod_uid == uid) => Some((o.victim.pid, o.role)),
+                _ => None,
+            })
+            .collect()
+    };
+
+    // The group: all four processes, the init's exit among them.
+    grouped.trigger(1);
+    let init = grouped.init_pid(1);
+    let want = if v2 { 4 } else { 1 };
+    let reports = watch
+        .until(Duration::from_secs(20), |rs| {
+            victims_of(rs, UID_GROUP).len() >= want
+                && (!v2 || rs.iter().any(|r| matches!(r, Report::Exit(e) if e.role == TaskRole::ContainerInit)))
+        })
+        .await;
+    // Anything more would show within the gap.
+    let mut reports = reports;
+    reports.extend(watch.until(Duration::from_millis(500), |_| false).await);
+    let victims = victims_of(&reports, UID_GROUP);
+    std::thread::sleep(Duration::from_millis(300));
+    watch.watchdog.tick();
+    let text = watch.text();
+    let pod_series = |text: &str, uid: &str, role: &str| {
+        metric(
+            text,
+            &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"{role}\"}}", cid(2)),
+        )
+    };
+    if v2 {
+        let mut roles: Vec<TaskRole> = victims.iter().map(|(_, r)| *r).collect();
+        roles.sort_by_key(|r| r.label());
+        assert_eq!(roles, [TaskRole::ContainerGroup, TaskRole::ContainerGroup, TaskRole::ContainerGroup, TaskRole::ContainerInit], "{victims:?}");
+        assert!(victims.iter().any(|(pid, role)| *pid == init && *role == TaskRole::ContainerInit), "{victims:?}");
+        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"container\"}"), Some(1.0), "{text}");
+        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_group\"}"), Some(3.0));
+        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}"), Some(1.0));
+        assert_eq!(pod_series(&text, UID_GROUP, "container_init"), Some(1.0), "the event, once, as the container's death: {text}");
+        assert_eq!(pod_series(&text, UID_GROUP, "container_child"), None, "no child-kill series: {text}");
+        assert_eq!(metric(&text, "sandwatch_oom_kills_window{window=\"60s\"}"), Some(1.0), "one event in the churn window");
+        assert_eq!(metric(&text, "sandwatch_task_exits_total{outcome=\"handled\",role=\"container_init\"}"), Some(1.0), "one container death");
+        assert!(metric(&text, "sandwatch_oom_group_containers").is_some_and(|v| v >= 1.0), "{text}");
+    } else {
+        assert_eq!(victims.iter().map(|(_, r)| *r).collect::<Vec<_>>(), [TaskRole::ContainerChild], "cgroup v1 kills one process: {reports:#?}");
+        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(1.0), "{text}");
+        assert_eq!(metric(&text, "sandwatch_oom_group_containers"), Some(0.0));
+    }
+    assert_eq!(metric(&text, "sandwatch_oom_storm"), Some(0.0));
+
+    // Single-process mode: one child, the container lives on.
+    single.trigger(1);
+    let reports = watch.until(Duration::from_secs(20), |rs| !victims_of(rs, UID_SINGLE).is_empty()).await;
+    let mut reports = reports;
+    reports.extend(watch.until(Duration::from_millis(500), |_| false).await);
+    assert_eq!(victims_of(&reports, UID_SINGLE).iter().map(|(_, r)| *r).collect::<Vec<_>>(), [TaskRole::ContainerChild]);
+    std::thread::sleep(Duration::from_millis(300));
+    watch.watchdog.tick();
+    let text = watch.text();
+    assert_eq!(pod_series(&text, UID_SINGLE, "container_child"), Some(1.0), "{text}");
+    let init_alive = std::path::Path::new(&format!("/proc/{}", single.init_pid(1))).exists();
+    assert!(init_alive, "the container's init lives on");
+    let scope_process = metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}");
+    assert_eq!(scope_process, Some(if v2 { 1.0 } else { 2.0 }), "{text}");
+    drop(grouped);
+    drop(single);
     watch.pipeline.stop().await;
 }

@@ -5,6 +5,7 @@
 
 use super::{
     cgroup_path::QosClass,
+    oom_events::{OomEvent, OomEvents},
     registry::{CgroupOwner, ContainerRole, Registry, RuncStage, SandboxState, TaskKey},
 };
 use crate::events::ExitStatus;
@@ -81,6 +82,10 @@ pub enum TaskRole {
     ContainerInit,
     /// Any other process in a container: kills the kubelet never reports.
     ContainerChild,
+    /// Another process of a container the OOM killer killed as a whole
+    /// (`memory.oom.group`, set by kubelets since 1.28 on cgroup v2): the
+    /// container died, and the kubelet reports it.
+    ContainerGroup,
     Host,
     /// Not known (unknown cgroup, or a container already gone).
     Unknown,
@@ -92,6 +97,7 @@ impl TaskRole {
             TaskRole::Sandbox => "sandbox",
             TaskRole::ContainerInit => "container_init",
             TaskRole::ContainerChild => "container_child",
+            TaskRole::ContainerGroup => "container_group",
             TaskRole::Host => "host",
             TaskRole::Unknown => "unknown",
         }
@@ -379,10 +385,12 @@ pub fn oom_kill(reg: &mut Registry, oom: &OomVictim, now_ns: u64) -> OomReport {
         sandbox.promote_pause(&container_id);
         role = ContainerRole::Sandbox;
     }
+    let group = sandbox.container(&container_id).is_some_and(|c| c.oom_group == Some(true));
     report.outcome = Outcome::Handled;
     report.role = match (role, is_init) {
         (ContainerRole::Sandbox, _) => TaskRole::Sandbox,
         (ContainerRole::Workload, true) => TaskRole::ContainerInit,
+        (ContainerRole::Workload, false) if group => TaskRole::ContainerGroup,
         (ContainerRole::Workload, false) => TaskRole::ContainerChild,
     };
     report
@@ -400,11 +408,19 @@ pub enum Report {
 #[derive(Debug, Default)]
 pub struct Dispatcher {
     pub registry: Registry,
+    /// OOM victims grouped into the OOM killer's picks.
+    oom_events: OomEvents,
 }
 
 impl Dispatcher {
     pub fn new(registry: Registry) -> Self {
-        Self { registry }
+        Self { registry, oom_events: OomEvents::default() }
+    }
+
+    /// OOM events that closed (their burst ended) by `now_ns`.
+    pub fn closed_oom_events(&mut self, now_ns: u64) -> Vec<OomEvent> {
+        self.oom_events.expire(now_ns);
+        self.oom_events.take_closed()
     }
 
     /// Returns a report for exits and OOM kills, `None` for cgroup changes
@@ -454,7 +470,10 @@ impl Dispatcher {
                     },
                     ts_ns: o.ts_ns,
                 };
-                Some(Report::Oom(oom_kill(reg, &victim, now_ns)))
+                let mut report = oom_kill(reg, &victim, now_ns);
+                let group_mode = cgroup_id.and_then(|id| reg.container_of(id)).is_some_and(|c| c.oom_group == Some(true));
+                self.oom_events.victim(&mut report, o.ts_ns, group_mode);
+                Some(Report::Oom(report))
             }
         }
     }

@@ -4,6 +4,7 @@
 pub mod cgroup_path;
 pub mod dispatch;
 pub mod metadata;
+pub mod oom_events;
 pub mod registry;
 pub mod runtime;
 
@@ -16,4 +17,5 @@ pub use dispatch::{
     Source, TaskExit, TaskRole, Trigger,
 };
 pub use metadata::Names;
+pub use oom_events::{OomEvent, OomScope};
 pub use registry::{Limits, Registry, TaskKey};

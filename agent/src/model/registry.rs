@@ -75,6 +75,12 @@ pub struct Container {
     /// The runtime named the init (TaskCreate, TaskStart): runc stage
     /// names no longer stand for it.
     started: bool,
+    /// The cgroup's path (relative to the hierarchy root), for reading its
+    /// settings.
+    pub path: String,
+    /// `memory.oom.group` (cgroup v2): the OOM killer kills the whole
+    /// container. `None` until read (v1 has no such setting: `Some(false)`).
+    pub oom_group: Option<bool>,
 }
 
 /// runc's bootstrap stages (nsexec names them): `runc:[0:PARENT]` and
@@ -99,8 +105,19 @@ impl RuncStage {
 }
 
 impl Container {
-    fn new(id: String, cgroup_id: u64, role: ContainerRole) -> Self {
-        Self { id, cgroup_id, role, init: None, exited_init: None, attached: false, joined_later: false, started: false }
+    fn new(id: String, cgroup_id: u64, role: ContainerRole, path: &str) -> Self {
+        Self {
+            id,
+            cgroup_id,
+            role,
+            init: None,
+            exited_init: None,
+            attached: false,
+            joined_later: false,
+            started: false,
+            path: path.to_string(),
+            oom_group: None,
+        }
     }
 
     /// The runtime named the init.
@@ -350,6 +367,33 @@ impl Registry {
         self.sandboxes.values().map(|s| s.all_containers().count()).sum()
     }
 
+    /// Containers whose OOM kills take the whole container (`memory.oom.group`).
+    pub fn oom_group_containers(&self) -> usize {
+        self.sandboxes
+            .values()
+            .flat_map(Sandbox::all_containers)
+            .filter(|c| c.oom_group == Some(true))
+            .count()
+    }
+
+    /// The container owning `cgroup_id` (its own cgroup, or one below it).
+    pub fn container_of(&self, cgroup_id: u64) -> Option<&Container> {
+        match self.cgroups.get(&cgroup_id)? {
+            CgroupOwner::Container { pod_uid, container_id } => self.sandboxes.get(pod_uid)?.container(container_id),
+            CgroupOwner::Pod { .. } => None,
+        }
+    }
+
+    /// Records what `memory.oom.group` of the container owning `cgroup_id` says.
+    pub fn set_oom_group(&mut self, cgroup_id: u64, on: bool) {
+        let Some(CgroupOwner::Container { pod_uid, container_id }) = self.cgroups.get(&cgroup_id) else { return };
+        let Some(container) = self.sandboxes.get_mut(pod_uid).and_then(|s| s.container_mut(container_id)) else { return };
+        if container.oom_group != Some(on) {
+            container.oom_group = Some(on);
+            self.generation += 1;
+        }
+    }
+
     /// Container inits currently alive and known.
     pub fn tracked_processes(&self) -> usize {
         self.sandboxes
@@ -420,7 +464,7 @@ impl Registry {
                         ContainerRole::Sandbox
                     };
                     sandbox.had_container = true;
-                    let mut container = Container::new(container_id.clone(), cgroup_id, role);
+                    let mut container = Container::new(container_id.clone(), cgroup_id, role, path);
                     if let Some(i) = self.early_inits.iter().position(|(id, _)| *id == container_id) {
                         if let Some((_, pid)) = self.early_inits.remove(i) {
                             container.name_init(pid);
@@ -485,7 +529,7 @@ impl Registry {
     pub fn runtime_started(&mut self, container_id: &str, pid: u32) {
         for sandbox in self.sandboxes.values_mut() {
             if let Some(container) = sandbox.container_mut(container_id) {
-                if !container.exited_init.is_some_and(|k| k.pid == pid) {
+                if container.exited_init.is_none_or(|k| k.pid != pid) {
                     container.name_init(pid);
                     self.generation += 1;
                 }

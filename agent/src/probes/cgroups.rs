@@ -132,6 +132,23 @@ impl CgroupLayout {
     pub fn cgroup_id(&self, path: &str) -> std::io::Result<u64> {
         std::fs::metadata(self.dir(path)).map(|m| m.ino())
     }
+
+    /// Whether the OOM killer kills the cgroup as a whole
+    /// (`memory.oom.group`, cgroup v2 only: `Some(false)` on v1); `None`
+    /// when it cannot be read (the cgroup is gone, or no memory controller).
+    pub fn oom_group(&self, path: &str) -> Option<bool> {
+        match self.mode {
+            CgroupMode::V1Memory { .. } => Some(false),
+            CgroupMode::V2 => {
+                let text = std::fs::read_to_string(self.dir(path).join("memory.oom.group")).ok()?;
+                match text.trim() {
+                    "1" => Some(true),
+                    "0" => Some(false),
+                    _ => None,
+                }
+            }
+        }
+    }
 }
 
 /// The memory cgroup this process is in (v1) or its unified cgroup (v2),

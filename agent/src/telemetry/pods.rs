@@ -11,14 +11,15 @@ use std::{
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 use crate::model::{
-    DeathCause, ExitReport, LateReason, Names, OomReport, Outcome, QosClass, Registry as PodRegistry,
-    Source, TaskRole,
+    DeathCause, ExitReport, LateReason, Names, OomEvent, OomReport, OomScope, Outcome, QosClass,
+    Registry as PodRegistry, Source, TaskRole,
 };
 
-const ROLES: [TaskRole; 5] = [
+const ROLES: [TaskRole; 6] = [
     TaskRole::Sandbox,
     TaskRole::ContainerInit,
     TaskRole::ContainerChild,
+    TaskRole::ContainerGroup,
     TaskRole::Host,
     TaskRole::Unknown,
 ];
@@ -47,7 +48,8 @@ const DELAY_BUCKETS: [f64; 16] = [
 pub struct ChurnSettings {
     /// Length of the sliding window, in seconds.
     pub window_secs: u64,
-    /// The storm flag rises when the window holds at least this many kills…
+    /// The storm flag rises when the window holds at least this many OOM
+    /// events (a group kill of a whole container is one)…
     pub storm_threshold: u64,
     /// …and falls only when it holds at most this many (hysteresis).
     pub storm_clear: u64,
@@ -102,7 +104,7 @@ impl PodSeries {
     }
 }
 
-/// OOM kills in a sliding window, and the storm flag with hysteresis.
+/// OOM events in a sliding window, and the storm flag with hysteresis.
 struct Churn {
     settings: ChurnSettings,
     kills_ns: VecDeque<u64>,
@@ -143,6 +145,8 @@ impl Churn {
 #[derive(Clone)]
 pub struct PodMetrics {
     oom_kills: IntCounterVec,
+    oom_events: IntCounterVec,
+    oom_group_containers: IntGauge,
     pod_series: Arc<Mutex<PodSeries>>,
     churn: Arc<Mutex<Churn>>,
     sandbox_deaths: IntCounterVec,
@@ -175,12 +179,15 @@ impl PodMetrics {
             "Per-pod OOM series dropped because the --max-pod-series cap was reached.",
         )?;
         let window = IntGaugeVec::new(
-            Opts::new("sandwatch_oom_kills_window", "OOM kills on this node within the sliding window."),
+            Opts::new(
+                "sandwatch_oom_kills_window",
+                "OOM events (the OOM killer's picks: a group kill of a whole container is one) on this node within the sliding window.",
+            ),
             &["window"],
         )?;
         let storm_gauge = IntGauge::new(
             "sandwatch_oom_storm",
-            "1 while OOM kills in the window are at or above the storm threshold, until they fall to the clear level.",
+            "1 while OOM events in the window are at or above the storm threshold, until they fall to the clear level.",
         )?;
         registry.register(Box::new(pod_oom_kills.clone()))?;
         registry.register(Box::new(evicted.clone()))?;
@@ -196,8 +203,19 @@ impl PodMetrics {
         churn.update(0);
         let m = Self {
             oom_kills: IntCounterVec::new(
-                Opts::new("sandwatch_oom_kills_total", "OOM kills on this node by victim role and pod QoS class."),
+                Opts::new("sandwatch_oom_kills_total", "Processes OOM-killed on this node, by victim role and pod QoS class."),
                 &["victim_role", "qos_class"],
+            )?,
+            oom_events: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_oom_events_total",
+                    "OOM events (one pick of the OOM killer: one process, or a whole container killed as a group), by scope and pod QoS class.",
+                ),
+                &["scope", "qos_class"],
+            )?,
+            oom_group_containers: IntGauge::new(
+                "sandwatch_oom_group_containers",
+                "Tracked containers whose memory.oom.group is 1: an OOM kill takes the whole container (kubelet >= 1.28 on cgroup v2).",
             )?,
             pod_series: Arc::new(Mutex::new(PodSeries {
                 counter: pod_oom_kills,
@@ -246,6 +264,8 @@ impl PodMetrics {
             refreshed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
         };
         registry.register(Box::new(m.oom_kills.clone()))?;
+        registry.register(Box::new(m.oom_events.clone()))?;
+        registry.register(Box::new(m.oom_group_containers.clone()))?;
         registry.register(Box::new(m.sandbox_deaths.clone()))?;
         registry.register(Box::new(m.task_exits.clone()))?;
         registry.register(Box::new(m.late_exits.clone()))?;
@@ -267,6 +287,11 @@ impl PodMetrics {
             for outcome in OUTCOMES {
                 let counter = m.task_exits.with_label_values(&[role.label(), outcome]);
                 m.task_exit_counters.push(counter);
+            }
+        }
+        for scope in OomScope::ALL {
+            for qos in QosClass::LABELS.iter().chain([&NO_QOS]) {
+                m.oom_events.with_label_values(&[scope.label(), qos]);
             }
         }
         for cause in CAUSES {
@@ -305,16 +330,24 @@ impl PodMetrics {
         }
     }
 
-    /// An OOM kill, node-wide: by role and QoS, and in the churn window.
-    pub fn observe_oom(&self, r: &OomReport, now_ns: u64) {
+    /// A process OOM-killed, node-wide: by role and QoS.
+    pub fn observe_oom(&self, r: &OomReport) {
         let qos = r.pod.as_ref().and_then(|p| p.qos).map_or(NO_QOS, QosClass::label);
         self.oom_kills.with_label_values(&[r.role.label(), qos]).inc();
+    }
+
+    /// An OOM event (its burst of victims over): by scope and QoS, and in
+    /// the churn window.
+    pub fn observe_oom_event(&self, e: &OomEvent, now_ns: u64) {
+        let qos = e.qos.map_or(NO_QOS, QosClass::label);
+        self.oom_events.with_label_values(&[e.scope.label(), qos]).inc();
         if let Ok(mut churn) = self.churn.lock() {
             churn.record(now_ns);
         }
     }
 
-    /// The same kill in its pod's series, with whatever names are known.
+    /// An OOM event in its pod's series (the event's role), with whatever
+    /// names are known.
     pub fn observe_pod_oom(&self, r: &OomReport, names: &Names) {
         let Some(pod) = &r.pod else { return };
         let labels = [
@@ -347,6 +380,7 @@ impl PodMetrics {
         self.tracked_sandboxes.set(registry.tracked_sandboxes() as i64);
         self.tracked_containers.set(registry.tracked_containers() as i64);
         self.tracked_processes.set(registry.tracked_processes() as i64);
+        self.oom_group_containers.set(registry.oom_group_containers() as i64);
         let e = registry.evictions;
         for (what, total) in EVICTION_KINDS.iter().zip([
             e.sandboxes_refused,
@@ -389,7 +423,9 @@ mod tests {
     }
 
     fn observe(m: &PodMetrics, r: &OomReport, now_ns: u64) {
-        m.observe_oom(r, now_ns);
+        m.observe_oom(r);
+        let event = OomEvent { scope: OomScope::Process, qos: r.pod.as_ref().and_then(|p| p.qos), report: r.clone(), victims: 1 };
+        m.observe_oom_event(&event, now_ns);
         m.observe_pod_oom(r, &Names::default());
     }
 

@@ -397,6 +397,17 @@ impl KubePod {
     pub fn cgroup_id(&self, i: usize) -> u64 {
         self.cg.id_of(&self.paths[i])
     }
+
+    /// Sets container `i`'s `memory.oom.group` as kubelet does on cgroup
+    /// v2; false on v1, which has no such setting.
+    pub fn set_oom_group(&self, i: usize, on: bool) -> bool {
+        if self.cg.layout.mode != CgroupMode::V2 {
+            return false;
+        }
+        let file = self.cg.layout.dir(&self.paths[i]).join("memory.oom.group");
+        std::fs::write(&file, if on { "1" } else { "0" }).unwrap_or_else(|e| panic!("cannot write {}: {e}", file.display()));
+        true
+    }
 }
 
 impl Drop for KubePod {
