@@ -122,6 +122,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             },
         }
     }
+    watchdog.flush();
     log::info!("shutting down: detaching programs");
     shutdown.cancel();
     pipeline.stop().await;

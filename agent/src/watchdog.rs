@@ -380,6 +380,14 @@ impl Watchdog {
         }
     }
 
+    /// At shutdown: what still waits (an OOM event's burst, names for a
+    /// series or a death's log line) goes out with what is known.
+    pub fn flush(&mut self) {
+        let later = boottime_ns().saturating_add(NAME_WAIT_NS + crate::model::oom_events::GROUP_GAP_NS);
+        self.close_oom_events(later);
+        self.label_awaiting(later);
+    }
+
     /// Reads `memory.oom.group` again for containers created lately (the
     /// kubelet's runtime sets it right after creating the cgroup).
     fn recheck_modes(&mut self, now_ns: u64) {
