@@ -44,6 +44,15 @@ enum Awaiting {
     Death(ExitReport),
 }
 
+impl Awaiting {
+    fn pod(&self) -> Option<&PodRef> {
+        match self {
+            Awaiting::PodOom(r) => r.pod.as_ref(),
+            Awaiting::Death(r) => r.pod.as_ref(),
+        }
+    }
+}
+
 pub struct Watchdog {
     pub dispatcher: Dispatcher,
     pub metrics: PodMetrics,
@@ -176,11 +185,12 @@ impl Watchdog {
         self.label_awaiting(boottime_ns());
     }
 
-    /// Whether `what` (about `pod`, whose names are `names`) must wait for
-    /// the runtime to name its container: the runtime is listing and has
-    /// not named it yet. Asks the listing for it then.
-    fn must_wait(&mut self, pod: Option<&PodRef>, names: &Names, what: Awaiting, now_ns: u64) -> Option<Awaiting> {
-        let container = pod.and_then(|p| p.container_id.as_ref());
+    /// Queues `what` (whose pod's names are `names`) until the runtime
+    /// names its container, if the runtime is listing and has not named it
+    /// yet, and asks the listing for it; otherwise hands `what` back to go
+    /// out now.
+    fn defer(&mut self, what: Awaiting, names: &Names, now_ns: u64) -> Option<Awaiting> {
+        let container = what.pod().and_then(|p| p.container_id.clone());
         let listing = self
             .runtime
             .as_ref()
@@ -188,7 +198,7 @@ impl Watchdog {
             .and_then(|side| side.names_wanted.as_ref());
         match (container, listing) {
             (Some(id), Some(requests)) if !names.complete() && self.awaiting_names.len() < MAX_AWAITING_NAMES => {
-                requests.want(id.clone());
+                requests.want(id);
                 self.awaiting_names.push_back((what, now_ns));
                 None
             }
@@ -199,7 +209,7 @@ impl Watchdog {
     /// Puts an OOM kill into its pod's series now, or once the runtime
     /// named its container (or NAME_WAIT_NS passed).
     fn label_oom(&mut self, r: &OomReport, names: &Names, now_ns: u64) {
-        if let Some(Awaiting::PodOom(r)) = self.must_wait(r.pod.as_ref(), names, Awaiting::PodOom(r.clone()), now_ns) {
+        if let Some(Awaiting::PodOom(r)) = self.defer(Awaiting::PodOom(r.clone()), names, now_ns) {
             self.metrics.observe_pod_oom(&r, names);
         }
     }
@@ -209,7 +219,7 @@ impl Watchdog {
     /// with its namespace and name.
     fn log_death(&mut self, r: &ExitReport, now_ns: u64) {
         let names = self.names(r.pod.as_ref());
-        if let Some(Awaiting::Death(r)) = self.must_wait(r.pod.as_ref(), &names, Awaiting::Death(r.clone()), now_ns) {
+        if let Some(Awaiting::Death(r)) = self.defer(Awaiting::Death(r.clone()), &names, now_ns) {
             log_sandbox_death(&r, &names);
         }
     }
@@ -219,11 +229,7 @@ impl Watchdog {
         let registry = &self.dispatcher.registry;
         let metrics = &self.metrics;
         self.awaiting_names.retain(|(what, since)| {
-            let pod = match what {
-                Awaiting::PodOom(r) => r.pod.as_ref(),
-                Awaiting::Death(r) => r.pod.as_ref(),
-            };
-            let names = names_of(registry, pod);
+            let names = names_of(registry, what.pod());
             if !names.complete() && now_ns.saturating_sub(*since) < NAME_WAIT_NS {
                 return true;
             }
