@@ -86,6 +86,7 @@ fn main() -> Result<()> {
 fn test(filter: Option<String>) -> Result<()> {
     setup::run()?;
     util::require_root("the privileged tests load eBPF programs and create cgroups")?;
+    let tracked = util::TrackedFiles::snapshot()?;
     let mut tally = util::Tally::default();
     let mut failures = Vec::new();
     if filter.is_none() {
@@ -111,6 +112,13 @@ fn test(filter: Option<String>) -> Result<()> {
         failures.push(format!("tests on the host kernel {} failed", release.trim()));
     }
     tally.add(host);
+    let changed = tracked.changed_since()?;
+    if !changed.is_empty() {
+        failures.push(format!(
+            "the test run changed tracked files (a run must leave the repository as it found it): {}",
+            changed.join(", ")
+        ));
+    }
     finish(tally, &failures)
 }
 

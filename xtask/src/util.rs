@@ -55,6 +55,38 @@ pub fn cargo(args: &[&str]) -> Result<()> {
     run(Command::new(cargo_path()).args(args).current_dir(workspace_root()?))
 }
 
+/// Tracked files that differ from the commit, with their content hashes:
+/// what a run must leave as it found it.
+pub struct TrackedFiles(std::collections::BTreeMap<String, String>);
+
+impl TrackedFiles {
+    pub fn snapshot() -> Result<Self> {
+        let root = workspace_root()?;
+        let status = output(Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]).current_dir(&root))
+            .context("`git status` failed: is this a git checkout?")?;
+        let files = status
+            .lines()
+            .filter_map(|l| l.get(3..))
+            .map(|path| {
+                let hash = output(Command::new("git").args(["hash-object", path]).current_dir(&root)).unwrap_or_default();
+                (path.to_string(), hash.trim().to_string())
+            })
+            .collect();
+        Ok(Self(files))
+    }
+
+    /// Tracked files changed since the snapshot (newly modified, or
+    /// modified further).
+    pub fn changed_since(&self) -> Result<Vec<String>> {
+        let now = Self::snapshot()?;
+        let mut changed: Vec<String> =
+            now.0.iter().filter(|(path, hash)| self.0.get(*path) != Some(hash)).map(|(p, _)| p.clone()).collect();
+        // Reverted to the commit by the run is a change too.
+        changed.extend(self.0.keys().filter(|p| !now.0.contains_key(*p)).cloned());
+        Ok(changed)
+    }
+}
+
 /// Test counts taken from libtest's `test result:` lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
