@@ -297,7 +297,14 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
         (*ev).trigger_cgroup_id = trigger_cgroup_id;
         (*ev).trigger_comm = bpf_get_current_comm().unwrap_or([0; COMM_LEN]);
         (*ev).victim_comm = [0; COMM_LEN];
-        let _ = data_loc_str(ctx, tp.mv_comm, &mut (*ev).victim_comm);
+        if tp.mv_comm != ABSENT {
+            let _ = data_loc_str(ctx, tp.mv_comm, &mut (*ev).victim_comm);
+        } else if victim_pid == trigger_tid {
+            // Older kernels' tracepoint carries only the pid (5.10); the
+            // victim is often the task that ran out of memory, whose comm
+            // is at hand.
+            (*ev).victim_comm = (*ev).trigger_comm;
+        }
         (*ev).header = header(EventKind::OomKill, flags);
     }
     entry.submit(URGENT_WAKEUP);

@@ -12,7 +12,10 @@ use crate::{
         runtime::{Correlator, CorrelatorLimits, Expired},
         Dispatcher, ExitReport, Names, OomReport, Outcome, PodRef, Registry, Report, TaskRole,
     },
-    probes::{cgroups::CgroupLayout, scan::scan},
+    probes::{
+        cgroups::CgroupLayout,
+        scan::{proc_comm, scan},
+    },
     runtime::{
         containerd::RuntimeEvent,
         crash::{scan_proc, RuntimeChange, RuntimeProcesses},
@@ -290,6 +293,20 @@ impl Watchdog {
                 }
             }
         }
+        // A kernel whose OOM tracepoint does not name the victim (5.10),
+        // when the victim was not the task that ran out of memory: /proc,
+        // while it is not reaped; otherwise its comm stays absent.
+        let named;
+        let event = match event {
+            Event::OomKill(o) if o.victim_comm.is_empty() => {
+                let mut o = o.clone();
+                let start = o.victim.map_or(0, |v| v.start_ns);
+                o.victim_comm = proc_comm(o.victim_pid, start).unwrap_or_default();
+                named = Event::OomKill(o);
+                &named
+            }
+            _ => event,
+        };
         let report = self.dispatcher.dispatch(event, now);
         if let Event::CgroupMkdir(c) = event {
             if self.read_oom_group(c.cgroup_id) && self.mode_checks.len() < MAX_MODE_CHECKS {

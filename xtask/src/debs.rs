@@ -74,6 +74,20 @@ impl Suite {
         candidate(&policy).with_context(|| format!("Debian {} has no package {package}", self.name))
     }
 
+    /// What `package` depends on (package names, alternatives left out).
+    pub fn depends(&self, package: &str) -> Result<Vec<String>> {
+        self.update(false)?;
+        let text = output(Command::new("apt-cache").args(self.apt_options()).args(["depends", package]))
+            .with_context(|| format!("Debian {} knows no package {package}", self.name))?;
+        Ok(text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("Depends: "))
+            .map(str::trim)
+            .filter(|d| !d.starts_with('<') && !d.contains(' '))
+            .map(str::to_string)
+            .collect())
+    }
+
     /// `package` unpacked (once per version) into
     /// `target/debs/<suite>/<package>-<version>`; returns that directory.
     pub fn unpacked(&self, package: &str) -> Result<PathBuf> {

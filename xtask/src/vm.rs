@@ -18,13 +18,22 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::util::{cargo_path, output, run as run_cmd, workspace_root, Tally};
+use crate::{
+    debs::Suite,
+    util::{cargo_path, output, run as run_cmd, workspace_root, Tally},
+};
 
-/// Debian packages (meta-packages resolve to their current kernel): the
-/// distribution's long-term 6.1 and the newer 6.12, both cloud flavours.
-/// Neither has `group_dead` in `sched_process_exit`; both have BTF,
-/// `oom:mark_victim` and cgroup v2 with the memory controller.
-pub const DEFAULT_KERNELS: &[&str] = &["linux-image-cloud-amd64", "linux-image-6.12-cloud-amd64"];
+/// Debian cloud kernels, `SUITE/PACKAGE` (meta-packages resolve to their
+/// current kernel): bullseye's 5.10 (the last to charge BPF maps to
+/// RLIMIT_MEMLOCK; `oom:mark_victim` has only `pid`), bookworm's 6.1 and
+/// 6.12 (no `group_dead` in `sched_process_exit`), sid's 7.x. All have
+/// BTF and cgroup v2 with the memory controller.
+pub const DEFAULT_KERNELS: &[&str] = &[
+    "bullseye/linux-image-5.10.0-32-cloud-amd64",
+    "bookworm/linux-image-cloud-amd64",
+    "bookworm/linux-image-6.12-cloud-amd64",
+    "sid/linux-image-cloud-amd64",
+];
 
 /// The integration test binaries that run inside the VMs: real exits and
 /// OOM kills through the loaded programs, and kubelet-shaped pods through
@@ -38,7 +47,8 @@ const MARK: &str = "sandwatch-vm:";
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// Kernel packages to boot (Debian package names); default: 6.1 and 6.12.
+    /// Kernels to boot, `SUITE/PACKAGE` (Debian; a bare package is
+    /// bookworm's); default: 5.10, 6.1, 6.12 and sid's 7.x.
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
     /// Give up on a VM after this many minutes.
@@ -70,7 +80,7 @@ pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
     let mut total = Tally::default();
     let mut failures = Vec::new();
     for package in &packages {
-        let kernel = fetch_kernel(&dir, package)?;
+        let kernel = fetch_kernel(&root, package)?;
         let timeout = Duration::from_secs(args.timeout_minutes * 60);
         match boot(&dir, &kernel, &initramfs, timeout) {
             Ok(outcome) => {
@@ -91,59 +101,42 @@ struct Kernel {
     vmlinuz: PathBuf,
 }
 
-/// The unpacked kernel of `package` (a meta-package is followed to the
-/// versioned image it depends on), downloaded once into `dir`.
-fn fetch_kernel(dir: &Path, package: &str) -> Result<Kernel> {
-    let image = resolve_image_package(package)?;
-    let unpacked = dir.join(&image);
-    if find_vmlinuz(&unpacked).is_none() {
-        let downloads = dir.join("downloads");
-        std::fs::create_dir_all(&downloads)?;
-        println!("vm: downloading {image}");
-        run_cmd(Command::new("apt-get").args(["download", "-q", &image]).current_dir(&downloads))
-            .with_context(|| format!("cannot download kernel package {image} (is `apt-get update` current?)"))?;
-        let deb = std::fs::read_dir(&downloads)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| {
-                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                name.starts_with(&format!("{image}_")) && name.ends_with(".deb")
-            })
-            .with_context(|| format!("apt-get download left no {image}_*.deb in {}", downloads.display()))?;
-        let staging = dir.join(format!("{image}.partial"));
-        let _ = std::fs::remove_dir_all(&staging);
-        run_cmd(Command::new("dpkg").arg("-x").arg(&deb).arg(&staging))?;
-        let _ = std::fs::remove_dir_all(&unpacked);
-        std::fs::rename(&staging, &unpacked)?;
-        let _ = std::fs::remove_file(&deb);
+/// The unpacked kernel of `spec` (`SUITE/PACKAGE`, or a bookworm
+/// PACKAGE): the package unpacked under `target/debs/<suite>/`, following
+/// a meta-package to the image it depends on, and an image to the
+/// `linux-binary-*` package that holds its kernel (as sid's 7.x does).
+fn fetch_kernel(root: &Path, spec: &str) -> Result<Kernel> {
+    let (suite, package) = spec.split_once('/').unwrap_or(("bookworm", spec));
+    let suite = Suite::new(root, suite);
+    let mut todo = vec![package.to_string()];
+    for _ in 0..4 {
+        let Some(package) = todo.pop() else { break };
+        let unpacked = suite.unpacked(&package)?;
+        if let Some((release, vmlinuz)) = find_vmlinuz(&unpacked) {
+            return Ok(Kernel { release, vmlinuz });
+        }
+        todo.extend(
+            suite
+                .depends(&package)?
+                .into_iter()
+                .filter(|d| d.starts_with("linux-image-") || d.starts_with("linux-binary-")),
+        );
     }
-    let vmlinuz = find_vmlinuz(&unpacked).with_context(|| format!("no boot/vmlinuz-* in package {image}"))?;
-    let release = vmlinuz
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("vmlinuz-"))
-        .unwrap_or(&image)
-        .to_string();
-    Ok(Kernel { release, vmlinuz })
+    bail!("no kernel (boot/vmlinuz-* or usr/lib/modules/*/vmlinuz) in {spec} or the packages it depends on")
 }
 
-fn resolve_image_package(package: &str) -> Result<String> {
-    let depends = output(Command::new("apt-cache").args(["depends", package]))
-        .with_context(|| format!("apt-cache knows no package {package}"))?;
-    // A versioned image package depends on no other image.
-    Ok(depends
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("Depends: "))
-        .map(str::trim)
-        .find(|d| d.starts_with("linux-image-") && !d.contains(' '))
-        .unwrap_or(package)
-        .to_string())
-}
-
-fn find_vmlinuz(unpacked: &Path) -> Option<PathBuf> {
-    std::fs::read_dir(unpacked.join("boot"))
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+/// (release, path) of the kernel in an unpacked package.
+fn find_vmlinuz(unpacked: &Path) -> Option<(String, PathBuf)> {
+    let in_boot = std::fs::read_dir(unpacked.join("boot")).ok().into_iter().flatten().flatten().find_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        Some((name.strip_prefix("vmlinuz-")?.to_string(), e.path()))
+    });
+    in_boot.or_else(|| {
+        std::fs::read_dir(unpacked.join("usr/lib/modules")).ok()?.flatten().find_map(|e| {
+            let vmlinuz = e.path().join("vmlinuz");
+            vmlinuz.exists().then(|| (e.file_name().to_string_lossy().into_owned(), vmlinuz))
+        })
+    })
 }
 
 /// `cargo test --no-run` for the VM tests; returns (name, executable).

@@ -46,6 +46,12 @@ pub enum LoadError {
     },
     #[error("ring buffer size {0} must be a power of two and a multiple of the page size")]
     RingBufferSize(u32),
+    #[error("Linux {kernel} charges eBPF maps to RLIMIT_MEMLOCK ({limit}) and raising it failed ({source}): the agent needs CAP_SYS_RESOURCE on kernels before 5.11")]
+    Memlock {
+        kernel: String,
+        limit: String,
+        source: std::io::Error,
+    },
 }
 
 /// What the loader may be told.
@@ -152,6 +158,10 @@ impl Probes {
             Ok(v) if v < KernelVersion::new(5, 8, 0) => {
                 return Err(LoadError::UnsupportedKernel(format!("{v:?}")))
             }
+            // Before 5.11 map memory counts against RLIMIT_MEMLOCK (64 KiB
+            // by default), far below the ring buffer; later kernels charge
+            // the memory cgroup instead.
+            Ok(v) if v < KernelVersion::new(5, 11, 0) => raise_memlock(&crate::kernel_release())?,
             _ => {}
         }
         let tracefs = Tracefs::find_or_mount()?;
@@ -361,6 +371,28 @@ fn proc_tasks(proc: &Path) -> Vec<(u32, u32)> {
 
 /// Field 22 (starttime, in clock ticks since boot) of /proc/<pid>/stat. The
 /// comm field may hold spaces and parentheses: parse after the last ')'.
+/// Lifts RLIMIT_MEMLOCK for this process (needs CAP_SYS_RESOURCE unless
+/// it is unlimited already).
+fn raise_memlock(kernel: &str) -> Result<(), LoadError> {
+    let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we own.
+    unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut current) };
+    if current.rlim_cur == libc::RLIM_INFINITY {
+        return Ok(());
+    }
+    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: setrlimit reads the struct we own.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } == 0 {
+        log::info!("raised RLIMIT_MEMLOCK (Linux {kernel} charges eBPF maps to it)");
+        return Ok(());
+    }
+    Err(LoadError::Memlock {
+        kernel: kernel.to_string(),
+        limit: format!("{} bytes", current.rlim_cur),
+        source: std::io::Error::last_os_error(),
+    })
+}
+
 pub fn start_ticks(stat: &str) -> Option<u64> {
     let after = &stat[stat.rfind(')')? + 1..];
     // Fields after comm start at field 3 (state); starttime is field 22.

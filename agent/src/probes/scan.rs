@@ -108,3 +108,16 @@ fn attachments(layout: &CgroupLayout, pod_cgroups: &HashMap<String, u64>, now_ns
         })
         .collect()
 }
+
+/// The comm of the live (or not yet reaped) process `pid` started at
+/// `start_ns` (kernel boot time; 0 = unknown, then any), from /proc: for
+/// kernels whose OOM tracepoint does not name its victim.
+pub fn proc_comm(pid: u32, start_ns: u64) -> Option<String> {
+    let base = Path::new("/proc").join(pid.to_string());
+    let stat = std::fs::read_to_string(base.join("stat")).ok()?;
+    if start_ns != 0 && start_ticks(&stat)? != start_ns / TICK_NS {
+        return None; // the pid was reused
+    }
+    let comm = std::fs::read_to_string(base.join("comm")).ok()?;
+    Some(comm.trim_end_matches('\n').to_string())
+}
