@@ -288,3 +288,78 @@ async fn overrun_ring_buffer_accounts_for_every_event_per_kind() {
     assert_eq!(pipeline.stats.decode_errors_total(), 0);
     pipeline.stop().await;
 }
+
+/// Set in the copy of this test binary that runs without CAP_SYS_RESOURCE.
+const WITHOUT_SYS_RESOURCE: &str = "SANDWATCH_TEST_WITHOUT_SYS_RESOURCE";
+
+/// Drops CAP_SYS_RESOURCE from this process's effective and permitted sets.
+fn drop_sys_resource() {
+    const CAP_SYS_RESOURCE: u32 = 24;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut header = Header { version: 0x2008_0522, pid: 0 };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget/capset with a v3 header and two data structs we own.
+    unsafe {
+        assert_eq!(libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()), 0, "capget");
+        data[0].effective &= !(1 << CAP_SYS_RESOURCE);
+        data[0].permitted &= !(1 << CAP_SYS_RESOURCE);
+        assert_eq!(libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()), 0, "capset");
+    }
+}
+
+/// Before Linux 5.11 eBPF maps count against RLIMIT_MEMLOCK: the agent
+/// raises it, and without CAP_SYS_RESOURCE it refuses with one line
+/// naming the capability; later kernels need neither. The test runs
+/// itself again without the capability and reads what that copy says.
+#[test]
+fn memlock_is_raised_before_5_11_and_refused_without_cap_sys_resource() {
+    require_root();
+    let old_kernel = aya::util::KernelVersion::current().is_ok_and(|v| v < aya::util::KernelVersion::new(5, 11, 0));
+    if std::env::var_os(WITHOUT_SYS_RESOURCE).is_some() {
+        drop_sys_resource();
+        // A limit below the maps, as 5.10's default 64 KiB is.
+        let low = libc::rlimit { rlim_cur: 64 << 10, rlim_max: 64 << 10 };
+        // SAFETY: setrlimit reads the struct we own.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &low) }, 0);
+        match sandwatch::probes::Probes::load(&ProbeOptions::default()) {
+            Ok(_) => println!("RESULT loaded"),
+            Err(e) => println!("RESULT refused: {e}"),
+        }
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args(["memlock_is_raised_before_5_11_and_refused_without_cap_sys_resource", "--exact", "--nocapture", "--test-threads=1"])
+        .env(WITHOUT_SYS_RESOURCE, "1")
+        .output()
+        .expect("run the test binary again");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // libtest may print the test's name on the same line first.
+    let result = text
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no RESULT line: {text}"));
+    if old_kernel {
+        assert!(
+            result.starts_with("refused: ") && result.contains("RLIMIT_MEMLOCK") && result.contains("CAP_SYS_RESOURCE") && !result.contains('\n'),
+            "{result}"
+        );
+        // With the capability (this process) the same kernel loads.
+        if let Err(e) = sandwatch::probes::Probes::load(&ProbeOptions::default()) {
+            panic!("with CAP_SYS_RESOURCE the agent loads on Linux before 5.11: {e}");
+        }
+    } else {
+        assert_eq!(result, "loaded", "Linux 5.11+ charges maps to the memory cgroup: no capability needed");
+    }
+}

@@ -272,6 +272,14 @@ fn init_script(binaries: &[(String, PathBuf)], filter: Option<&str>) -> String {
     s.push_str(&format!(
         "echo \"{MARK} kernel $($B uname -r), cgroup2 controllers: $($B cat /sys/fs/cgroup/cgroup.subtree_control)\"\n"
     ));
+    // The tracepoint fields that differ between kernels, for README's
+    // kernel table (the serial log keeps them).
+    s.push_str("$B mount -t tracefs nodev /sys/kernel/tracing\n");
+    for tp in ["oom/mark_victim", "sched/sched_process_exit"] {
+        s.push_str(&format!(
+            "echo \"{MARK} {tp} fields: $($B sed -n 's/.*field:[^;]* \\([a-z_]*\\)\\(\\[[0-9]*\\]\\)*;.*/\\1/p' /sys/kernel/tracing/events/{tp}/format | $B tr '\\n' ' ')\"\n"
+        ));
+    }
     for (name, _) in binaries {
         s.push_str(&format!("/tests/{name} --test-threads=1{filter_arg}\n"));
         s.push_str(&format!("echo \"{MARK} binary {name} exit $?\"\n"));
