@@ -148,11 +148,7 @@ async fn signal_shutdown(token: CancellationToken) {
     token.cancel();
 }
 
-pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".to_string())
-}
+pub use probes::loader::kernel_release;
 
 /// Sets up logging at `level` for sandwatch and its eBPF programs; other
 /// crates log warnings only. RUST_LOG, if set, wins.

@@ -9,6 +9,7 @@ use crate::{
     model::{
         dispatch::runtime_exit,
         metadata::Snapshot,
+        oom_events::OomEvents,
         runtime::{Correlator, CorrelatorLimits, Expired},
         Dispatcher, ExitReport, Names, OomReport, Outcome, PodRef, Registry, Report, TaskRole,
     },
@@ -58,6 +59,8 @@ impl Awaiting {
 
 pub struct Watchdog {
     pub dispatcher: Dispatcher,
+    /// OOM victims grouped into the OOM killer's picks.
+    oom_events: OomEvents,
     pub metrics: PodMetrics,
     runtime: Option<RuntimeSide>,
     /// Where cgroup settings are read (known after `discover`).
@@ -141,6 +144,7 @@ impl Watchdog {
     pub fn new(metrics: PodMetrics) -> Self {
         Self {
             dispatcher: Dispatcher::new(Registry::default()),
+            oom_events: OomEvents::default(),
             metrics,
             runtime: None,
             layout: None,
@@ -272,7 +276,8 @@ impl Watchdog {
 
     /// Counts the OOM events whose burst of victims is over.
     fn close_oom_events(&mut self, now_ns: u64) {
-        for event in self.dispatcher.closed_oom_events(now_ns) {
+        self.oom_events.expire(now_ns);
+        for event in self.oom_events.take_closed() {
             self.metrics.observe_oom_event(&event, now_ns);
             let names = self.names(event.report.pod.as_ref());
             self.label_oom(&event.report, &names, now_ns);
@@ -307,7 +312,12 @@ impl Watchdog {
             }
             _ => event,
         };
-        let report = self.dispatcher.dispatch(event, now);
+        let mut report = self.dispatcher.dispatch(event, now);
+        if let (Event::OomKill(o), Some(Report::Oom(r))) = (event, report.as_mut()) {
+            let container = o.victim.and_then(|v| self.dispatcher.registry.container_of(v.cgroup_id));
+            let group_mode = container.is_some_and(|c| c.oom_group == Some(true));
+            self.oom_events.victim(r, o.ts_ns, group_mode);
+        }
         if let Event::CgroupMkdir(c) = event {
             if self.read_oom_group(c.cgroup_id) && self.mode_checks.len() < MAX_MODE_CHECKS {
                 self.mode_checks.push_back((c.cgroup_id, now));

@@ -5,7 +5,6 @@
 
 use super::{
     cgroup_path::QosClass,
-    oom_events::{OomEvent, OomEvents},
     registry::{CgroupOwner, ContainerRole, Registry, RuncStage, SandboxState, TaskKey},
 };
 use crate::events::ExitStatus;
@@ -408,19 +407,11 @@ pub enum Report {
 #[derive(Debug, Default)]
 pub struct Dispatcher {
     pub registry: Registry,
-    /// OOM victims grouped into the OOM killer's picks.
-    oom_events: OomEvents,
 }
 
 impl Dispatcher {
     pub fn new(registry: Registry) -> Self {
-        Self { registry, oom_events: OomEvents::default() }
-    }
-
-    /// OOM events that closed (their burst ended) by `now_ns`.
-    pub fn closed_oom_events(&mut self, now_ns: u64) -> Vec<OomEvent> {
-        self.oom_events.expire(now_ns);
-        self.oom_events.take_closed()
+        Self { registry }
     }
 
     /// Returns a report for exits and OOM kills, `None` for cgroup changes
@@ -470,10 +461,7 @@ impl Dispatcher {
                     },
                     ts_ns: o.ts_ns,
                 };
-                let mut report = oom_kill(reg, &victim, now_ns);
-                let group_mode = cgroup_id.and_then(|id| reg.container_of(id)).is_some_and(|c| c.oom_group == Some(true));
-                self.oom_events.victim(&mut report, o.ts_ns, group_mode);
-                Some(Report::Oom(report))
+                Some(Report::Oom(oom_kill(reg, &victim, now_ns)))
             }
         }
     }

@@ -3,6 +3,7 @@
 //! No I/O here; the start-up scan lives in `probes::scan`.
 pub mod cgroup_path;
 pub mod dispatch;
+pub mod known_issues;
 pub mod metadata;
 pub mod oom_events;
 pub mod registry;

@@ -161,7 +161,7 @@ impl Probes {
             // Before 5.11 map memory counts against RLIMIT_MEMLOCK (64 KiB
             // by default), far below the ring buffer; later kernels charge
             // the memory cgroup instead.
-            Ok(v) if v < KernelVersion::new(5, 11, 0) => raise_memlock(&crate::kernel_release())?,
+            Ok(v) if v < KernelVersion::new(5, 11, 0) => raise_memlock(&kernel_release())?,
             _ => {}
         }
         let tracefs = Tracefs::find_or_mount()?;
@@ -391,6 +391,13 @@ fn raise_memlock(kernel: &str) -> Result<(), LoadError> {
         limit: format!("{} bytes", current.rlim_cur),
         source: std::io::Error::last_os_error(),
     })
+}
+
+/// The running kernel's release (`uname -r`).
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
 }
 
 pub fn start_ticks(stat: &str) -> Option<u64> {

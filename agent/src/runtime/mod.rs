@@ -4,7 +4,6 @@
 pub mod containerd;
 pub mod crash;
 pub mod cri;
-pub mod known_issues;
 
 use std::{path::Path, time::Duration};
 

@@ -10,7 +10,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use crate::runtime::{crash::CRASH_REASONS, known_issues};
+use crate::{model::known_issues, runtime::crash::CRASH_REASONS};
 
 /// Seconds from the kernel's exit of a container init to containerd's
 /// TaskExit for it: normally milliseconds, seconds when the runtime lags.
