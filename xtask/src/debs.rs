@@ -17,19 +17,26 @@ const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 /// Used when the system's sources name no Debian mirror.
 const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
 
-/// One suite's private apt state.
+/// One suite's private apt state; the system's own release uses the
+/// system's apt sources (its updates and security suites carry the
+/// current kernels) and only unpacks under `target/debs/`.
 pub struct Suite {
     name: String,
     dir: PathBuf,
+    system: bool,
 }
 
 impl Suite {
     /// The suite `name` with its state under `root/target/debs/<name>`.
     pub fn new(root: &Path, name: &str) -> Self {
-        Self { name: name.to_string(), dir: root.join("target/debs").join(name) }
+        let system = system_codename().as_deref() == Some(name);
+        Self { name: name.to_string(), dir: root.join("target/debs").join(name), system }
     }
 
     fn apt_options(&self) -> Vec<String> {
+        if self.system {
+            return vec!["-o=APT::Sandbox::User=root".to_string(), "-q".to_string()];
+        }
         let d = self.dir.display();
         vec![
             format!("-o=Dir::Etc::SourceList={d}/sources.list"),
@@ -47,6 +54,9 @@ impl Suite {
     /// Writes the sources list and fetches the package lists, unless
     /// they were fetched already and `fresh` is not asked for.
     fn update(&self, fresh: bool) -> Result<()> {
+        if self.system {
+            return if fresh { run_cmd(Command::new("apt-get").args(["update", "-qq"])) } else { Ok(()) };
+        }
         let lists = self.dir.join("lists");
         let fetched = std::fs::read_dir(&lists)
             .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().contains("_Packages")))
@@ -133,6 +143,15 @@ impl Suite {
         let _ = std::fs::remove_file(&deb);
         Ok(dest)
     }
+}
+
+/// The system's Debian release (`VERSION_CODENAME` of /etc/os-release).
+fn system_codename() -> Option<String> {
+    let text = std::fs::read_to_string("/etc/os-release").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("VERSION_CODENAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .filter(|v| !v.is_empty())
 }
 
 /// The Debian mirror the system's own apt sources use.
