@@ -171,6 +171,7 @@ impl Config {
             storm_threshold: self.oom_storm_threshold,
             storm_clear: self.oom_storm_clear,
             max_pod_series: self.max_pod_series as usize,
+            ..ChurnSettings::default()
         }
     }
 }

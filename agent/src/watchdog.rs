@@ -342,6 +342,9 @@ impl Watchdog {
             correlate_kernel(side, event, report.as_ref());
         }
         self.close_oom_events(now);
+        for pod_uid in self.dispatcher.registry.take_gone_pods() {
+            self.metrics.pod_gone(&pod_uid, now);
+        }
         self.metrics.refresh(&self.dispatcher.registry);
         report
     }

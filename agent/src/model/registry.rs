@@ -288,6 +288,9 @@ pub struct Registry {
     /// container id → init pid named by the runtime before the container's
     /// cgroup was seen; applied when it is, oldest dropped beyond the bound.
     early_inits: VecDeque<(String, u32)>,
+    /// Pods torn down since the last call of `take_gone_pods` (bounded by
+    /// the sandboxes cap: each was a tracked sandbox).
+    gone_pods: Vec<String>,
     /// Bumped by every change to sandboxes, containers or inits, so that
     /// gauges are refreshed only when something changed.
     generation: u64,
@@ -348,6 +351,11 @@ impl Registry {
     /// Names for a pod and container, empty where the runtime said nothing.
     pub fn names(&self, pod_uid: &str, container_id: Option<&str>) -> Names {
         self.metadata.names(pod_uid, container_id)
+    }
+
+    /// Pods torn down since the last call.
+    pub fn take_gone_pods(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.gone_pods)
     }
 
     /// Container ids seen without a name since the last call.
@@ -557,12 +565,14 @@ impl Registry {
                     // mkdir was never seen) ends with its last container.
                     if sandbox.cgroup_id.is_none() && sandbox.all_containers().next().is_none() {
                         self.sandboxes.remove(pod_uid);
+                        self.gone_pods.push(pod_uid.clone());
                     }
                 }
             }
             CgroupOwner::Pod { pod_uid } => {
                 // The pod is gone, with whatever containers it still had.
                 if let Some(sandbox) = self.sandboxes.remove(pod_uid) {
+                    self.gone_pods.push(pod_uid.clone());
                     let left: Vec<(u64, String)> = sandbox
                         .all_containers()
                         .map(|c| (c.cgroup_id, c.id.clone()))

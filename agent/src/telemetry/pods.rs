@@ -55,6 +55,9 @@ pub struct ChurnSettings {
     pub storm_clear: u64,
     /// Cap on `sandwatch_pod_oom_kills_total` series.
     pub max_pod_series: usize,
+    /// A gone pod's series are removed this long after its cgroup went
+    /// (late events still count; then Prometheus stops scraping it).
+    pub pod_series_grace_secs: u64,
 }
 
 impl Default for ChurnSettings {
@@ -64,9 +67,13 @@ impl Default for ChurnSettings {
             storm_threshold: 10,
             storm_clear: 5,
             max_pod_series: 500,
+            pod_series_grace_secs: 300,
         }
     }
 }
+
+/// Pods waiting for their series to go, at most.
+const MAX_RETIRING: usize = 16384;
 
 /// Label values of one per-pod series.
 type PodLabels = [String; 6];
@@ -80,6 +87,8 @@ struct PodSeries {
     /// labels → update sequence number.
     last_update: HashMap<PodLabels, u64>,
     seq: u64,
+    /// Pods whose cgroup went, oldest first, with when their series go.
+    retiring: VecDeque<(String, u64)>,
 }
 
 impl PodSeries {
@@ -101,6 +110,22 @@ impl PodSeries {
         let refs: Vec<&str> = labels.iter().map(String::as_str).collect();
         self.counter.with_label_values(&refs).inc();
         self.last_update.insert(labels, self.seq);
+    }
+
+    /// Removes the series of pods whose grace ran out by `now_ns`.
+    fn retire(&mut self, now_ns: u64) {
+        while self.retiring.front().is_some_and(|(_, at)| *at <= now_ns) {
+            let Some((pod_uid, _)) = self.retiring.pop_front() else { break };
+            let counter = &self.counter;
+            self.last_update.retain(|labels, _| {
+                if labels[0] != pod_uid {
+                    return true;
+                }
+                let refs: Vec<&str> = labels.iter().map(String::as_str).collect();
+                let _ = counter.remove_label_values(&refs);
+                false
+            });
+        }
     }
 }
 
@@ -148,6 +173,7 @@ pub struct PodMetrics {
     oom_events: IntCounterVec,
     oom_group_containers: IntGauge,
     pod_series: Arc<Mutex<PodSeries>>,
+    grace_ns: u64,
     churn: Arc<Mutex<Churn>>,
     sandbox_deaths: IntCounterVec,
     task_exits: IntCounterVec,
@@ -223,7 +249,9 @@ impl PodMetrics {
                 max: settings.max_pod_series.max(1),
                 last_update: HashMap::new(),
                 seq: 0,
+                retiring: VecDeque::new(),
             })),
+            grace_ns: settings.pod_series_grace_secs.saturating_mul(1_000_000_000),
             churn: Arc::new(Mutex::new(churn)),
             sandbox_deaths: IntCounterVec::new(
                 Opts::new("sandwatch_sandbox_deaths_total", "Exits of a pod sandbox's init (pause), by cause."),
@@ -363,10 +391,30 @@ impl PodMetrics {
         }
     }
 
-    /// Lets the churn window slide on when no kill happens.
+    /// Lets the churn window slide on when no kill happens, and removes
+    /// the series of pods gone longer than their grace.
     pub fn tick(&self, now_ns: u64) {
         if let Ok(mut churn) = self.churn.lock() {
             churn.update(now_ns);
+        }
+        if let Ok(mut series) = self.pod_series.lock() {
+            series.retire(now_ns);
+        }
+    }
+
+    /// A pod's cgroup went: its series go after the grace (also one
+    /// that appears meanwhile, from an OOM event or names still awaited).
+    pub fn pod_gone(&self, pod_uid: &str, now_ns: u64) {
+        let grace = self.grace_ns;
+        if let Ok(mut series) = self.pod_series.lock() {
+            if series.retiring.len() >= MAX_RETIRING {
+                // Churn beyond the bound: the oldest goes early.
+                if let Some((_, at)) = series.retiring.front_mut() {
+                    *at = now_ns;
+                }
+                series.retire(now_ns);
+            }
+            series.retiring.push_back((pod_uid.to_string(), now_ns.saturating_add(grace)));
         }
     }
 
@@ -515,8 +563,25 @@ mod tests {
     }
 
     #[test]
+    fn a_gone_pods_series_go_after_the_grace() {
+        let (registry, m) = metrics(ChurnSettings { pod_series_grace_secs: 10, ..ChurnSettings::default() });
+        observe(&m, &report(1), 0);
+        observe(&m, &report(2), 0);
+        let series = |r: &Registry| render(r).unwrap().lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
+        m.pod_gone("pod-1", 5 * SEC);
+        m.tick(14 * SEC);
+        assert_eq!(series(&registry), 2, "within the grace: late events still count");
+        m.tick(15 * SEC);
+        let text = render(&registry).unwrap();
+        assert_eq!(series(&registry), 1, "{text}");
+        assert!(text.contains("pod_uid=\"pod-2\""), "{text}");
+        // The node-wide counter keeps everything.
+        assert_eq!(value(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"), Some(2.0));
+    }
+
+    #[test]
     fn storm_rises_at_threshold_and_falls_with_hysteresis() {
-        let s = ChurnSettings { window_secs: 10, storm_threshold: 4, storm_clear: 1, max_pod_series: 10 };
+        let s = ChurnSettings { window_secs: 10, storm_threshold: 4, storm_clear: 1, max_pod_series: 10, ..ChurnSettings::default() };
         let (registry, m) = metrics(s);
         let storm = |r: &Registry| value(&render(r).unwrap(), "sandwatch_oom_storm");
         let window = |r: &Registry| value(&render(r).unwrap(), "sandwatch_oom_kills_window{window=\"10s\"}");
