@@ -41,6 +41,12 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_MAX_POD_SERIES", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_pod_series: u32,
 
+    /// How long after its pod is torn down a pod's OOM series are removed
+    /// (e.g. 90s, 15m, 1h; 0 keeps them until evicted by the cap). Long
+    /// enough for Prometheus to scrape the last increment.
+    #[arg(long, env = "SANDWATCH_POD_SERIES_TTL", default_value = "15m", value_parser = parse_duration_secs)]
+    pub pod_series_ttl: u64,
+
     /// Length of the OOM-churn window, in seconds.
     #[arg(long, env = "SANDWATCH_OOM_WINDOW_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub oom_window_seconds: u64,
@@ -114,6 +120,29 @@ fn parse_ring_size(s: &str) -> Result<u32, String> {
     u32::try_from(bytes).map_err(|_| format!("{bytes} bytes is too large"))
 }
 
+/// A duration in seconds: a number with an optional unit s, m or h.
+fn parse_duration_secs(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        None => (s, 1),
+        Some(i) => {
+            let unit = match &s[i..] {
+                "s" => 1,
+                "m" => 60,
+                "h" => 3600,
+                other => return Err(format!("unknown duration unit {other:?} (use s, m or h)")),
+            };
+            (&s[..i], unit)
+        }
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a duration (e.g. 90s, 15m, 1h)"))?;
+    let secs = n.saturating_mul(unit);
+    if secs > 7 * 86_400 {
+        return Err(format!("{s}: at most 7 days"));
+    }
+    Ok(secs)
+}
+
 /// A runtime or namespace name: non-empty, no spaces, quotes or commas.
 fn parse_name(s: &str) -> Result<String, String> {
     let s = s.trim();
@@ -171,7 +200,7 @@ impl Config {
             storm_threshold: self.oom_storm_threshold,
             storm_clear: self.oom_storm_clear,
             max_pod_series: self.max_pod_series as usize,
-            ..ChurnSettings::default()
+            pod_series_ttl_secs: self.pod_series_ttl,
         }
     }
 }
@@ -210,7 +239,9 @@ mod tests {
 
     #[test]
     fn each_invalid_value_is_one_clear_line() {
-        let cases: [(&[&str], &str); 10] = [
+        let cases: [(&[&str], &str); 12] = [
+            (&["--pod-series-ttl", "15x"], "unknown duration unit"),
+            (&["--pod-series-ttl", "30d"], "--pod-series-ttl"),
             (&["--max-pod-series", "0"], "--max-pod-series"),
             (&["--oom-window-seconds", "0"], "--oom-window-seconds"),
             (&["--oom-storm-threshold", "4", "--oom-storm-clear", "4"], "must be below --oom-storm-threshold"),
@@ -227,6 +258,15 @@ mod tests {
             assert!(!line.contains('\n'), "{line:?}");
             assert!(line.contains(needle), "{args:?}: {line:?} lacks {needle:?}");
         }
+    }
+
+    #[test]
+    fn pod_series_ttl_takes_units() {
+        for (text, secs) in [("15m", 900), ("90s", 90), ("1h", 3600), ("0", 0), ("45", 45)] {
+            let c = Config::from_args(["sandwatch", "--pod-series-ttl", text]).unwrap();
+            assert_eq!(c.pod_series_ttl, secs, "{text}");
+        }
+        assert_eq!(Config::from_args(["sandwatch"]).unwrap().churn().pod_series_ttl_secs, 900);
     }
 
     #[test]

@@ -214,8 +214,8 @@ async fn teardown(watch: &mut Watch, pod: KubePod) {
     // The pod's OOM series stay for late events, then go with the pod.
     let pod_series = |text: &str| text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(UID)).count();
     assert!(pod_series(&text) > 0, "{text}");
-    let grace = ChurnSettings::default().pod_series_grace_secs * 1_000_000_000;
-    watch.watchdog.metrics.tick(sandwatch::watchdog::boottime_ns() + grace);
+    let ttl = ChurnSettings::default().pod_series_ttl_secs * 1_000_000_000;
+    watch.watchdog.metrics.tick(sandwatch::watchdog::boottime_ns() + ttl);
     let text = watch.text();
     assert_eq!(pod_series(&text), 0, "a gone pod's series go after the grace: {text}");
     assert!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}").is_some_and(|v| v >= 1.0));

@@ -56,8 +56,9 @@ pub struct ChurnSettings {
     /// Cap on `sandwatch_pod_oom_kills_total` series.
     pub max_pod_series: usize,
     /// A gone pod's series are removed this long after its cgroup went
-    /// (late events still count; then Prometheus stops scraping it).
-    pub pod_series_grace_secs: u64,
+    /// (late events still count, Prometheus scrapes the last increment);
+    /// 0 keeps them until the cap evicts them.
+    pub pod_series_ttl_secs: u64,
 }
 
 impl Default for ChurnSettings {
@@ -67,7 +68,7 @@ impl Default for ChurnSettings {
             storm_threshold: 10,
             storm_clear: 5,
             max_pod_series: 500,
-            pod_series_grace_secs: 300,
+            pod_series_ttl_secs: 900,
         }
     }
 }
@@ -89,6 +90,7 @@ struct PodSeries {
     seq: u64,
     /// Pods whose cgroup went, oldest first, with when their series go.
     retiring: VecDeque<(String, u64)>,
+    expired: IntCounter,
 }
 
 impl PodSeries {
@@ -116,13 +118,15 @@ impl PodSeries {
     fn retire(&mut self, now_ns: u64) {
         while self.retiring.front().is_some_and(|(_, at)| *at <= now_ns) {
             let Some((pod_uid, _)) = self.retiring.pop_front() else { break };
-            let counter = &self.counter;
+            let (counter, expired) = (&self.counter, &self.expired);
             self.last_update.retain(|labels, _| {
                 if labels[0] != pod_uid {
                     return true;
                 }
                 let refs: Vec<&str> = labels.iter().map(String::as_str).collect();
-                let _ = counter.remove_label_values(&refs);
+                if counter.remove_label_values(&refs).is_ok() {
+                    expired.inc();
+                }
                 false
             });
         }
@@ -173,7 +177,8 @@ pub struct PodMetrics {
     oom_events: IntCounterVec,
     oom_group_containers: IntGauge,
     pod_series: Arc<Mutex<PodSeries>>,
-    grace_ns: u64,
+    /// `None`: series of gone pods stay.
+    series_ttl_ns: Option<u64>,
     churn: Arc<Mutex<Churn>>,
     sandbox_deaths: IntCounterVec,
     task_exits: IntCounterVec,
@@ -204,6 +209,10 @@ impl PodMetrics {
             "sandwatch_pod_series_evicted_total",
             "Per-pod OOM series dropped because the --max-pod-series cap was reached.",
         )?;
+        let expired = IntCounter::new(
+            "sandwatch_pod_series_expired_total",
+            "Per-pod OOM series removed --pod-series-ttl after their pod was torn down.",
+        )?;
         let window = IntGaugeVec::new(
             Opts::new(
                 "sandwatch_oom_kills_window",
@@ -217,6 +226,7 @@ impl PodMetrics {
         )?;
         registry.register(Box::new(pod_oom_kills.clone()))?;
         registry.register(Box::new(evicted.clone()))?;
+        registry.register(Box::new(expired.clone()))?;
         registry.register(Box::new(window.clone()))?;
         registry.register(Box::new(storm_gauge.clone()))?;
         let mut churn = Churn {
@@ -250,8 +260,9 @@ impl PodMetrics {
                 last_update: HashMap::new(),
                 seq: 0,
                 retiring: VecDeque::new(),
+                expired,
             })),
-            grace_ns: settings.pod_series_grace_secs.saturating_mul(1_000_000_000),
+            series_ttl_ns: (settings.pod_series_ttl_secs > 0).then(|| settings.pod_series_ttl_secs.saturating_mul(1_000_000_000)),
             churn: Arc::new(Mutex::new(churn)),
             sandbox_deaths: IntCounterVec::new(
                 Opts::new("sandwatch_sandbox_deaths_total", "Exits of a pod sandbox's init (pause), by cause."),
@@ -402,10 +413,10 @@ impl PodMetrics {
         }
     }
 
-    /// A pod's cgroup went: its series go after the grace (also one
-    /// that appears meanwhile, from an OOM event or names still awaited).
+    /// A pod's cgroup went: its series go after the TTL (also one that
+    /// appears meanwhile, from an OOM event or names still awaited).
     pub fn pod_gone(&self, pod_uid: &str, now_ns: u64) {
-        let grace = self.grace_ns;
+        let Some(ttl) = self.series_ttl_ns else { return };
         if let Ok(mut series) = self.pod_series.lock() {
             if series.retiring.len() >= MAX_RETIRING {
                 // Churn beyond the bound: the oldest goes early.
@@ -414,7 +425,7 @@ impl PodMetrics {
                 }
                 series.retire(now_ns);
             }
-            series.retiring.push_back((pod_uid.to_string(), now_ns.saturating_add(grace)));
+            series.retiring.push_back((pod_uid.to_string(), now_ns.saturating_add(ttl)));
         }
     }
 
@@ -564,7 +575,7 @@ mod tests {
 
     #[test]
     fn a_gone_pods_series_go_after_the_grace() {
-        let (registry, m) = metrics(ChurnSettings { pod_series_grace_secs: 10, ..ChurnSettings::default() });
+        let (registry, m) = metrics(ChurnSettings { pod_series_ttl_secs: 10, ..ChurnSettings::default() });
         observe(&m, &report(1), 0);
         observe(&m, &report(2), 0);
         let series = |r: &Registry| render(r).unwrap().lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
@@ -575,8 +586,20 @@ mod tests {
         let text = render(&registry).unwrap();
         assert_eq!(series(&registry), 1, "{text}");
         assert!(text.contains("pod_uid=\"pod-2\""), "{text}");
+        assert_eq!(value(&text, "sandwatch_pod_series_expired_total"), Some(1.0));
         // The node-wide counter keeps everything.
         assert_eq!(value(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"), Some(2.0));
+    }
+
+    #[test]
+    fn a_ttl_of_zero_keeps_a_gone_pods_series() {
+        let (registry, m) = metrics(ChurnSettings { pod_series_ttl_secs: 0, ..ChurnSettings::default() });
+        observe(&m, &report(1), 0);
+        m.pod_gone("pod-1", 0);
+        m.tick(u64::MAX / 2);
+        let text = render(&registry).unwrap();
+        assert!(text.contains("pod_uid=\"pod-1\""), "{text}");
+        assert_eq!(value(&text, "sandwatch_pod_series_expired_total"), Some(0.0));
     }
 
     #[test]
