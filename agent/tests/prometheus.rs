@@ -97,6 +97,42 @@ fn prometheus_sees_an_oom_storm_exactly() {
     drop(pod);
 }
 
+const UID_TTL: &str = "9a8b7c6d-0002-4a3b-8c2d-1e0f9a8b7c6d";
+
+/// `--pod-series-ttl`: a torn-down pod's OOM series is scraped with its last
+/// increment, then removed and goes stale in Prometheus; the node-wide
+/// counters keep every kill.
+#[test]
+fn a_torn_down_pods_series_goes_stale_after_the_ttl() {
+    require_root();
+    let agent = AgentProcess::start(&["--pod-series-ttl", "5s"]);
+    let prom = PrometheusProcess::start(agent.addr);
+    let up = prom.wait_for("sandwatch_programs_attached", Duration::from_secs(30), |v| v == 6.0);
+    assert_eq!(up, Some(6.0), "Prometheus never scraped the agent: {}", prom.log());
+    let kills0 = prom.scalar("sum(sandwatch_oom_kills_total)", None).expect("node-wide kills");
+
+    let mut pod = KubePod::build("ttl", UID_TTL, false, 2);
+    pod.start_init(1, &format!("{HOG}; exec sleep 1000"));
+    pod.trigger(1);
+    let series = format!("sum(sandwatch_pod_oom_kills_total{{pod_uid=\"{UID_TTL}\"}})");
+    assert_eq!(prom.wait_for(&series, Duration::from_secs(30), |v| v == 1.0), Some(1.0), "{}", agent.metrics());
+    // Torn down: the series stays for the TTL, then goes.
+    drop(pod);
+    let expired = prom.wait_for("sandwatch_pod_series_expired_total", Duration::from_secs(30), |v| v >= 1.0);
+    assert_eq!(expired, Some(1.0), "{}", agent.metrics());
+    let start = std::time::Instant::now();
+    while !prom.query(&format!("sandwatch_pod_oom_kills_total{{pod_uid=\"{UID_TTL}\"}}"), None).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(30), "the series never went stale in Prometheus");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(!agent.metrics().contains(UID_TTL), "the agent no longer serves it");
+    // Prometheus kept its last value, and the node-wide count every kill.
+    let last = prom.scalar(&format!("max_over_time(sandwatch_pod_oom_kills_total{{pod_uid=\"{UID_TTL}\"}}[10m])"), None);
+    assert_eq!(last, Some(1.0));
+    let kills = prom.scalar("sum(sandwatch_oom_kills_total)", None).expect("node-wide kills");
+    assert_eq!(kills - kills0, 1.0);
+}
+
 /// (where, expression) for each dashboard target and alert rule, with
 /// Grafana's variables replaced the way Grafana would for "All".
 fn shipped_queries() -> Vec<(String, String)> {
