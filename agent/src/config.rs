@@ -95,6 +95,10 @@ pub struct Config {
     /// error, warn, info, debug (every event) or trace.
     #[arg(long, env = "SANDWATCH_LOG_LEVEL", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
     pub log_level: String,
+
+    /// text, or json (one object per line, for Loki, Elasticsearch, Fluent Bit).
+    #[arg(long, env = "SANDWATCH_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: crate::LogFormat,
 }
 
 fn parse_ring_size(s: &str) -> Result<u32, String> {

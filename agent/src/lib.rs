@@ -152,10 +152,42 @@ pub use probes::loader::kernel_release;
 
 /// Sets up logging at `level` for sandwatch and its eBPF programs; other
 /// crates log warnings only. RUST_LOG, if set, wins.
-pub fn init_logging(level: &str) {
-    let filter = format!("warn,sandwatch={level},agent_ebpf={level}");
-    let env = env_logger::Env::default().default_filter_or(filter);
-    let _ = env_logger::Builder::from_env(env).format_timestamp_millis().try_init();
+///
+/// `json`: one JSON object per line (timestamp, level, target, message and
+/// the event's fields: `pod_uid`, `namespace`, `pod`, `container`,
+/// `container_id`, `victim_role`, …, named as the metrics' labels), for
+/// every line, aya-log's and other `log` users' included.
+pub fn init_logging(level: &str, format: LogFormat) {
+    use tracing_subscriber::{filter::LevelFilter, EnvFilter};
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("warn,sandwatch={level},agent_ebpf={level}")));
+    // `log` records below the filter's most verbose level are dropped by
+    // the `log` macros themselves, before any formatting (the event path
+    // logs every event at trace).
+    let max = match filter.max_level_hint() {
+        Some(LevelFilter::OFF) => log::LevelFilter::Off,
+        Some(LevelFilter::ERROR) => log::LevelFilter::Error,
+        Some(LevelFilter::WARN) => log::LevelFilter::Warn,
+        Some(LevelFilter::INFO) => log::LevelFilter::Info,
+        Some(LevelFilter::DEBUG) => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    let _ = tracing_log::LogTracer::builder().with_max_level(max).init();
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(terminal);
+    let _ = match format {
+        LogFormat::Text => fmt.try_init(),
+        LogFormat::Json => fmt.json().flatten_event(true).with_current_span(false).with_span_list(false).try_init(),
+    };
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human lines: time, level, target, message, fields.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// One line for an error chain, for the process's last words.

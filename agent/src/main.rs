@@ -14,7 +14,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    sandwatch::init_logging(&config.log_level);
+    sandwatch::init_logging(&config.log_level, config.log_format);
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -515,7 +515,20 @@ fn log_oom(r: &OomReport, names: &Names) {
         .as_ref()
         .map(|t| format!(", triggered by pid {} ({})", t.tgid, t.comm))
         .unwrap_or_default();
-    log::info!(
+    let (pod_uid, container_id) = ids(r.pod.as_ref());
+    tracing::info!(
+        event = "oom_kill",
+        pod_uid,
+        namespace = names.namespace.as_str(),
+        pod = names.pod.as_str(),
+        container = names.container.as_str(),
+        container_id,
+        victim_role = r.role.label(),
+        pid = r.victim.pid,
+        comm = r.victim_comm.as_str(),
+        trigger_pid = r.trigger.as_ref().map(|t| t.tgid),
+        trigger_comm = r.trigger.as_ref().map(|t| t.comm.as_str()),
+        outcome = r.outcome.label(),
         "OOM kill: victim pid {} ({}) role {} in {} [{}]{trigger}",
         r.victim.pid,
         r.victim_comm,
@@ -525,13 +538,33 @@ fn log_oom(r: &OomReport, names: &Names) {
     );
 }
 
+/// Pod UID and container id for log fields, empty when unknown.
+fn ids(pod: Option<&PodRef>) -> (&str, &str) {
+    (
+        pod.map_or("", |p| p.pod_uid.as_str()),
+        pod.and_then(|p| p.container_id.as_deref()).unwrap_or(""),
+    )
+}
+
 fn names_of(registry: &Registry, pod: Option<&PodRef>) -> Names {
     pod.map(|p| registry.names(&p.pod_uid, p.container_id.as_deref())).unwrap_or_default()
 }
 
 fn log_sandbox_death(r: &ExitReport, names: &Names) {
     if let Some(cause) = r.sandbox_death {
-        log::info!("sandbox death ({}): {}", cause.label(), describe(r.pod.as_ref(), names));
+        let (pod_uid, container_id) = ids(r.pod.as_ref());
+        tracing::info!(
+            event = "sandbox_death",
+            pod_uid,
+            namespace = names.namespace.as_str(),
+            pod = names.pod.as_str(),
+            container = names.container.as_str(),
+            container_id,
+            cause = cause.label(),
+            "sandbox death ({}): {}",
+            cause.label(),
+            describe(r.pod.as_ref(), names)
+        );
     }
 }
 
@@ -539,7 +572,16 @@ fn log_sandbox_death(r: &ExitReport, names: &Names) {
 fn log_late(r: &ExitReport, registry: &Registry) {
     if let Outcome::Late(reason) = r.outcome {
         let names = &names_of(registry, r.pod.as_ref());
-        log::warn!(
+        let (pod_uid, container_id) = ids(r.pod.as_ref());
+        tracing::warn!(
+            event = "late_exit",
+            pod_uid,
+            namespace = names.namespace.as_str(),
+            pod = names.pod.as_str(),
+            container = names.container.as_str(),
+            container_id,
+            reason = reason.label(),
+            source = r.source.label(),
             "late exit event ({}, source {}): {}",
             reason.label(),
             r.source.label(),

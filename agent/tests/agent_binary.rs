@@ -283,3 +283,48 @@ fn least_privilege_bpf_and_perfmon_suffice_and_each_is_needed() {
         assert!(stderr.contains("CAP_BPF and CAP_PERFMON"), "{stderr}");
     }
 }
+
+const JSON_UID: &str = "4b3a2c1d-0000-4a8b-9c7d-6e5f4a3b2c1d";
+
+/// `--log-format json`: every line the agent writes is one JSON object
+/// with time, level, target and message; an OOM kill's line carries the
+/// fields the metrics name (pod_uid, container_id, victim_role, …).
+#[test]
+fn json_logs_are_one_object_per_line_with_the_events_fields() {
+    require_root();
+    let mut pod = KubePod::build("json", JSON_UID, false, 2);
+    pod.start_init(1, "dd if=/dev/zero of=/dev/null bs=256M count=1; exec sleep 1000");
+    let agent = AgentProcess::start(&["--log-format", "json"]);
+    pod.trigger(1);
+    let mut lines: Vec<serde_json::Value> = Vec::new();
+    for _ in 0..100 {
+        let text = agent.log_text();
+        lines = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON object ({e}): {l}")))
+            .collect();
+        if lines.iter().any(|l| l["event"] == "oom_kill") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for l in &lines {
+        for key in ["timestamp", "level", "target", "message"] {
+            assert!(l.get(key).is_some(), "{key} missing: {l}");
+        }
+    }
+    assert!(lines.iter().any(|l| l["message"].as_str().is_some_and(|m| m.starts_with("sandwatch ready"))), "{lines:?}");
+    let oom = lines.iter().find(|l| l["event"] == "oom_kill").unwrap_or_else(|| panic!("no oom_kill line: {lines:?}"));
+    assert_eq!(oom["pod_uid"], JSON_UID, "{oom}");
+    assert_eq!(oom["container_id"], cid(2), "{oom}");
+    assert_eq!(oom["victim_role"], "container_child", "{oom}");
+    assert_eq!(oom["comm"], "dd", "{oom}");
+    assert_eq!(oom["level"], "INFO", "{oom}");
+    let (status, log) = agent.terminate(Duration::from_secs(10));
+    assert!(status.success(), "{log}");
+    // Shutdown lines too, aya-log's and the agent's alike.
+    for l in log.lines() {
+        assert!(serde_json::from_str::<serde_json::Value>(l).is_ok(), "not JSON: {l}");
+    }
+    drop(pod);
+}
