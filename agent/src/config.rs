@@ -92,6 +92,15 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_OOM_MATCH_WINDOW_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub oom_match_window_seconds: u64,
 
+    /// Followers of /events?follow=1 at once; the next is refused (503).
+    #[arg(long, env = "SANDWATCH_MAX_EVENT_SUBSCRIBERS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_event_subscribers: u32,
+
+    /// The node's name in event records (the DaemonSet sets NODE_NAME from
+    /// spec.nodeName); default: the hostname.
+    #[arg(long, env = "NODE_NAME", value_parser = parse_name)]
+    pub node_name: Option<String>,
+
     /// error, warn, info, debug (every event) or trace.
     #[arg(long, env = "SANDWATCH_LOG_LEVEL", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
     pub log_level: String,
@@ -165,6 +174,21 @@ pub enum ConfigExit {
     Invalid(String),
 }
 
+impl ConfigExit {
+    /// --help and --version are information; anything else is one line.
+    pub fn from_clap(e: clap::Error) -> Self {
+        use clap::error::ErrorKind;
+        match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ConfigExit::Info(e.to_string()),
+            _ => {
+                let rendered = e.to_string();
+                let first = rendered.lines().next().unwrap_or("invalid arguments");
+                ConfigExit::Invalid(first.trim_start_matches("error: ").to_string())
+            }
+        }
+    }
+}
+
 impl Config {
     /// Parses flags (and environment variables) into a validated config.
     pub fn from_args<I, T>(args: I) -> Result<Self, ConfigExit>
@@ -172,23 +196,13 @@ impl Config {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let config = Config::try_parse_from(args).map_err(|e| {
-            use clap::error::ErrorKind;
-            match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ConfigExit::Info(e.to_string()),
-                _ => {
-                    let rendered = e.to_string();
-                    let first = rendered.lines().next().unwrap_or("invalid arguments");
-                    ConfigExit::Invalid(first.trim_start_matches("error: ").to_string())
-                }
-            }
-        })?;
+        let config = Config::try_parse_from(args).map_err(ConfigExit::from_clap)?;
         config.validate().map_err(ConfigExit::Invalid)?;
         Ok(config)
     }
 
     /// Checks that span more than one flag.
-    fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.oom_storm_clear >= self.oom_storm_threshold {
             return Err(format!(
                 "--oom-storm-clear ({}) must be below --oom-storm-threshold ({})",
@@ -243,7 +257,7 @@ mod tests {
 
     #[test]
     fn each_invalid_value_is_one_clear_line() {
-        let cases: [(&[&str], &str); 12] = [
+        let cases: [(&[&str], &str); 14] = [
             (&["--pod-series-ttl", "15x"], "unknown duration unit"),
             (&["--pod-series-ttl", "30d"], "--pod-series-ttl"),
             (&["--max-pod-series", "0"], "--max-pod-series"),
@@ -255,6 +269,8 @@ mod tests {
             (&["--ring-buffer-bytes", "8X"], "unknown size suffix"),
             (&["--log-level", "loud"], "--log-level"),
             (&["--channel-capacity", "0"], "--channel-capacity"),
+            (&["--max-event-subscribers", "0"], "--max-event-subscribers"),
+            (&["--node-name", "a b"], "--node-name"),
             (&["--bogus"], "--bogus"),
         ];
         for (args, needle) in cases {

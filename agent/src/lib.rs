@@ -5,6 +5,7 @@
 //! [`telemetry`] counters), driven by the agent loop in [`run`].
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod cli;
 pub mod config;
 pub mod events;
 pub mod model;
@@ -30,8 +31,8 @@ use crate::{
         containerd::{self, StreamConfig},
         cri::{self, CriConfig, MetadataRequests},
     },
-    telemetry::{metrics, pods::PodMetrics, runtime::RuntimeMetrics, server},
-    watchdog::{RuntimeSide, Watchdog},
+    telemetry::{events::EventHub, metrics, pods::PodMetrics, runtime::RuntimeMetrics, server},
+    watchdog::{LossWatch, RuntimeSide, Watchdog},
 };
 
 /// Runtime events waiting for the agent loop; beyond this they are dropped
@@ -77,7 +78,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         };
         tokio::spawn(cri::follow(cri, requests, metadata_tx, runtime_metrics.metadata.clone(), shutdown.clone()));
     }
-    let mut watchdog = Watchdog::new(PodMetrics::register(&registry, config.churn())?).with_runtime(side);
+    let node = config.node_name.clone().unwrap_or_else(hostname);
+    let hub = EventHub::new(&registry, &node, config.max_event_subscribers as usize)?;
+    let mut watchdog = Watchdog::new(PodMetrics::register(&registry, config.churn())?)
+        .with_events(hub.clone())
+        .with_runtime(side)
+        .with_loss_watch(LossWatch::new(pipeline.stats.clone(), Some(pipeline.kernel.clone())));
     let (runtime_tx, mut runtime_rx) = tokio::sync::mpsc::channel(RUNTIME_CHANNEL);
     if config.containerd_socket.is_empty() {
         log::info!("not following containerd (--containerd-socket is empty)");
@@ -88,7 +94,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         };
         tokio::spawn(containerd::follow(stream, runtime_tx, runtime_metrics.stream.clone(), shutdown.clone()));
     }
-    let state = server::ServerState::new(registry);
+    let state = server::ServerState::with_events(registry, Some(hub.clone()));
     let server_task = tokio::spawn(server::serve(listener, state.clone(), shutdown.clone()));
 
     // What exists already, then what the kernel reports from here on.
@@ -123,6 +129,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     watchdog.flush();
+    // Followers get what is queued for them, then their stream ends.
+    hub.close();
     log::info!("shutting down: detaching programs");
     shutdown.cancel();
     pipeline.stop().await;
@@ -149,6 +157,17 @@ async fn signal_shutdown(token: CancellationToken) {
 }
 
 pub use probes::loader::kernel_release;
+
+/// This machine's hostname, the node name when none is given.
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return String::from("unknown");
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
 
 /// Sets up logging at `level` for sandwatch and its eBPF programs; other
 /// crates log warnings only. RUST_LOG, if set, wins.

@@ -1,19 +1,26 @@
 use std::process::ExitCode;
 
-use sandwatch::config::{Config, ConfigExit};
+use sandwatch::{
+    cli::{self, Invocation},
+    config::{Config, ConfigExit},
+};
 
 fn main() -> ExitCode {
-    let config = match Config::from_args(std::env::args_os()) {
-        Ok(config) => config,
+    match cli::parse(std::env::args_os()) {
+        Ok(Invocation::Agent(config)) => agent(config),
+        Ok(Invocation::Events(args)) => cli::events::main(&args),
         Err(ConfigExit::Info(text)) => {
             print!("{text}");
-            return ExitCode::SUCCESS;
+            ExitCode::SUCCESS
         }
         Err(ConfigExit::Invalid(line)) => {
             eprintln!("sandwatch: {line}");
-            return ExitCode::from(2);
+            ExitCode::from(2)
         }
-    };
+    }
+}
+
+fn agent(config: Config) -> ExitCode {
     sandwatch::init_logging(&config.log_level, config.log_format);
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -1,11 +1,12 @@
 //! One event in, everything it means out: dispatch to the pod model, count
-//! the report, log what an operator must see. The agent loop and the
-//! privileged tests both drive this, so tests exercise the production path.
+//! the report, log what an operator must see and publish it as an event
+//! record. The agent loop and the privileged tests both drive this, so
+//! tests exercise the production path.
 
-use std::{collections::VecDeque, sync::Arc};
+use std::{collections::VecDeque, sync::Arc, time::SystemTime};
 
 use crate::{
-    events::Event,
+    events::{decode::OomKill, Event},
     model::{
         dispatch::runtime_exit,
         metadata::Snapshot,
@@ -16,13 +17,19 @@ use crate::{
     probes::{
         cgroups::CgroupLayout,
         scan::{proc_comm, scan},
+        KernelCounters,
     },
     runtime::{
         containerd::RuntimeEvent,
         crash::{scan_proc, RuntimeChange, RuntimeProcesses},
         cri::MetadataRequests,
     },
-    telemetry::{pods::PodMetrics, runtime::RuntimeMetrics},
+    stats::PipelineStats,
+    telemetry::{
+        events::{wall_time, EventHub, Kind, Record},
+        pods::{PodMetrics, StormEdge},
+        runtime::RuntimeMetrics,
+    },
 };
 
 /// Ticks (seconds) between /proc scans for runtime processes while none
@@ -42,18 +49,64 @@ const MAX_MODE_CHECKS: usize = 1024;
 const MAX_AWAITING_NAMES: usize = 1024;
 
 /// What waits for names: the per-pod series of an OOM kill (counted
-/// node-wide already), or the log line of a sandbox death.
+/// node-wide already), or the log line and record of a sandbox death.
 enum Awaiting {
     PodOom(OomReport),
-    Death(ExitReport),
+    Death(Death),
 }
 
 impl Awaiting {
     fn pod(&self) -> Option<&PodRef> {
         match self {
             Awaiting::PodOom(r) => r.pod.as_ref(),
-            Awaiting::Death(r) => r.pod.as_ref(),
+            Awaiting::Death(d) => d.report.pod.as_ref(),
         }
+    }
+}
+
+/// A sandbox death with the process that died.
+#[derive(Clone)]
+struct Death {
+    report: ExitReport,
+    pid: u32,
+    comm: String,
+    ts_ns: u64,
+}
+
+/// The pipeline's loss counters, looked at once a tick: a second in which
+/// a stage lost events is one `events_dropped` record per stage.
+pub struct LossWatch {
+    stats: Arc<PipelineStats>,
+    kernel: Option<Arc<KernelCounters>>,
+    /// Last totals seen: kernel, channel, decode.
+    seen: [u64; 3],
+}
+
+impl LossWatch {
+    pub fn new(stats: Arc<PipelineStats>, kernel: Option<Arc<KernelCounters>>) -> Self {
+        let mut watch = Self { stats, kernel, seen: [0; 3] };
+        watch.seen = watch.totals();
+        watch
+    }
+
+    fn totals(&self) -> [u64; 3] {
+        let kernel = self.kernel.as_ref().map_or(0, |k| {
+            agent_common::EventKind::ALL.iter().map(|kind| k.read(*kind as u32).1).sum()
+        });
+        [kernel, self.stats.channel_dropped(), self.stats.decode_errors_total()]
+    }
+
+    /// (stage, events lost) since the last call, for stages that lost any.
+    fn since_last(&mut self) -> Vec<(&'static str, u64)> {
+        let now = self.totals();
+        let lost = ["kernel", "channel", "decode"]
+            .into_iter()
+            .zip(now.iter().zip(self.seen))
+            .map(|(stage, (now, seen))| (stage, now.saturating_sub(seen)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        self.seen = now;
+        lost
     }
 }
 
@@ -70,6 +123,9 @@ pub struct Watchdog {
     mode_checks: VecDeque<(u64, u64)>,
     /// Reports that wait for names, with when they started waiting.
     awaiting_names: VecDeque<(Awaiting, u64)>,
+    /// Where event records go.
+    events: Option<Arc<EventHub>>,
+    losses: Option<LossWatch>,
 }
 
 /// The runtime's view against the kernel's: correlation tables, the
@@ -83,6 +139,7 @@ pub struct RuntimeSide {
     ticks: u64,
     /// Where container ids without names are asked for (CRI listing on).
     names_wanted: Option<Arc<MetadataRequests>>,
+    events: Option<Arc<EventHub>>,
 }
 
 impl RuntimeSide {
@@ -95,6 +152,7 @@ impl RuntimeSide {
             counted: Expired::default(),
             ticks: 0,
             names_wanted: None,
+            events: None,
         }
     }
 
@@ -109,16 +167,28 @@ impl RuntimeSide {
     }
 
     fn record(&self, change: &RuntimeChange) {
-        match change {
+        let (kind, runtime, pid, reason) = match change {
             RuntimeChange::Crashed { runtime, pid, reason } => {
                 self.metrics.crashes.with_label_values(&[runtime.as_str(), reason]).inc();
                 log::error!("container runtime {runtime} (pid {pid}) crashed: {reason}");
+                (Kind::RuntimeCrash, runtime, pid, Some(*reason))
             }
-            RuntimeChange::Stopped { runtime, pid } => log::warn!("container runtime {runtime} (pid {pid}) stopped"),
+            RuntimeChange::Stopped { runtime, pid } => {
+                log::warn!("container runtime {runtime} (pid {pid}) stopped");
+                return;
+            }
             RuntimeChange::Restarted { runtime, pid } => {
                 self.metrics.restarts.with_label_values(&[runtime]).inc();
                 log::info!("container runtime {runtime} is back (pid {pid})");
+                (Kind::RuntimeRestart, runtime, pid, None)
             }
+        };
+        if let Some(hub) = &self.events {
+            let mut record = Record::new(kind, hub.node(), SystemTime::now());
+            record.runtime = Some(runtime.clone());
+            record.pid = Some(*pid);
+            record.reason = reason.map(str::to_string);
+            hub.publish(kind, &record);
         }
     }
 
@@ -150,13 +220,32 @@ impl Watchdog {
             layout: None,
             mode_checks: VecDeque::new(),
             awaiting_names: VecDeque::new(),
+            events: None,
+            losses: None,
         }
     }
 
     /// Also correlates with the container runtime and watches its processes.
-    pub fn with_runtime(mut self, side: RuntimeSide) -> Self {
+    pub fn with_runtime(mut self, mut side: RuntimeSide) -> Self {
+        side.events = self.events.clone();
         self.runtime = Some(side);
         self.scan_runtimes();
+        self
+    }
+
+    /// Also publishes event records (OOM kills, sandbox deaths, late
+    /// exits, runtime crashes and restarts, storm edges, losses).
+    pub fn with_events(mut self, hub: Arc<EventHub>) -> Self {
+        if let Some(side) = self.runtime.as_mut() {
+            side.events = Some(hub.clone());
+        }
+        self.events = Some(hub);
+        self
+    }
+
+    /// Also publishes a record for each second in which the pipeline lost events.
+    pub fn with_loss_watch(mut self, watch: LossWatch) -> Self {
+        self.losses = Some(watch);
         self
     }
 
@@ -221,13 +310,13 @@ impl Watchdog {
         }
     }
 
-    /// Logs a sandbox death now, or once the runtime named its pod (or
-    /// NAME_WAIT_NS passed): a sandbox that lived a second still reads
-    /// with its namespace and name.
-    fn log_death(&mut self, r: &ExitReport, now_ns: u64) {
-        let names = self.names(r.pod.as_ref());
-        if let Some(Awaiting::Death(r)) = self.defer(Awaiting::Death(r.clone()), &names, now_ns) {
-            log_sandbox_death(&r, &names);
+    /// Logs and publishes a sandbox death now, or once the runtime named
+    /// its pod (or NAME_WAIT_NS passed): a sandbox that lived a second
+    /// still reads with its namespace and name.
+    fn log_death(&mut self, death: Death, now_ns: u64) {
+        let names = self.names(death.report.pod.as_ref());
+        if let Some(Awaiting::Death(d)) = self.defer(Awaiting::Death(death), &names, now_ns) {
+            sandbox_death(&d, &names, self.events.as_deref());
         }
     }
 
@@ -235,6 +324,7 @@ impl Watchdog {
     fn label_awaiting(&mut self, now_ns: u64) {
         let registry = &self.dispatcher.registry;
         let metrics = &self.metrics;
+        let hub = self.events.as_deref();
         self.awaiting_names.retain(|(what, since)| {
             let names = names_of(registry, what.pod());
             if !names.complete() && now_ns.saturating_sub(*since) < NAME_WAIT_NS {
@@ -242,7 +332,7 @@ impl Watchdog {
             }
             match what {
                 Awaiting::PodOom(r) => metrics.observe_pod_oom(r, &names),
-                Awaiting::Death(r) => log_sandbox_death(r, &names),
+                Awaiting::Death(d) => sandbox_death(d, &names, hub),
             }
             false
         });
@@ -278,7 +368,9 @@ impl Watchdog {
     fn close_oom_events(&mut self, now_ns: u64) {
         self.oom_events.expire(now_ns);
         for event in self.oom_events.take_closed() {
-            self.metrics.observe_oom_event(&event, now_ns);
+            if let Some(edge) = self.metrics.observe_oom_event(&event, now_ns) {
+                self.storm_edge(edge);
+            }
             let names = self.names(event.report.pod.as_ref());
             self.label_oom(&event.report, &names, now_ns);
         }
@@ -323,20 +415,30 @@ impl Watchdog {
                 self.mode_checks.push_back((c.cgroup_id, now));
             }
         }
-        match &report {
-            Some(Report::Exit(r)) => {
+        match (&report, event) {
+            (Some(Report::Exit(r)), Event::Exit(e)) => {
                 self.metrics.observe_exit(r);
-                log_late(r, &self.dispatcher.registry);
+                let process = Process { pid: Some(e.tgid), comm: Some(&e.comm), ts_ns: e.ts_ns };
+                late_exit(r, &self.dispatcher.registry, &process, self.events.as_deref());
                 if r.sandbox_death.is_some() {
-                    self.log_death(r, now);
+                    let death = Death { report: r.clone(), pid: e.tgid, comm: e.comm.clone(), ts_ns: e.ts_ns };
+                    self.log_death(death, now);
                 }
             }
-            Some(Report::Oom(r)) => {
+            (Some(Report::Oom(r)), Event::OomKill(o)) => {
                 let names = self.names(r.pod.as_ref());
                 self.metrics.observe_oom(r);
-                log_oom(r, &names);
+                let kill = OomFacts {
+                    rss_bytes: o.rss.map(|m| (m.anon_rss_kb + m.file_rss_kb + m.shmem_rss_kb).saturating_mul(1024)),
+                    limit_bytes: o.victim.and_then(|v| self.memory_limit(v.cgroup_id)),
+                };
+                log_oom(r, &names, &kill);
+                if let Some(hub) = &self.events {
+                    hub.publish(Kind::OomKill, &oom_record(hub, r, o, &names, &kill));
+                }
             }
-            None => self.ask_names(),
+            (None, _) => self.ask_names(),
+            _ => {}
         }
         if let Some(side) = self.runtime.as_mut() {
             correlate_kernel(side, event, report.as_ref());
@@ -378,7 +480,8 @@ impl Watchdog {
                 }
                 let report = runtime_exit(&mut self.dispatcher.registry, container_id, published, now);
                 self.metrics.observe_runtime_exit(&report);
-                log_late(&report, &self.dispatcher.registry);
+                let process = Process { pid: Some(*pid), comm: None, ts_ns: published };
+                late_exit(&report, &self.dispatcher.registry, &process, self.events.as_deref());
                 Some(report)
             }
             RuntimeEvent::TaskOom { container_id, published_ns } => {
@@ -401,8 +504,11 @@ impl Watchdog {
         self.close_oom_events(now);
         self.recheck_modes(now);
         self.metrics.refresh(&self.dispatcher.registry);
-        self.metrics.tick(now);
+        if let Some(edge) = self.metrics.tick(now) {
+            self.storm_edge(edge);
+        }
         self.label_awaiting(now);
+        self.publish_losses();
         let Some(side) = self.runtime.as_mut() else { return };
         side.ticks += 1;
         // Exits tell when a runtime goes; /proc is read every second only
@@ -422,6 +528,42 @@ impl Watchdog {
         let later = boottime_ns().saturating_add(NAME_WAIT_NS + crate::model::oom_events::GROUP_GAP_NS);
         self.close_oom_events(later);
         self.label_awaiting(later);
+    }
+
+    /// An OOM storm began or ended: a log line and a record.
+    fn storm_edge(&self, edge: StormEdge) {
+        let kind = if edge.started { Kind::OomStormStart } else { Kind::OomStormEnd };
+        if edge.started {
+            log::warn!("OOM storm: {} OOM events in the last {} s", edge.events_in_window, edge.window_secs);
+        } else {
+            log::info!("OOM storm over: {} OOM events in the last {} s", edge.events_in_window, edge.window_secs);
+        }
+        if let Some(hub) = &self.events {
+            let mut record = Record::new(kind, hub.node(), SystemTime::now());
+            record.count = Some(edge.events_in_window);
+            record.window_seconds = Some(edge.window_secs);
+            hub.publish(kind, &record);
+        }
+    }
+
+    /// One record per pipeline stage that lost events since the last tick.
+    fn publish_losses(&mut self) {
+        let (Some(hub), Some(watch)) = (self.events.as_ref(), self.losses.as_mut()) else { return };
+        for (stage, lost) in watch.since_last() {
+            let mut record = Record::new(Kind::EventsDropped, hub.node(), SystemTime::now());
+            record.stage = Some(stage.to_string());
+            record.count = Some(lost);
+            hub.publish(Kind::EventsDropped, &record);
+        }
+    }
+
+    /// The tightest memory limit of the container owning `cgroup_id` and
+    /// of its pod; `None` when neither is limited or the cgroup is gone.
+    fn memory_limit(&self, cgroup_id: u64) -> Option<u64> {
+        let layout = self.layout.as_ref()?;
+        let container = self.dispatcher.registry.container_of(cgroup_id)?;
+        let pod = container.path.rsplit_once('/').map_or("", |(parent, _)| parent);
+        [layout.memory_limit(&container.path), layout.memory_limit(pod)].into_iter().flatten().min()
     }
 
     /// Reads `memory.oom.group` again for containers created lately (the
@@ -509,7 +651,13 @@ fn describe(pod: Option<&PodRef>, names: &Names) -> String {
     text
 }
 
-fn log_oom(r: &OomReport, names: &Names) {
+/// What the OOM record and log line add to the report: sizes.
+struct OomFacts {
+    rss_bytes: Option<u64>,
+    limit_bytes: Option<u64>,
+}
+
+fn log_oom(r: &OomReport, names: &Names, kill: &OomFacts) {
     let trigger = r
         .trigger
         .as_ref()
@@ -528,6 +676,9 @@ fn log_oom(r: &OomReport, names: &Names) {
         comm = r.victim_comm.as_str(),
         trigger_pid = r.trigger.as_ref().map(|t| t.tgid),
         trigger_comm = r.trigger.as_ref().map(|t| t.comm.as_str()),
+        qos_class = r.pod.as_ref().and_then(|p| p.qos).map(|q| q.label()),
+        rss_bytes = kill.rss_bytes,
+        limit_bytes = kill.limit_bytes,
         outcome = r.outcome.label(),
         "OOM kill: victim pid {} ({}) role {} in {} [{}]{trigger}",
         r.victim.pid,
@@ -550,42 +701,109 @@ fn names_of(registry: &Registry, pod: Option<&PodRef>) -> Names {
     pod.map(|p| registry.names(&p.pod_uid, p.container_id.as_deref())).unwrap_or_default()
 }
 
-fn log_sandbox_death(r: &ExitReport, names: &Names) {
-    if let Some(cause) = r.sandbox_death {
-        let (pod_uid, container_id) = ids(r.pod.as_ref());
-        tracing::info!(
-            event = "sandbox_death",
-            pod_uid,
-            namespace = names.namespace.as_str(),
-            pod = names.pod.as_str(),
-            container = names.container.as_str(),
-            container_id,
-            cause = cause.label(),
-            "sandbox death ({}): {}",
-            cause.label(),
-            describe(r.pod.as_ref(), names)
-        );
+/// Logs and publishes a sandbox death with the names known now.
+fn sandbox_death(d: &Death, names: &Names, hub: Option<&EventHub>) {
+    let r = &d.report;
+    let Some(cause) = r.sandbox_death else { return };
+    let (pod_uid, container_id) = ids(r.pod.as_ref());
+    tracing::info!(
+        event = "sandbox_death",
+        pod_uid,
+        namespace = names.namespace.as_str(),
+        pod = names.pod.as_str(),
+        container = names.container.as_str(),
+        container_id,
+        pid = d.pid,
+        comm = d.comm.as_str(),
+        cause = cause.label(),
+        "sandbox death ({}): {}",
+        cause.label(),
+        describe(r.pod.as_ref(), names)
+    );
+    if let Some(hub) = hub {
+        let mut record = record_at(hub, Kind::SandboxDeath, d.ts_ns);
+        pod_fields(&mut record, r.pod.as_ref(), names);
+        record.victim_role = Some(r.role.label().to_string());
+        record.pid = Some(d.pid);
+        record.comm = some(&d.comm);
+        record.cause = Some(cause.label().to_string());
+        hub.publish(Kind::SandboxDeath, &record);
     }
 }
 
-/// Logs a late exit; names are looked up only then, not for every exit.
-fn log_late(r: &ExitReport, registry: &Registry) {
-    if let Outcome::Late(reason) = r.outcome {
-        let names = &names_of(registry, r.pod.as_ref());
-        let (pod_uid, container_id) = ids(r.pod.as_ref());
-        tracing::warn!(
-            event = "late_exit",
-            pod_uid,
-            namespace = names.namespace.as_str(),
-            pod = names.pod.as_str(),
-            container = names.container.as_str(),
-            container_id,
-            reason = reason.label(),
-            source = r.source.label(),
-            "late exit event ({}, source {}): {}",
-            reason.label(),
-            r.source.label(),
-            describe(r.pod.as_ref(), names)
-        );
+/// The process an exit is about, as far as its source says.
+struct Process<'a> {
+    pid: Option<u32>,
+    comm: Option<&'a str>,
+    ts_ns: u64,
+}
+
+/// Logs and publishes a late exit; names are looked up only then, not for
+/// every exit.
+fn late_exit(r: &ExitReport, registry: &Registry, process: &Process, hub: Option<&EventHub>) {
+    let Outcome::Late(reason) = r.outcome else { return };
+    let names = &names_of(registry, r.pod.as_ref());
+    let (pod_uid, container_id) = ids(r.pod.as_ref());
+    tracing::warn!(
+        event = "late_exit",
+        pod_uid,
+        namespace = names.namespace.as_str(),
+        pod = names.pod.as_str(),
+        container = names.container.as_str(),
+        container_id,
+        pid = process.pid,
+        comm = process.comm,
+        reason = reason.label(),
+        source = r.source.label(),
+        "late exit event ({}, source {}): {}",
+        reason.label(),
+        r.source.label(),
+        describe(r.pod.as_ref(), names)
+    );
+    if let Some(hub) = hub {
+        let mut record = record_at(hub, Kind::LateExit, process.ts_ns);
+        pod_fields(&mut record, r.pod.as_ref(), names);
+        record.victim_role = Some(r.role.label().to_string());
+        record.pid = process.pid;
+        record.comm = process.comm.and_then(some);
+        record.outcome = Some(r.outcome.label().to_string());
+        record.reason = Some(reason.label().to_string());
+        record.source = Some(r.source.label().to_string());
+        hub.publish(Kind::LateExit, &record);
     }
+}
+
+fn oom_record(hub: &EventHub, r: &OomReport, o: &OomKill, names: &Names, kill: &OomFacts) -> Record {
+    let mut record = record_at(hub, Kind::OomKill, o.ts_ns);
+    pod_fields(&mut record, r.pod.as_ref(), names);
+    record.victim_role = Some(r.role.label().to_string());
+    record.pid = Some(r.victim.pid);
+    record.comm = some(&r.victim_comm);
+    record.trigger_pid = r.trigger.as_ref().map(|t| t.tgid);
+    record.trigger_comm = r.trigger.as_ref().and_then(|t| some(&t.comm));
+    record.rss_bytes = kill.rss_bytes;
+    record.limit_bytes = kill.limit_bytes;
+    record.outcome = Some(r.outcome.label().to_string());
+    record
+}
+
+/// A record stamped with the wall-clock time of a kernel timestamp.
+fn record_at(hub: &EventHub, kind: Kind, boot_ts_ns: u64) -> Record {
+    Record::new(kind, hub.node(), wall_time(boot_ts_ns, boottime_ns(), SystemTime::now()))
+}
+
+/// The pod's ids, names and QoS class, where known.
+fn pod_fields(record: &mut Record, pod: Option<&PodRef>, names: &Names) {
+    let Some(p) = pod else { return };
+    record.pod_uid = some(&p.pod_uid);
+    record.container_id = p.container_id.as_deref().and_then(some);
+    record.qos_class = p.qos.map(|q| q.label().to_string());
+    record.namespace = some(&names.namespace);
+    record.pod = some(&names.pod);
+    record.container = some(&names.container);
+}
+
+/// `None` for an empty string: unknown fields are left out of records.
+fn some(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
 }

@@ -320,6 +320,20 @@ fn json_logs_are_one_object_per_line_with_the_events_fields() {
     assert_eq!(oom["victim_role"], "container_child", "{oom}");
     assert_eq!(oom["comm"], "dd", "{oom}");
     assert_eq!(oom["level"], "INFO", "{oom}");
+    assert_eq!(oom["qos_class"], "burstable", "{oom}");
+    assert_eq!(oom["limit_bytes"], 32 << 20, "{oom}");
+    // The event record of the same kill carries the same fields, named alike.
+    let (status, body) = harness::http_get(agent.addr, "/events").expect("GET /events");
+    assert_eq!(status, 200);
+    let record: serde_json::Value = body
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|r| r["kind"] == "oom_kill")
+        .unwrap_or_else(|| panic!("no oom_kill record: {body}"));
+    for key in ["pod_uid", "container_id", "victim_role", "qos_class", "pid", "comm", "rss_bytes", "limit_bytes", "outcome"] {
+        assert!(!record[key].is_null(), "record lacks {key}: {record}");
+        assert_eq!(record[key], oom[key], "{key}: record {record} vs log {oom}");
+    }
     let (status, log) = agent.terminate(Duration::from_secs(10));
     assert!(status.success(), "{log}");
     // Shutdown lines too, aya-log's and the agent's alike.

@@ -15,7 +15,8 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// QEMU, cpio and a static busybox for the second-kernel VMs (the kernels
 /// themselves are fetched by `cargo xtask vm`, see xtask/src/vm.rs).
 /// containerd and runc for the runtime tests; protoc because the containerd
-/// and CRI client crates generate their code at build time.
+/// and CRI client crates generate their code at build time; tmux, in which
+/// `sandwatch events` is read off a terminal screen.
 const TEST_PACKAGES: &[&str] = &[
     "util-linux",
     "prometheus",
@@ -25,6 +26,7 @@ const TEST_PACKAGES: &[&str] = &[
     "containerd",
     "runc",
     "protobuf-compiler",
+    "tmux",
 ];
 
 pub fn run() -> Result<()> {

@@ -151,6 +151,24 @@ impl CgroupLayout {
     }
 }
 
+impl CgroupLayout {
+    /// The memory limit of a cgroup (`memory.limit_in_bytes` on v1,
+    /// `memory.max` on v2); `None` when unlimited, unreadable or gone.
+    pub fn memory_limit(&self, path: &str) -> Option<u64> {
+        let file = match self.mode {
+            CgroupMode::V1Memory { .. } => "memory.limit_in_bytes",
+            CgroupMode::V2 => "memory.max",
+        };
+        parse_memory_limit(&std::fs::read_to_string(self.dir(path).join(file)).ok()?)
+    }
+}
+
+/// v2 writes `max`; v1's "unlimited" is a page-rounded i64::MAX.
+fn parse_memory_limit(text: &str) -> Option<u64> {
+    let bytes: u64 = text.trim().parse().ok()?;
+    (bytes < 1 << 62).then_some(bytes)
+}
+
 /// The memory cgroup this process is in (v1) or its unified cgroup (v2),
 /// relative to the hierarchy root.
 pub fn own_cgroup(layout: &CgroupLayout) -> Option<String> {
@@ -275,5 +293,13 @@ cpu\t1\t1\t1\nmemory\t4\t48\t1\n";
     fn garbage_proc_cgroup_lines_are_skipped() {
         let l = CgroupLayout::from_tables(V2_MOUNTS, V2_CGROUPS).unwrap();
         assert_eq!(l.task_path("garbage\n::\nx:y:z\n"), None);
+    }
+
+    #[test]
+    fn memory_limits_read_unlimited_as_none() {
+        assert_eq!(parse_memory_limit("33554432\n"), Some(32 << 20));
+        assert_eq!(parse_memory_limit("max\n"), None);
+        assert_eq!(parse_memory_limit("9223372036854771712\n"), None);
+        assert_eq!(parse_memory_limit(""), None);
     }
 }

@@ -146,20 +146,22 @@ struct Churn {
 const MAX_WINDOW_KILLS: usize = 100_000;
 
 impl Churn {
-    fn record(&mut self, now_ns: u64) {
+    fn record(&mut self, now_ns: u64) -> Option<StormEdge> {
         if self.kills_ns.len() >= MAX_WINDOW_KILLS {
             self.kills_ns.pop_front();
         }
         self.kills_ns.push_back(now_ns);
-        self.update(now_ns);
+        self.update(now_ns)
     }
 
-    fn update(&mut self, now_ns: u64) {
+    /// Slides the window to `now_ns`; says when the storm flag rose or fell.
+    fn update(&mut self, now_ns: u64) -> Option<StormEdge> {
         let window_ns = self.settings.window_secs.saturating_mul(1_000_000_000);
         while self.kills_ns.front().is_some_and(|t| now_ns.saturating_sub(*t) >= window_ns) {
             self.kills_ns.pop_front();
         }
         let n = self.kills_ns.len() as u64;
+        let was = self.storm;
         if !self.storm && n >= self.settings.storm_threshold {
             self.storm = true;
         } else if self.storm && n <= self.settings.storm_clear {
@@ -168,7 +170,20 @@ impl Churn {
         let label = format!("{}s", self.settings.window_secs);
         self.window.with_label_values(&[&label]).set(n as i64);
         self.storm_gauge.set(i64::from(self.storm));
+        (was != self.storm).then_some(StormEdge {
+            started: self.storm,
+            events_in_window: n,
+            window_secs: self.settings.window_secs,
+        })
     }
+}
+
+/// The OOM storm flag rose (`started`) or fell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StormEdge {
+    pub started: bool,
+    pub events_in_window: u64,
+    pub window_secs: u64,
 }
 
 #[derive(Clone)]
@@ -236,7 +251,7 @@ impl PodMetrics {
             window,
             storm_gauge,
         };
-        churn.update(0);
+        let _ = churn.update(0);
         let m = Self {
             oom_kills: IntCounterVec::new(
                 Opts::new("sandwatch_oom_kills_total", "Processes OOM-killed on this node, by victim role and pod QoS class."),
@@ -376,13 +391,11 @@ impl PodMetrics {
     }
 
     /// An OOM event (its burst of victims over): by scope and QoS, and in
-    /// the churn window.
-    pub fn observe_oom_event(&self, e: &OomEvent, now_ns: u64) {
+    /// the churn window; says if it started a storm.
+    pub fn observe_oom_event(&self, e: &OomEvent, now_ns: u64) -> Option<StormEdge> {
         let qos = e.qos.map_or(NO_QOS, QosClass::label);
         self.oom_events.with_label_values(&[e.scope.label(), qos]).inc();
-        if let Ok(mut churn) = self.churn.lock() {
-            churn.record(now_ns);
-        }
+        self.churn.lock().ok().and_then(|mut churn| churn.record(now_ns))
     }
 
     /// An OOM event in its pod's series (the event's role), with whatever
@@ -402,15 +415,15 @@ impl PodMetrics {
         }
     }
 
-    /// Lets the churn window slide on when no kill happens, and removes
-    /// the series of pods gone longer than their grace.
-    pub fn tick(&self, now_ns: u64) {
-        if let Ok(mut churn) = self.churn.lock() {
-            churn.update(now_ns);
-        }
+    /// Lets the churn window slide on when no kill happens (says if a
+    /// storm ended), and removes the series of pods gone longer than their
+    /// grace.
+    pub fn tick(&self, now_ns: u64) -> Option<StormEdge> {
+        let edge = self.churn.lock().ok().and_then(|mut churn| churn.update(now_ns));
         if let Ok(mut series) = self.pod_series.lock() {
             series.retire(now_ns);
         }
+        edge
     }
 
     /// A pod's cgroup went: its series go after the TTL (also one that
@@ -613,15 +626,18 @@ mod tests {
             observe(&m, &report(i), i as u64 * SEC);
         }
         assert_eq!(storm(&registry), Some(0.0), "3 < threshold 4");
-        observe(&m, &report(3), 3 * SEC);
+        m.observe_oom(&report(3));
+        let event = OomEvent { scope: OomScope::Process, qos: None, report: report(3), victims: 1 };
+        let edge = m.observe_oom_event(&event, 3 * SEC);
+        assert_eq!(edge, Some(StormEdge { started: true, events_in_window: 4, window_secs: 10 }));
         assert_eq!((storm(&registry), window(&registry)), (Some(1.0), Some(4.0)));
         // Kills at 0 s and 1 s leave the window: 2 left, above clear (1): still a storm.
-        m.tick(11 * SEC + SEC / 2);
+        assert_eq!(m.tick(11 * SEC + SEC / 2), None);
         assert_eq!((storm(&registry), window(&registry)), (Some(1.0), Some(2.0)));
-        // One left: the storm is over.
-        m.tick(12 * SEC + SEC / 2);
+        // One left: the storm is over, once.
+        assert_eq!(m.tick(12 * SEC + SEC / 2), Some(StormEdge { started: false, events_in_window: 1, window_secs: 10 }));
         assert_eq!((storm(&registry), window(&registry)), (Some(0.0), Some(1.0)));
-        m.tick(100 * SEC);
+        assert_eq!(m.tick(100 * SEC), None);
         assert_eq!(window(&registry), Some(0.0));
     }
 }

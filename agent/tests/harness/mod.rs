@@ -280,6 +280,16 @@ impl AgentProcess {
         http_get(self.addr, "/metrics").expect("scrape /metrics").1
     }
 
+    /// The agent's event records so far (`GET /events`, the history).
+    pub fn records(&self) -> Vec<sandwatch::telemetry::events::Record> {
+        let (status, body) = http_get(self.addr, "/events").expect("GET /events");
+        assert_eq!(status, 200, "{body}");
+        body.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?} is no record: {e}")))
+            .collect()
+    }
+
     /// SIGTERM, then wait up to `timeout`; returns the exit status and stderr.
     pub fn terminate(mut self, timeout: Duration) -> (std::process::ExitStatus, String) {
         // SAFETY: kill(2) of the child we started, by its pid.

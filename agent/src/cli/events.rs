@@ -1,0 +1,548 @@
+//! `sandwatch events`: reads a running agent's `/events` stream and prints
+//! one aligned row per record under a header, as `kubectl get -w` does —
+//! or the raw JSON lines with `-o json`. A client only: it shares nothing
+//! with the agent but the [`Record`] type, and needs no privileges.
+
+use std::{
+    io::{IsTerminal as _, Write},
+    process::ExitCode,
+    time::Duration,
+};
+
+use http_body_util::{BodyExt as _, Empty};
+use hyper::{body::Bytes, Request, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+
+use crate::telemetry::{events::Record, server::NDJSON};
+
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    /// The agent's address (its --listen; through `kubectl port-forward`,
+    /// the forwarded port).
+    #[arg(long, env = "SANDWATCH_EVENTS_URL", default_value = "http://127.0.0.1:9432")]
+    pub url: String,
+
+    /// table (aligned rows), or json (the records as the agent sends them).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: Output,
+
+    /// Only records of these kinds, comma-separated: oom_kill,
+    /// sandbox_death, late_exit, runtime_crash, runtime_restart,
+    /// oom_storm_start, oom_storm_end, events_dropped.
+    #[arg(long, value_delimiter = ',')]
+    pub kind: Vec<String>,
+
+    /// Only records of pods in this namespace.
+    #[arg(long)]
+    pub namespace: Option<String>,
+
+    /// Only records of pods with this name.
+    #[arg(long)]
+    pub pod: Option<String>,
+
+    /// Print the agent's recent history and exit instead of following.
+    #[arg(long)]
+    pub no_follow: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+/// Why the client stopped: one line for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Url(String),
+    #[error("cannot reach the agent at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error("{url} is not a sandwatch agent: {why}")]
+    NotSandwatch { url: String, why: String },
+    #[error("the agent at {url} refused the stream: {message}")]
+    Refused { url: String, message: String },
+    #[error("the agent at {url} ended the stream (it stopped or restarted)")]
+    Ended { url: String },
+    #[error("lost the agent at {url}: {reason}")]
+    Lost { url: String, reason: String },
+}
+
+/// Runs the client; exit 0 when done, 1 with one line otherwise.
+pub fn main(args: &Args) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sandwatch events: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let stdout = std::io::stdout();
+    let terminal = stdout.is_terminal();
+    let format = match args.output {
+        Output::Json => Format::Json,
+        Output::Table => Format::Table(Table { colour: terminal, width: terminal.then(terminal_width) }),
+    };
+    let mut out = stdout.lock();
+    match runtime.block_on(run(args, &format, &mut out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = out.flush();
+            eprintln!("sandwatch events: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// How records are printed.
+pub enum Format {
+    Table(Table),
+    Json,
+}
+
+/// Reads the stream and prints it until it ends (or stdout closes).
+pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(), ClientError> {
+    let target = Target::parse(&args.url)?;
+    let url = args.url.clone();
+    let unreachable = |reason: String| ClientError::Unreachable { url: url.clone(), reason };
+    let stream = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(target.authority.as_str()))
+        .await
+        .map_err(|_| unreachable("no answer within 5 s".into()))?
+        .map_err(|e| unreachable(e.to_string()))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    tokio::spawn(conn);
+    let request = Request::get(target.events_path(args))
+        .header(hyper::header::HOST, target.authority.as_str())
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| ClientError::Url(format!("{url}: {e}")))?;
+    let response = tokio::time::timeout(Duration::from_secs(10), sender.send_request(request))
+        .await
+        .map_err(|_| unreachable("no answer within 10 s".into()))?
+        .map_err(|e| unreachable(e.to_string()))?;
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let mut body = response.into_body();
+    if status != StatusCode::OK || !content_type.starts_with(NDJSON) {
+        let first = match body.collect().await {
+            Ok(all) => String::from_utf8_lossy(&all.to_bytes()).lines().next().unwrap_or("").trim().to_string(),
+            Err(_) => String::new(),
+        };
+        let ours = content_type.starts_with("text/plain");
+        return Err(match status {
+            StatusCode::BAD_REQUEST | StatusCode::SERVICE_UNAVAILABLE if ours => {
+                ClientError::Refused { url, message: first }
+            }
+            StatusCode::OK => ClientError::NotSandwatch { url, why: format!("/events answered {content_type:?}, not {NDJSON}") },
+            _ => ClientError::NotSandwatch { url, why: format!("/events answered HTTP {status}") },
+        });
+    }
+    let mut printer = Printer { format, header_done: false };
+    if printer.print_header(out).is_err() {
+        return Ok(());
+    }
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let frame = match body.frame().await {
+            None => break,
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => return Err(ClientError::Lost { url, reason: e.to_string() }),
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        pending.extend_from_slice(&data);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line[..end]);
+            if line.trim().is_empty() {
+                continue;
+            }
+            let record: Record = serde_json::from_str(&line).map_err(|_| ClientError::NotSandwatch {
+                url: url.clone(),
+                why: format!("it sent {:?}, which is no event record", cut(&line, 60)),
+            })?;
+            if printer.print(&record, &line, out).is_err() {
+                // stdout closed (e.g. piped into head): done.
+                return Ok(());
+            }
+        }
+    }
+    if args.no_follow {
+        Ok(())
+    } else {
+        Err(ClientError::Ended { url })
+    }
+}
+
+/// Where the agent is: `host:port`, and a path prefix (for proxies).
+struct Target {
+    authority: String,
+    prefix: String,
+}
+
+impl Target {
+    fn parse(url: &str) -> Result<Self, ClientError> {
+        let uri: Uri = url.parse().map_err(|_| ClientError::Url(format!("{url:?} is not a URL (e.g. http://127.0.0.1:9432)")))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(other) => return Err(ClientError::Url(format!("{url}: only http:// is spoken, not {other}://"))),
+            None => return Err(ClientError::Url(format!("{url:?} has no scheme (e.g. http://127.0.0.1:9432)"))),
+        }
+        let host = uri.host().ok_or_else(|| ClientError::Url(format!("{url:?} names no host")))?;
+        let port = uri.port_u16().unwrap_or(80);
+        Ok(Self { authority: format!("{host}:{port}"), prefix: uri.path().trim_end_matches('/').to_string() })
+    }
+
+    fn events_path(&self, args: &Args) -> String {
+        let mut query = vec![format!("follow={}", if args.no_follow { 0 } else { 1 })];
+        if !args.kind.is_empty() {
+            query.push(format!("kind={}", encode(&args.kind.join(","))));
+        }
+        if let Some(ns) = &args.namespace {
+            query.push(format!("namespace={}", encode(ns)));
+        }
+        if let Some(pod) = &args.pod {
+            query.push(format!("pod={}", encode(pod)));
+        }
+        format!("{}/events?{}", self.prefix, query.join("&"))
+    }
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b',' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+struct Printer<'a> {
+    format: &'a Format,
+    header_done: bool,
+}
+
+impl Printer<'_> {
+    fn print_header(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if let (Format::Table(t), false) = (self.format, self.header_done) {
+            self.header_done = true;
+            writeln!(out, "{}", t.header())?;
+            out.flush()?;
+        }
+        Ok(())
+    }
+
+    fn print(&mut self, record: &Record, line: &str, out: &mut impl Write) -> std::io::Result<()> {
+        match self.format {
+            Format::Json => writeln!(out, "{line}")?,
+            Format::Table(t) => {
+                self.print_header(out)?;
+                writeln!(out, "{}", t.row(record))?;
+            }
+        }
+        out.flush()
+    }
+}
+
+/// Column titles and widths; the last column takes what is left.
+const COLUMNS: [(&str, usize); 9] = [
+    ("TIME", 8),
+    ("KIND", 15),
+    ("NAMESPACE/POD", 22),
+    ("CONTAINER", 12),
+    ("ROLE", 15),
+    ("PID", 7),
+    ("COMM", 13),
+    ("RSS/LIMIT", 11),
+    ("DETAIL", 0),
+];
+
+/// The table: on a terminal, coloured kinds and cells cut to their
+/// columns (and the row to the terminal's width); elsewhere whole values.
+pub struct Table {
+    pub colour: bool,
+    pub width: Option<usize>,
+}
+
+impl Table {
+    pub fn header(&self) -> String {
+        let cells: Vec<String> = COLUMNS.iter().map(|(title, _)| title.to_string()).collect();
+        self.join(&cells, None)
+    }
+
+    pub fn row(&self, r: &Record) -> String {
+        let name = match (&r.namespace, &r.pod, &r.pod_uid) {
+            (Some(ns), Some(pod), _) => format!("{ns}/{pod}"),
+            (None, Some(pod), _) => pod.clone(),
+            (_, None, Some(uid)) => format!("uid:{}", cut_plain(uid, 8)),
+            _ => "-".into(),
+        };
+        let container = match (&r.container, &r.container_id) {
+            (Some(c), _) => c.clone(),
+            (None, Some(id)) => cut_plain(id, 12).to_string(),
+            _ => "-".into(),
+        };
+        let memory = match (r.rss_bytes, r.limit_bytes) {
+            (None, None) => "-".to_string(),
+            (rss, limit) => format!("{}/{}", rss.map_or("-".into(), human), limit.map_or("-".into(), human)),
+        };
+        let cells = vec![
+            r.time.get(11..19).unwrap_or(&r.time).to_string(),
+            r.kind.clone(),
+            name,
+            container,
+            r.victim_role.clone().unwrap_or_else(|| "-".into()),
+            r.pid.map_or("-".into(), |p| p.to_string()),
+            r.comm.clone().unwrap_or_else(|| "-".into()),
+            memory,
+            detail(r),
+        ];
+        self.join(&cells, Some(&r.kind))
+    }
+
+    fn join(&self, cells: &[String], kind: Option<&str>) -> String {
+        let mut line = String::new();
+        // Where the KIND cell is, to colour it once the line is cut.
+        let mut kind_cell = 0..0;
+        for (i, (cell, (_, width))) in cells.iter().zip(COLUMNS).enumerate() {
+            if i > 0 {
+                line.push(' ');
+            }
+            let cell = if cell.is_empty() { "-" } else { cell.as_str() };
+            let last = i + 1 == COLUMNS.len();
+            let text = match self.width {
+                Some(_) if !last => cut(cell, width),
+                _ => cell.to_string(),
+            };
+            let start = line.len();
+            line.push_str(&text);
+            if i == 1 {
+                kind_cell = start..line.len();
+            }
+            if !last {
+                line.extend(std::iter::repeat_n(' ', width.saturating_sub(text.chars().count())));
+            }
+        }
+        let mut line = match self.width {
+            Some(total) => cut(line.trim_end(), total),
+            None => line.trim_end().to_string(),
+        };
+        if let (true, Some(k)) = (self.colour, kind) {
+            if line.get(kind_cell.clone()) == Some(k) {
+                line.replace_range(kind_cell, &paint(k, k));
+            }
+        }
+        line
+    }
+}
+
+/// What the fixed columns do not say, by kind.
+fn detail(r: &Record) -> String {
+    let mut parts = Vec::new();
+    match r.kind.as_str() {
+        "oom_kill" => {
+            if let Some(pid) = r.trigger_pid.filter(|p| Some(*p) != r.pid) {
+                parts.push(format!("by {pid} {}", r.trigger_comm.as_deref().unwrap_or("")).trim_end().to_string());
+            }
+            if let Some(o) = r.outcome.as_deref().filter(|o| *o != "handled") {
+                parts.push(o.to_string());
+            }
+        }
+        "sandbox_death" => parts.push(format!("cause={}", r.cause.as_deref().unwrap_or("?"))),
+        "late_exit" => parts.push(format!(
+            "{} ({})",
+            r.reason.as_deref().unwrap_or("?"),
+            r.source.as_deref().unwrap_or("?")
+        )),
+        "runtime_crash" | "runtime_restart" => {
+            parts.push(r.runtime.clone().unwrap_or_default());
+            parts.extend(r.reason.clone());
+        }
+        "oom_storm_start" | "oom_storm_end" => parts.push(format!(
+            "{} OOM events in {}s",
+            r.count.unwrap_or(0),
+            r.window_seconds.unwrap_or(0)
+        )),
+        "events_dropped" => parts.push(format!("{} lost at {}", r.count.unwrap_or(0), r.stage.as_deref().unwrap_or("?"))),
+        "missed" => parts.push(format!("{} records missed: this client read too slowly", r.count.unwrap_or(0))),
+        _ => {}
+    }
+    let text = parts.join(", ");
+    if text.is_empty() {
+        "-".into()
+    } else {
+        text
+    }
+}
+
+fn paint(kind: &str, text: &str) -> String {
+    let code = match kind {
+        "oom_kill" => "31",
+        "sandbox_death" | "runtime_crash" | "oom_storm_start" => "1;31",
+        "late_exit" | "events_dropped" | "missed" => "33",
+        "runtime_restart" | "oom_storm_end" => "32",
+        _ => return text.to_string(),
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// `text` in at most `room` characters, the cut marked with `…`.
+fn cut(text: &str, room: usize) -> String {
+    if text.chars().count() <= room {
+        return text.to_string();
+    }
+    if room == 0 {
+        return String::new();
+    }
+    let mut s: String = text.chars().take(room - 1).collect();
+    s.push('…');
+    s
+}
+
+fn cut_plain(text: &str, n: usize) -> &str {
+    text.char_indices().nth(n).map_or(text, |(i, _)| &text[..i])
+}
+
+/// Sizes as people read them: 512K, 31.9M, 2.0G.
+fn human(bytes: u64) -> String {
+    const K: f64 = 1024.0;
+    let b = bytes as f64;
+    if b >= K * K * K {
+        format!("{:.1}G", b / (K * K * K))
+    } else if b >= K * K {
+        format!("{:.1}M", b / (K * K))
+    } else if b >= K {
+        format!("{:.0}K", b / K)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+/// Columns of the terminal on stdout (COLUMNS, else 120).
+fn terminal_width() -> usize {
+    let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCGWINSZ fills the winsize we own.
+    if unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0 && size.ws_col > 0 {
+        return usize::from(size.ws_col);
+    }
+    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).unwrap_or(120)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oom() -> Record {
+        Record {
+            time: "2026-12-01T08:03:46.123Z".into(),
+            node: "n".into(),
+            kind: "oom_kill".into(),
+            namespace: Some("shop".into()),
+            pod: Some("web".into()),
+            container: Some("hog".into()),
+            victim_role: Some("container_child".into()),
+            pid: Some(4312),
+            comm: Some("dd".into()),
+            trigger_pid: Some(4312),
+            rss_bytes: Some(33_030_144),
+            limit_bytes: Some(32 << 20),
+            outcome: Some("handled".into()),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn rows_line_up_under_the_header() {
+        let t = Table { colour: false, width: Some(120) };
+        let header = t.header();
+        let row = t.row(&oom());
+        assert_eq!(
+            header,
+            "TIME     KIND            NAMESPACE/POD          CONTAINER    ROLE            PID     COMM          RSS/LIMIT   DETAIL"
+        );
+        assert_eq!(
+            row,
+            "08:03:46 oom_kill        shop/web               hog          container_child 4312    dd            31.5M/32.0M -"
+        );
+        for title in ["KIND", "NAMESPACE/POD", "ROLE", "PID", "RSS/LIMIT"] {
+            let col = header.find(title).unwrap();
+            assert_ne!(row.as_bytes()[col], b' ', "{title} starts a cell");
+            assert_eq!(row.as_bytes()[col - 1], b' ', "{title} is preceded by a gap");
+        }
+    }
+
+    #[test]
+    fn a_terminal_cuts_cells_and_the_row_and_colours_the_kind() {
+        let mut r = oom();
+        r.kind = "sandbox_death".into();
+        r.namespace = Some("a-very-long-namespace-name".into());
+        r.cause = Some("oom".into());
+        let row = Table { colour: false, width: Some(80) }.row(&r);
+        assert!(row.contains("a-very-long-namespace…"), "{row:?}");
+        assert_eq!(row.chars().count(), 80, "{row}");
+        let wide = Table { colour: false, width: Some(200) }.row(&r);
+        assert!(wide.ends_with("cause=oom"), "{wide}");
+        let piped = Table { colour: false, width: None }.row(&r);
+        assert!(piped.contains("a-very-long-namespace-name/web") && piped.ends_with("cause=oom"), "{piped}");
+        let coloured = Table { colour: true, width: Some(120) }.row(&r);
+        assert!(coloured.contains("\x1b[1;31msandbox_death\x1b[0m"), "{coloured:?}");
+    }
+
+    #[test]
+    fn details_say_what_the_columns_do_not() {
+        let mut r = oom();
+        r.trigger_pid = Some(77);
+        r.trigger_comm = Some("java".into());
+        assert_eq!(detail(&r), "by 77 java");
+        let late = Record { kind: "late_exit".into(), reason: Some("container_missing".into()), source: Some("runtime".into()), ..Record::default() };
+        assert_eq!(detail(&late), "container_missing (runtime)");
+        let storm = Record { kind: "oom_storm_start".into(), count: Some(12), window_seconds: Some(60), ..Record::default() };
+        assert_eq!(detail(&storm), "12 OOM events in 60s");
+        let unknown = Record { kind: "from_the_future".into(), time: "2026-12-01T08:03:46Z".into(), ..Record::default() };
+        assert_eq!(Table { colour: true, width: None }.row(&unknown).split_whitespace().nth(1), Some("from_the_future"));
+    }
+
+    #[test]
+    fn unnamed_pods_show_their_uid_and_container_id() {
+        let r = Record {
+            kind: "oom_kill".into(),
+            time: "2026-12-01T08:03:46.123Z".into(),
+            pod_uid: Some("0c9e8d7f-6a5b-4c3d-9e2f-1a0b9c8d7e6f".into()),
+            container_id: Some("ab".repeat(32)),
+            ..Record::default()
+        };
+        let row = Table { colour: false, width: None }.row(&r);
+        assert!(row.contains("uid:0c9e8d7f") && row.contains(&"ab".repeat(6)) && !row.contains(&"ab".repeat(7)), "{row}");
+    }
+
+    #[test]
+    fn urls_are_checked_and_filters_become_the_query() {
+        assert!(matches!(Target::parse("https://x:1"), Err(ClientError::Url(l)) if l.contains("only http://")));
+        assert!(matches!(Target::parse("127.0.0.1:9432"), Err(ClientError::Url(_))));
+        let t = Target::parse("http://127.0.0.1:9432/proxy/").unwrap();
+        assert_eq!(t.authority, "127.0.0.1:9432");
+        let args = Args {
+            url: String::new(),
+            output: Output::Table,
+            kind: vec!["oom_kill".into(), "late_exit".into()],
+            namespace: Some("kube system".into()),
+            pod: None,
+            no_follow: true,
+        };
+        assert_eq!(t.events_path(&args), "/proxy/events?follow=0&kind=oom_kill,late_exit&namespace=kube%20system");
+        assert_eq!(Target::parse("http://localhost").unwrap().authority, "localhost:80");
+    }
+
+    #[test]
+    fn sizes_read_as_people_read_them() {
+        assert_eq!(human(512), "512B");
+        assert_eq!(human(2 << 20), "2.0M");
+        assert_eq!(human(3 << 30), "3.0G");
+        assert_eq!(human(10 << 10), "10K");
+    }
+}
