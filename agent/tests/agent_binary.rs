@@ -342,3 +342,25 @@ fn json_logs_are_one_object_per_line_with_the_events_fields() {
     }
     drop(pod);
 }
+
+/// In a container the agent uses the node's tracefs (the DaemonSet mounts
+/// it) and cannot mount one itself: a node without tracefs mounted gets one
+/// line that says what to do. Made here with a private mount namespace
+/// whose /sys/kernel/tracing is an empty read-only directory, and no
+/// CAP_SYS_ADMIN.
+#[test]
+fn no_tracefs_on_the_node_is_one_line_saying_how_to_mount_it() {
+    require_root();
+    let script = format!(
+        "mount -t tmpfs none /sys/kernel/tracing && mount -o remount,ro /sys/kernel/tracing && \
+         exec setpriv --bounding-set -sys_admin --inh-caps -all -- {} --listen 127.0.0.1:0",
+        env!("CARGO_BIN_EXE_sandwatch")
+    );
+    let out = Command::new("unshare").args(["--mount", "--propagation", "private", "sh", "-c", &script]).output().expect("unshare (util-linux)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.contains("tracefs is not mounted at /sys/kernel/tracing"), "{stderr}");
+    assert!(stderr.contains("mount -t tracefs nodev /sys/kernel/tracing"), "{stderr}");
+    assert_eq!(stderr.matches("Operation not permitted").count(), 1, "the cause once: {stderr}");
+}

@@ -23,6 +23,10 @@ pub struct Args {
     /// Rounds; each runs one storm without and one with the agent.
     #[arg(long, default_value_t = 3)]
     rounds: u32,
+    /// Benchmark this agent binary instead of the release build (e.g. the
+    /// image's static one, target/image/rootfs/usr/local/bin/sandwatch).
+    #[arg(long)]
+    pub agent: Option<std::path::PathBuf>,
     /// Extra flags for the agent, e.g. `-- --ring-buffer-bytes 1M`.
     #[arg(last = true)]
     agent_args: Vec<String>,

@@ -16,7 +16,9 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// themselves are fetched by `cargo xtask vm`, see xtask/src/vm.rs).
 /// containerd and runc for the runtime tests; protoc because the containerd
 /// and CRI client crates generate their code at build time; tmux, in which
-/// `sandwatch events` is read off a terminal screen.
+/// `sandwatch events` is read off a terminal screen; CNI's loopback plugin
+/// for pods with a network of their own, and buildah, which builds the
+/// Dockerfile to compare it with `cargo xtask image`.
 const TEST_PACKAGES: &[&str] = &[
     "util-linux",
     "prometheus",
@@ -27,6 +29,8 @@ const TEST_PACKAGES: &[&str] = &[
     "runc",
     "protobuf-compiler",
     "tmux",
+    "containernetworking-plugins",
+    "buildah",
 ];
 
 pub fn run() -> Result<()> {
@@ -39,7 +43,20 @@ pub fn run() -> Result<()> {
     ensure_pip(KUBERNETES_VALIDATE)?;
     ensure_cargo_fuzz()?;
     ensure_runtimes()?;
+    ensure_image_target()?;
     Ok(())
+}
+
+/// The image's static binary is built for musl (`cargo xtask image`).
+fn ensure_image_target() -> Result<()> {
+    let target = crate::image::TARGET;
+    let installed = output(rustup().args(["target", "list", "--installed"])).unwrap_or_default();
+    if installed.lines().any(|l| l.trim() == target) {
+        say(format!("Rust target {target} present"));
+        return Ok(());
+    }
+    say(format!("adding the Rust target {target} (the image's static binary)"));
+    run_cmd(rustup().args(["target", "add", target]))
 }
 
 /// The containerd lines users run besides bookworm's 1.6: Debian trixie

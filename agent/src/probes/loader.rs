@@ -223,7 +223,10 @@ impl Probes {
         // Loading parsed two copies of the kernel's BTF (ours and aya's);
         // hand that memory back instead of keeping it for the agent's life.
         // SAFETY: malloc_trim has no preconditions.
-        unsafe { libc::malloc_trim(0) };
+        #[cfg(target_env = "gnu")]
+        unsafe {
+            libc::malloc_trim(0)
+        };
         let ring = take_map(&mut ebpf, names::EVENTS)?;
         let ring = RingBuf::try_from(ring).map_err(|source| LoadError::Map {
             name: names::EVENTS,

@@ -12,10 +12,12 @@ use agent_common::{AttachOffsets, CgroupOffsets, TracepointOffsets, ABSENT};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TracefsError {
-    #[error("tracefs is not mounted and mounting it at {path} failed: {source}")]
+    #[error("tracefs is not mounted at {path} and mounting it failed: {reason}{hint}", hint = mount_hint(*.denied))]
     Mount {
         path: PathBuf,
-        source: std::io::Error,
+        reason: String,
+        /// Not allowed to mount (no CAP_SYS_ADMIN, as in the DaemonSet).
+        denied: bool,
     },
     #[error("tracepoint {0} is missing on this kernel (no {1})")]
     MissingTracepoint(&'static str, PathBuf),
@@ -31,6 +33,16 @@ pub enum TracefsError {
     },
     #[error("malformed format file {path}: line {line:?}")]
     Malformed { path: PathBuf, line: String },
+}
+
+/// What to do when mounting was not allowed: the node must have it.
+fn mount_hint(denied: bool) -> &'static str {
+    if denied {
+        "; mount it on the node (`mount -t tracefs nodev /sys/kernel/tracing`; systemd does at boot): \
+         in a container the agent uses the node's tracefs and has no CAP_SYS_ADMIN to mount one"
+    } else {
+        ""
+    }
 }
 
 /// One field of a tracepoint record.
@@ -96,9 +108,10 @@ impl Tracefs {
             return Ok(Self { root });
         }
         let target = PathBuf::from(CANDIDATES[0]);
-        mount_tracefs(&target).map_err(|source| TracefsError::Mount {
+        mount_tracefs(&target).map_err(|e| TracefsError::Mount {
             path: target.clone(),
-            source,
+            reason: e.to_string(),
+            denied: e.kind() == std::io::ErrorKind::PermissionDenied,
         })?;
         Ok(Self { root: target })
     }

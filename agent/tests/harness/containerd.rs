@@ -81,6 +81,68 @@ impl Containerd {
         Self::start_with(runtime, name, true)
     }
 
+    /// containerd serving the CRI, whose pods can also have a network of
+    /// their own: Debian's `loopback` CNI plugin for `lo`, and a plugin of
+    /// the test's that gives the pod an `eth0` with 10.88.0.2 — one end of
+    /// a veth pair whose both ends are in the pod's own network namespace,
+    /// nothing on the host.
+    pub fn start_cri_with_pod_network(runtime: &Runtime, name: &str) -> Self {
+        let dir = Self::dir_for(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        let (bin, conf) = (dir.join("cni/bin"), dir.join("cni/conf"));
+        std::fs::create_dir_all(&bin).expect("cni bin dir");
+        std::fs::create_dir_all(&conf).expect("cni conf dir");
+        std::fs::copy("/usr/lib/cni/loopback", bin.join("loopback"))
+            .expect("/usr/lib/cni/loopback (Debian package containernetworking-plugins, installed by cargo xtask setup)");
+        let which = |tool: &str| -> String {
+            let out = Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().expect("sh");
+            let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            assert!(!path.is_empty(), "{tool} not found");
+            path
+        };
+        let (ip, nsenter) = (which("ip"), which("nsenter"));
+        let plugin = r#"#!/bin/sh
+# A test's CNI plugin: eth0 with one address inside the pod's own network
+# namespace (a veth pair with both ends in it); nothing changes on the host.
+cat >/dev/null
+case "$CNI_COMMAND" in
+ADD)
+  NSENTER --net="$CNI_NETNS" IP link add "$CNI_IFNAME" type veth peer name peer0 || exit 1
+  NSENTER --net="$CNI_NETNS" IP link set peer0 up || exit 1
+  NSENTER --net="$CNI_NETNS" IP addr add 10.88.0.2/24 dev "$CNI_IFNAME" || exit 1
+  NSENTER --net="$CNI_NETNS" IP link set "$CNI_IFNAME" up || exit 1
+  printf '{"cniVersion":"1.0.0","interfaces":[{"name":"%s","sandbox":"%s"}],"ips":[{"address":"10.88.0.2/24","interface":0}]}' "$CNI_IFNAME" "$CNI_NETNS"
+  ;;
+VERSION) printf '{"cniVersion":"1.0.0","supportedVersions":["0.3.0","0.3.1","0.4.0","1.0.0"]}' ;;
+*) exit 0 ;;
+esac
+"#
+        .replace("NSENTER", &nsenter)
+        .replace("IP ", &format!("{ip} "));
+        let path = bin.join("sandwatch-test-net");
+        std::fs::write(&path, plugin).expect("cni plugin");
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod plugin");
+        std::fs::write(
+            conf.join("10-sandwatch-test.conflist"),
+            r#"{"cniVersion":"1.0.0","name":"sandwatch-test","plugins":[{"type":"sandwatch-test-net"}]}"#,
+        )
+        .expect("cni conf");
+        Self::start_in(runtime, name, true, false)
+    }
+
+    /// Imports an OCI image archive into the k8s.io namespace, where the
+    /// CRI finds it.
+    pub fn import_archive(&self, archive: &Path) {
+        let path = archive.display().to_string();
+        let mut args = vec!["images", "import", "--snapshotter", "native", "--platform", "linux/amd64"];
+        if !self.runtime.release().starts_with('1') {
+            args.push("--local");
+        }
+        args.push(&path);
+        self.ctr_ok(&args);
+    }
+
     /// Where `start*(name)` puts the socket, before it exists.
     pub fn socket_for(name: &str) -> PathBuf {
         Self::dir_for(name).join("containerd.sock")
@@ -91,8 +153,14 @@ impl Containerd {
     }
 
     fn start_with(runtime: &Runtime, name: &str, cri: bool) -> Self {
+        Self::start_in(runtime, name, cri, true)
+    }
+
+    fn start_in(runtime: &Runtime, name: &str, cri: bool, fresh: bool) -> Self {
         let dir = Self::dir_for(name);
-        let _ = std::fs::remove_dir_all(&dir);
+        if fresh {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         std::fs::create_dir_all(&dir).expect("containerd dir");
         let socket = dir.join("containerd.sock");
         // Top-level keys first: TOML puts anything after a table into it.

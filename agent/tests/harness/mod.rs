@@ -5,6 +5,7 @@
 
 pub mod containerd;
 pub mod cri;
+pub mod kubelet;
 
 use std::{
     io::{Read as _, Write as _},
@@ -21,6 +22,16 @@ use sandwatch::{
         reader::EventStream,
     },
 };
+
+/// The image `cargo xtask image` built: `SANDWATCH_IMAGE` (set by `cargo
+/// xtask test`), else where `cargo xtask image` writes it.
+pub fn image_archive() -> PathBuf {
+    let path = std::env::var_os("SANDWATCH_IMAGE").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../target/image/sandwatch-{}.oci.tar", env!("CARGO_PKG_VERSION")))
+    });
+    assert!(path.is_file(), "no image at {}: run `cargo xtask image` (`cargo xtask test` builds it)", path.display());
+    path
+}
 
 /// Fails the test unless it runs as root: privileged tests never skip.
 pub fn require_root() {
@@ -199,8 +210,13 @@ pub fn free_port() -> u16 {
 
 /// GET over plain HTTP/1.0; returns (status, body).
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    http_get_timeout(addr, path, Duration::from_secs(5))
+}
+
+/// GET over plain HTTP/1.0 within `timeout` for connecting and for each read.
+pub fn http_get_timeout(addr: SocketAddr, path: &str, timeout: Duration) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, timeout.min(Duration::from_secs(2))).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
     let mut resp = String::new();
     s.read_to_string(&mut resp).ok()?;
