@@ -60,6 +60,27 @@ pub const FLAG_TASK_UNKNOWN: u32 = 1 << 0;
 pub const FLAG_TRUNCATED: u32 = 1 << 1;
 /// Header flag: the kernel's tracepoint lacks the rss/uid fields (before 6.8).
 pub const FLAG_NO_RSS: u32 = 1 << 2;
+/// Header flag (OOM kills): the victim is in no tracked cgroup — every task
+/// of a tracked cgroup is in the task table — so it is a host task.
+pub const FLAG_TASK_UNTRACKED: u32 = 1 << 3;
+
+/// Slots of the per-CPU `UNSTREAMED` counters: what the kernel counted
+/// instead of streaming it.
+pub mod unstreamed {
+    /// Exits of threads that were not the last of their process (the agent
+    /// handles whole processes only).
+    pub const THREAD_EXITS: u32 = 0;
+    /// Process exits in no tracked cgroup (not pods, not a runtime): the
+    /// `host` outcome.
+    pub const HOST_EXITS: u32 = 1;
+    /// New cgroups the tracked-cgroup map had no room for.
+    pub const TRACKING_REFUSED: u32 = 2;
+    pub const SLOTS: u32 = 4;
+}
+
+/// Most container-runtime process names (comm) whose exits are streamed
+/// although they run outside any tracked cgroup.
+pub const MAX_RUNTIME_COMMS: usize = 4;
 
 pub const COMM_LEN: usize = 16;
 /// Longest cgroup path carried by an event. Kubelet paths with a systemd
@@ -215,6 +236,34 @@ pub struct TaskOffsets {
     /// of a process is the one that sees `live` at 0.
     pub signal: u32,
     pub signal_live: u32,
+    /// `signal_struct.nr_threads`: a process with one thread has no other
+    /// thread to race with for being last.
+    pub signal_nr_threads: u32,
+    /// `task_struct.comm`, and what the attach probe reads from the raw
+    /// tracepoint's `struct cgroup *`: `cgroup.root` →
+    /// `cgroup_root.hierarchy_id`, `cgroup.level`, `cgroup.kn` →
+    /// `kernfs_node.id` (the cgroup id).
+    pub comm: u32,
+    pub cgroup_root: u32,
+    pub root_hierarchy_id: u32,
+    pub cgroup_level: u32,
+    pub cgroup_kn: u32,
+    pub kn_id: u32,
+    pub _pad: u32,
+}
+
+/// Process names (comm, NUL-padded) of container runtimes: their exits are
+/// streamed wherever they run, so that crashes are seen.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuntimeComms {
+    pub names: [[u8; COMM_LEN]; MAX_RUNTIME_COMMS],
+    pub count: u32,
+    pub _pad: u32,
+}
+
+impl RuntimeComms {
+    pub const UNSET: Self = Self { names: [[0; COMM_LEN]; MAX_RUNTIME_COMMS], count: 0, _pad: 0 };
 }
 
 /// Which cgroup hierarchy the programs attribute tasks to.
@@ -283,6 +332,14 @@ impl TaskOffsets {
         group_leader: ABSENT,
         signal: ABSENT,
         signal_live: ABSENT,
+        signal_nr_threads: ABSENT,
+        comm: ABSENT,
+        cgroup_root: ABSENT,
+        root_hierarchy_id: ABSENT,
+        cgroup_level: ABSENT,
+        cgroup_kn: ABSENT,
+        kn_id: ABSENT,
+        _pad: 0,
     };
 }
 
@@ -299,6 +356,9 @@ impl ProbeConfig {
 pub mod names {
     pub const EVENTS: &str = "EVENTS";
     pub const TASKS: &str = "TASKS";
+    pub const TRACKED: &str = "TRACKED";
+    pub const UNSTREAMED: &str = "UNSTREAMED";
+    pub const RUNTIME_COMMS: &str = "RUNTIME_COMMS";
     pub const EMITTED: &str = "EMITTED";
     pub const DROPPED: &str = "DROPPED";
     pub const TP_OFFSETS: &str = "TP_OFFSETS";
@@ -319,7 +379,8 @@ const _: () = assert!(core::mem::size_of::<ExitEvent>() == 72);
 const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136);
 const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
-const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 32);
+const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 64);
+const _: () = assert!(core::mem::size_of::<RuntimeComms>() == COMM_LEN * MAX_RUNTIME_COMMS + 8);
 
 #[cfg(feature = "user")]
 mod pod {
@@ -329,4 +390,5 @@ mod pod {
     unsafe impl aya::Pod for TracepointOffsets {}
     unsafe impl aya::Pod for TaskOffsets {}
     unsafe impl aya::Pod for ProbeConfig {}
+    unsafe impl aya::Pod for RuntimeComms {}
 }

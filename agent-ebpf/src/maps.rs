@@ -1,9 +1,11 @@
 //! Maps and load-time globals shared by the programs.
 
-use agent_common::{ProbeConfig, TaskInfo, TaskOffsets, TracepointOffsets, KIND_SLOTS};
+use agent_common::{
+    unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, KIND_SLOTS,
+};
 use aya_ebpf::{
     macros::map,
-    maps::{LruHashMap, PerCpuArray, RingBuf},
+    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
     Global,
 };
 
@@ -11,9 +13,23 @@ use aya_ebpf::{
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
 
-/// thread id → cgroup, start time, tgid. Sized at load from pid_max.
+/// thread id → cgroup, start time, tgid, for tasks of tracked cgroups
+/// only (pods). Sized at load from pid_max.
 #[map]
 pub static TASKS: LruHashMap<u32, TaskInfo> = LruHashMap::with_max_entries(65536, 0);
+
+/// Cgroups whose tasks' events are streamed: every cgroup created while the
+/// agent runs (from its mkdir on, so a container killed as it starts is
+/// never missed) until the agent finds it is no pod's, and the pods'
+/// cgroups found at start-up. Everything else is counted, not streamed.
+#[map]
+pub static TRACKED: HashMap<u64, u32> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+
+/// Per slot (`agent_common::unstreamed`): events counted instead of streamed.
+#[map]
+pub static UNSTREAMED: PerCpuArray<u64> = PerCpuArray::with_max_entries(unstreamed::SLOTS, 0);
+
+const BPF_F_NO_PREALLOC: u32 = 1;
 
 /// tgid → start time of processes whose last thread has been reported.
 /// Only used where the exit tracepoint lacks `group_dead`: several threads
@@ -38,6 +54,29 @@ pub static TASK_OFFSETS: Global<TaskOffsets> = Global::new(TaskOffsets::UNSET);
 
 #[unsafe(no_mangle)]
 pub static PROBE_CONFIG: Global<ProbeConfig> = Global::new(ProbeConfig::UNSET);
+
+#[unsafe(no_mangle)]
+pub static RUNTIME_COMMS: Global<RuntimeComms> = Global::new(RuntimeComms::UNSET);
+
+/// A pointer to a global's value, to read single fields of it: `load()`
+/// copies the whole struct onto the 512-byte BPF stack.
+#[inline(always)]
+pub fn global_ptr<T>(g: &'static Global<T>) -> *const T {
+    // `Global<T>` is a transparent wrapper of `MaybeUninit<T>`, itself
+    // transparent over `T`.
+    g as *const Global<T> as *const T
+}
+
+/// One field of a load-time global, read as the loader left it.
+macro_rules! global_field {
+    ($global:expr, $field:ident) => {{
+        let p = $crate::maps::global_ptr(&$global);
+        // SAFETY: the global is initialised (overridden at load) and
+        // lives for the program's lifetime.
+        unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*p).$field)) }
+    }};
+}
+pub(crate) use global_field;
 
 /// Submit flags for a routine record: wake the reader only once enough
 /// data is pending (it drains on a timer otherwise).

@@ -1,9 +1,10 @@
 //! One thin entry per hook; each `try_*` copies fixed-size fields only.
 
 use agent_common::{
-    CgroupEvent, CgroupOffsets, EventHeader, EventKind, ExitEvent, OomKillEvent, TaskInfo,
-    TaskOffsets,
-    ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TRUNCATED,
+    unstreamed, CgroupEvent, CgroupOffsets, EventHeader, EventKind, ExitEvent, OomKillEvent,
+    TaskInfo, TaskOffsets, ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED,
+    FLAG_TRUNCATED,
+    MAX_RUNTIME_COMMS,
 };
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -19,8 +20,8 @@ use aya_ebpf::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, routine_wakeup, DROPPED, EMITTED, ENDED, EVENTS, PROBE_CONFIG, TASKS, TASK_OFFSETS,
-    TP_OFFSETS, URGENT_WAKEUP,
+    count, global_field, global_ptr, routine_wakeup, DROPPED, EMITTED, ENDED, EVENTS, PROBE_CONFIG, RUNTIME_COMMS, TASKS,
+    TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED, URGENT_WAKEUP,
 };
 
 /// Why a probe gave up on a record; logged through aya-log.
@@ -68,8 +69,10 @@ pub fn cgroup_rmdir(ctx: TracePointContext) -> u32 {
     0
 }
 
-#[tracepoint]
-pub fn cgroup_attach_task(ctx: TracePointContext) -> u32 {
+/// A raw tracepoint: its `struct task_struct *` gives the moved task's own
+/// start time and tgid (the task table holds pod tasks only).
+#[raw_tracepoint]
+pub fn cgroup_attach_task(ctx: RawTracePointContext) -> u32 {
     if let Err(e) = try_cgroup_attach(&ctx) {
         warn!(&ctx, "cgroup_attach_task probe failed: {}", e);
     }
@@ -126,50 +129,102 @@ fn member<T>(base: *const u8, offset: u32) -> Result<T, i64> {
     unsafe { bpf_probe_read_kernel(base.add(offset as usize) as *const T) }.map_err(i64::from)
 }
 
-/// Cgroup of the current task in the tracked hierarchy, if known.
+/// Whether events of cgroup `id` are streamed.
 #[inline(always)]
-fn current_cgroup(tid: u32) -> Option<u64> {
-    if PROBE_CONFIG.load().unified != 0 {
-        // SAFETY: helper without arguments.
-        return Some(unsafe { bpf_get_current_cgroup_id() });
-    }
-    // SAFETY: value copied out immediately.
-    unsafe { TASKS.get(&tid) }.map(|t| t.cgroup_id)
+fn tracked(id: u64) -> bool {
+    // SAFETY: only presence is read.
+    unsafe { TRACKED.get(&id) }.is_some()
 }
 
+/// The current task's cgroup in the tracked hierarchy, and whether it is
+/// tracked. On v2 the task says; on v1 the task table does, which holds
+/// the tasks of tracked cgroups only (a miss: not tracked). A thread moved
+/// with its process is there by its leader only (the attach tracepoint
+/// fires once per process), whose entry stays until the process ends.
+#[inline(always)]
+fn current_place(pid_tgid: u64) -> (u64, bool) {
+    if PROBE_CONFIG.load().unified != 0 {
+        // SAFETY: helper without arguments.
+        let id = unsafe { bpf_get_current_cgroup_id() };
+        return (id, tracked(id));
+    }
+    let (tid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    // SAFETY: values copied out immediately.
+    let entry = match unsafe { TASKS.get(&tid) } {
+        Some(t) => Some(*t),
+        None if tid != tgid => unsafe { TASKS.get(&tgid) }.copied(),
+        None => None,
+    };
+    match entry {
+        Some(t) => (t.cgroup_id, tracked(t.cgroup_id)),
+        None => (0, false),
+    }
+}
+
+/// A container runtime's process, by name: its exit is streamed wherever
+/// it runs (crash detection).
+#[inline(always)]
+fn is_runtime(comm: &[u8; COMM_LEN]) -> bool {
+    let n = (global_field!(RUNTIME_COMMS, count) as usize).min(MAX_RUNTIME_COMMS);
+    let names = global_ptr(&RUNTIME_COMMS);
+    let mut i = 0;
+    while i < MAX_RUNTIME_COMMS {
+        // SAFETY: `i` is below the array's length; the global is initialised.
+        if i < n && unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*names).names[i])) } == *comm {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Thread exits and exits of host processes are only counted; whole
+/// processes of tracked cgroups (pods) and runtimes are streamed.
 fn try_exit(ctx: &TracePointContext) -> ProbeResult {
-    let tp = TP_OFFSETS.load();
     let to = TASK_OFFSETS.load();
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
+    let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: helper without arguments; the pointer is only probe-read.
     let task = unsafe { bpf_get_current_task() } as *const u8;
 
-    let known = unsafe { TASKS.get(&tid) }.copied();
-    let _ = TASKS.remove(&tid);
-
-    let mut flags = 0;
-    let cgroup_id = match current_cgroup_for_exit(known) {
-        Some(id) => id,
-        None => {
-            flags |= FLAG_TASK_UNKNOWN;
-            0
-        }
+    let (cgroup_id, in_pod) = current_place(pid_tgid);
+    let group_dead = match field::<u8>(ctx, global_field!(TP_OFFSETS, exit_group_dead))? {
+        Some(v) => v != 0,
+        None => last_thread(task, &to, tgid),
     };
+    // A leader that goes before its threads keeps its entry for them.
+    if in_pod && (group_dead || tid != tgid) {
+        let _ = TASKS.remove(&tid);
+        if group_dead && tid != tgid {
+            let _ = TASKS.remove(&tgid);
+        }
+    }
+    if !group_dead {
+        count(&UNSTREAMED, unstreamed::THREAD_EXITS);
+        return Ok(());
+    }
+    let comm = field::<[u8; COMM_LEN]>(ctx, global_field!(TP_OFFSETS, exit_comm))?.unwrap_or([0; COMM_LEN]);
+    if !in_pod && !is_runtime(&comm) {
+        count(&UNSTREAMED, unstreamed::HOST_EXITS);
+        return Ok(());
+    }
+
     let parent: *const u8 = member(task, to.real_parent).unwrap_or(core::ptr::null());
     let ppid: u32 = member(parent, to.tgid).unwrap_or(0);
     let exit_code: u32 = member(task, to.exit_code)?;
     // The process is named by its leader's start, whichever thread is last.
     let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
     let start_ns: u64 = member(leader, to.start_boottime)?;
-    let pid = field::<i32>(ctx, tp.exit_pid)?.map_or(tid, |p| p as u32);
-    let comm = field::<[u8; COMM_LEN]>(ctx, tp.exit_comm)?.unwrap_or([0; COMM_LEN]);
-    let tgid = (pid_tgid >> 32) as u32;
-    let group_dead = match field::<u8>(ctx, tp.exit_group_dead)? {
-        Some(v) => v != 0,
-        None => last_thread(task, &to, tgid, start_ns),
-    };
+    let pid = field::<i32>(ctx, global_field!(TP_OFFSETS, exit_pid))?.map_or(tid, |p| p as u32);
 
+    // A runtime's process outside the tracked cgroups: the host's (on v1
+    // its cgroup is not known here).
+    let flags = match (in_pod, PROBE_CONFIG.load().unified != 0) {
+        (true, _) => 0,
+        (false, true) => FLAG_TASK_UNTRACKED,
+        (false, false) => FLAG_TASK_UNTRACKED | FLAG_TASK_UNKNOWN,
+    };
     let kind = EventKind::Exit as u32;
     let Some(mut entry) = EVENTS.reserve::<ExitEvent>(0) else {
         count(&DROPPED, kind);
@@ -184,7 +239,7 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
         cgroup_id,
         start_ns,
         comm,
-        group_dead: u32::from(group_dead),
+        group_dead: 1,
         _pad: 0,
     });
     entry.submit(routine_wakeup());
@@ -194,10 +249,10 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
 
 /// For kernels whose exit tracepoint has no `group_dead`: `do_exit`
 /// decrements `signal->live` before the tracepoint, so the last thread sees
-/// 0. Threads exiting together may all see 0; the first to claim the
-/// process in `ENDED` reports it, the rest do not.
+/// 0. A process of one thread is done then; threads exiting together may
+/// all see 0, and the first to claim the process in `ENDED` reports it.
 #[inline(always)]
-fn last_thread(task: *const u8, to: &TaskOffsets, tgid: u32, start_ns: u64) -> bool {
+fn last_thread(task: *const u8, to: &TaskOffsets, tgid: u32) -> bool {
     let signal: *const u8 = member(task, to.signal).unwrap_or(core::ptr::null());
     let Ok(live) = member::<i32>(signal, to.signal_live) else {
         return false;
@@ -205,6 +260,13 @@ fn last_thread(task: *const u8, to: &TaskOffsets, tgid: u32, start_ns: u64) -> b
     if live != 0 {
         return false;
     }
+    // Reaped threads leave `nr_threads` only later (release_task): one
+    // means this task was the only one.
+    if member::<i32>(signal, to.signal_nr_threads).is_ok_and(|n| n <= 1) {
+        return true;
+    }
+    let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
+    let start_ns: u64 = member(leader, to.start_boottime).unwrap_or(0);
     if ENDED.insert(&tgid, &start_ns, u64::from(BPF_NOEXIST)).is_ok() {
         return true;
     }
@@ -217,26 +279,16 @@ fn last_thread(task: *const u8, to: &TaskOffsets, tgid: u32, start_ns: u64) -> b
     }
 }
 
-/// On v2 the exiting task is current, so its cgroup is read directly.
-#[inline(always)]
-fn current_cgroup_for_exit(known: Option<TaskInfo>) -> Option<u64> {
-    if PROBE_CONFIG.load().unified != 0 {
-        // SAFETY: helper without arguments.
-        return Some(unsafe { bpf_get_current_cgroup_id() });
-    }
-    known.map(|t| t.cgroup_id)
-}
-
-/// A child inherits its parent's cgroup: record it so the child's exit or
-/// OOM kill can be attributed after it is gone.
+/// A child of a task in a tracked cgroup inherits the cgroup: record it, so
+/// that the child's exit or OOM kill is attributed even after it is gone.
+/// Forks elsewhere cost one lookup.
 fn try_fork(ctx: &RawTracePointContext) -> ProbeResult {
+    let (cgroup_id, in_pod) = current_place(bpf_get_current_pid_tgid());
+    if !in_pod {
+        return Ok(());
+    }
     let to = TASK_OFFSETS.load();
     let child: *const u8 = ctx.arg(1);
-    let parent_tid = bpf_get_current_pid_tgid() as u32;
-    let Some(cgroup_id) = current_cgroup(parent_tid) else {
-        // Parent untracked: the child's events will carry FLAG_TASK_UNKNOWN.
-        return Ok(());
-    };
     let child_tid: u32 = member(child, to.pid)?;
     let info = TaskInfo {
         cgroup_id,
@@ -257,15 +309,17 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
     let trigger_tid = pid_tgid as u32;
 
     let mut flags = 0;
+    // Every task of a tracked cgroup is in the table: one that is not is
+    // a host task.
     // SAFETY: value copied out immediately.
     let victim = match unsafe { TASKS.get(&victim_pid) }.copied() {
         Some(v) => v,
         None => {
-            flags |= FLAG_TASK_UNKNOWN;
+            flags |= FLAG_TASK_UNTRACKED;
             TaskInfo { cgroup_id: 0, start_ns: 0, tgid: 0, _pad: 0 }
         }
     };
-    let trigger_cgroup_id = current_cgroup(trigger_tid).unwrap_or(0);
+    let trigger_cgroup_id = current_place(pid_tgid).0;
     let total_vm = field::<u64>(ctx, tp.mv_total_vm)?;
     if total_vm.is_none() {
         flags |= FLAG_NO_RSS;
@@ -319,36 +373,80 @@ fn try_cgroup_dir(ctx: &TracePointContext, kind: EventKind, off: &CgroupOffsets)
     }
     let level = field::<i32>(ctx, off.level)?.unwrap_or(0) as u32;
     let id = field::<u64>(ctx, off.id)?.unwrap_or(0);
-    emit_cgroup(ctx, kind, root as u32, level, id, 0, 0, off.path, ABSENT)
+    // A new cgroup is tracked from its first moment (until the agent finds
+    // it is no pod's): a container whose init dies as it starts is seen.
+    if kind == EventKind::CgroupMkdir {
+        if TRACKED.insert(&id, &0, 0).is_err() {
+            count(&UNSTREAMED, unstreamed::TRACKING_REFUSED);
+        }
+    } else {
+        let _ = TRACKED.remove(&id);
+    }
+    emit_cgroup(ctx, kind, root as u32, level, id, off.path)
 }
 
-fn try_cgroup_attach(ctx: &TracePointContext) -> ProbeResult {
-    let off = TP_OFFSETS.load().attach;
-    let root = field::<i32>(ctx, off.root)?.unwrap_or(-1);
-    if root as u32 != PROBE_CONFIG.load().tracked_hierarchy {
+/// `TP_PROTO(struct cgroup *dst_cgrp, const char *path, struct
+/// task_struct *task, bool threadgroup)`.
+fn try_cgroup_attach(ctx: &RawTracePointContext) -> ProbeResult {
+    let to = TASK_OFFSETS.load();
+    let cgrp: *const u8 = ctx.arg(0);
+    let root: *const u8 = member(cgrp, to.cgroup_root)?;
+    let hierarchy: i32 = member(root, to.root_hierarchy_id)?;
+    if hierarchy as u32 != PROBE_CONFIG.load().tracked_hierarchy {
         return Ok(());
     }
-    let level = field::<i32>(ctx, off.level)?.unwrap_or(0) as u32;
-    let id = field::<u64>(ctx, off.id)?.unwrap_or(0);
-    let pid = field::<i32>(ctx, off.pid)?.unwrap_or(0) as u32;
+    let kn: *const u8 = member(cgrp, to.cgroup_kn)?;
+    let id: u64 = member(kn, to.kn_id)?;
+    let task: *const u8 = ctx.arg(2);
+    let pid: u32 = member(task, to.pid)?;
 
-    // Keep the per-task table true: the task's start and tgid stay, its
-    // cgroup changes.
-    // SAFETY: value copied out immediately.
-    let info = match unsafe { TASKS.get(&pid) }.copied() {
-        Some(mut t) => {
-            t.cgroup_id = id;
-            t
-        }
-        None => TaskInfo { cgroup_id: id, start_ns: 0, tgid: 0, _pad: 0 },
+    // Keep the per-task table true: a task moved out of tracked cgroups
+    // leaves it; one moved in is recorded with its own start and tgid.
+    if !tracked(id) {
+        let _ = TASKS.remove(&pid);
+        return Ok(());
+    }
+    let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
+    let info = TaskInfo {
+        cgroup_id: id,
+        start_ns: member(leader, to.start_boottime).unwrap_or(0),
+        tgid: member(task, to.tgid).unwrap_or(0),
+        _pad: 0,
     };
     let _ = TASKS.insert(&pid, &info, 0);
 
-    let start_ns = info.start_ns;
-    emit_cgroup(ctx, EventKind::CgroupAttach, root as u32, level, id, pid, start_ns, off.path, off.comm)
+    let Some(mut entry) = EVENTS.reserve::<CgroupEvent>(0) else {
+        count(&DROPPED, EventKind::CgroupAttach as u32);
+        return Ok(());
+    };
+    let ev = entry.as_mut_ptr();
+    let path: *const u8 = ctx.arg(1);
+    let mut flags = 0;
+    // SAFETY: `ev` points at a reserved record of the right size; every field
+    // the decoder reads is written before submit (path beyond path_len is not).
+    unsafe {
+        (*ev).hierarchy_id = hierarchy as u32;
+        (*ev).level = member::<i32>(cgrp, to.cgroup_level).unwrap_or(0) as u32;
+        (*ev).cgroup_id = id;
+        (*ev).pid = pid;
+        (*ev).start_ns = info.start_ns;
+        (*ev).comm = member::<[u8; COMM_LEN]>(task, to.comm).unwrap_or([0; COMM_LEN]);
+        let (len, cut) = match bpf_probe_read_kernel_str_bytes(path, &mut (*ev).path) {
+            Ok(s) => (s.len(), s.len() + 1 >= (*ev).path.len()),
+            Err(_) => (0, false),
+        };
+        (*ev).path_len = len as u32;
+        if cut {
+            flags |= FLAG_TRUNCATED;
+        }
+        (*ev).header = header(EventKind::CgroupAttach, flags);
+    }
+    entry.submit(routine_wakeup());
+    count(&EMITTED, EventKind::CgroupAttach as u32);
+    Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A mkdir or rmdir record: the cgroup and its path.
 #[inline(always)]
 fn emit_cgroup(
     ctx: &TracePointContext,
@@ -356,10 +454,7 @@ fn emit_cgroup(
     hierarchy_id: u32,
     level: u32,
     cgroup_id: u64,
-    pid: u32,
-    start_ns: u64,
     path_offset: u32,
-    comm_offset: u32,
 ) -> ProbeResult {
     let Some(mut entry) = EVENTS.reserve::<CgroupEvent>(0) else {
         count(&DROPPED, kind as u32);
@@ -373,11 +468,9 @@ fn emit_cgroup(
         (*ev).hierarchy_id = hierarchy_id;
         (*ev).level = level;
         (*ev).cgroup_id = cgroup_id;
-        (*ev).pid = pid;
-        (*ev).start_ns = start_ns;
+        (*ev).pid = 0;
+        (*ev).start_ns = 0;
         (*ev).comm = [0; COMM_LEN];
-        // comm is at most 15 bytes by definition: only the path can be cut.
-        let _ = data_loc_str(ctx, comm_offset, &mut (*ev).comm);
         let (path_len, path_cut) = data_loc_str(ctx, path_offset, &mut (*ev).path);
         (*ev).path_len = path_len;
         if path_cut {

@@ -48,10 +48,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let bound = listener.local_addr().unwrap_or(config.listen);
     let opts = ProbeOptions {
         ring_buffer_bytes: config.ring_buffer_bytes,
         drain_interval: Duration::from_millis(config.drain_interval_ms.into()),
         task_table_entries: config.task_table_entries,
+        runtime_names: config.runtime_names.clone(),
     };
     let mut pipeline = Pipeline::start(&opts, config.channel_capacity as usize, shutdown.clone())?;
     let registry = metrics::registry(
@@ -83,7 +85,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut watchdog = Watchdog::new(PodMetrics::register(&registry, config.churn())?)
         .with_events(hub.clone())
         .with_runtime(side)
-        .with_loss_watch(LossWatch::new(pipeline.stats.clone(), Some(pipeline.kernel.clone())));
+        .with_loss_watch(LossWatch::new(pipeline.stats.clone(), Some(pipeline.kernel.clone())))
+        .with_tracker(pipeline.probes.take_tracker());
     let (runtime_tx, mut runtime_rx) = tokio::sync::mpsc::channel(RUNTIME_CHANNEL);
     if config.containerd_socket.is_empty() {
         log::info!("not following containerd (--containerd-socket is empty)");
@@ -103,9 +106,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     log::info!(
         "sandwatch ready: {} programs attached, {} tasks seeded, {} sandboxes found, serving http://{}/metrics",
         pipeline.probes.programs_attached(),
-        pipeline.probes.tasks_seeded(),
+        watchdog.tasks_seeded,
         watchdog.registry().tracked_sandboxes(),
-        config.listen
+        bound
     );
 
     let mut churn_tick = tokio::time::interval(Duration::from_secs(1));

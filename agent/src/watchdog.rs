@@ -17,7 +17,7 @@ use crate::{
     probes::{
         cgroups::CgroupLayout,
         scan::{proc_comm, scan},
-        KernelCounters,
+        CgroupTracker, KernelCounters,
     },
     runtime::{
         containerd::RuntimeEvent,
@@ -74,19 +74,29 @@ struct Death {
 }
 
 /// The pipeline's loss counters, looked at once a tick: a second in which
-/// a stage lost events is one `events_dropped` record per stage.
+/// a stage lost events is one `events_dropped` record per stage. Also the
+/// exits the kernel only counted (host processes), for their outcome.
 pub struct LossWatch {
     stats: Arc<PipelineStats>,
     kernel: Option<Arc<KernelCounters>>,
     /// Last totals seen: kernel, channel, decode.
     seen: [u64; 3],
+    host_exits_seen: u64,
 }
 
 impl LossWatch {
     pub fn new(stats: Arc<PipelineStats>, kernel: Option<Arc<KernelCounters>>) -> Self {
-        let mut watch = Self { stats, kernel, seen: [0; 3] };
+        let mut watch = Self { stats, kernel, seen: [0; 3], host_exits_seen: 0 };
         watch.seen = watch.totals();
         watch
+    }
+
+    /// Host process exits the kernel counted since the last call.
+    fn host_exits(&mut self) -> u64 {
+        let now = self.kernel.as_ref().map_or(0, |k| k.unstreamed().host_exits);
+        let new = now.saturating_sub(self.host_exits_seen);
+        self.host_exits_seen = now;
+        new
     }
 
     fn totals(&self) -> [u64; 3] {
@@ -126,6 +136,10 @@ pub struct Watchdog {
     /// Where event records go.
     events: Option<Arc<EventHub>>,
     losses: Option<LossWatch>,
+    /// The kernel's tracked-cgroup map: fed the model's verdicts.
+    tracker: Option<CgroupTracker>,
+    /// Threads of pod cgroups put into the kernel's task table at start-up.
+    pub tasks_seeded: usize,
 }
 
 /// The runtime's view against the kernel's: correlation tables, the
@@ -222,7 +236,16 @@ impl Watchdog {
             awaiting_names: VecDeque::new(),
             events: None,
             losses: None,
+            tracker: None,
+            tasks_seeded: 0,
         }
+    }
+
+    /// Also tells the kernel which cgroups are pods' (their tasks' events
+    /// are streamed) and which are not (counted there).
+    pub fn with_tracker(mut self, tracker: Option<CgroupTracker>) -> Self {
+        self.tracker = tracker;
+        self
     }
 
     /// Also correlates with the container runtime and watches its processes.
@@ -253,15 +276,28 @@ impl Watchdog {
         &self.dispatcher.registry
     }
 
-    /// Learns what exists already (cgroup tree and /proc).
+    /// Learns what exists already (cgroup tree and /proc), and has the
+    /// kernel track the pods' cgroups and their tasks.
     pub fn discover(&mut self, layout: &CgroupLayout) {
         let now = boottime_ns();
         self.layout = Some(layout.clone());
+        let mut pods = std::collections::HashSet::new();
         for event in scan(layout, now) {
             self.dispatcher.dispatch(&event, now);
             if let Event::CgroupMkdir(c) = &event {
                 self.read_oom_group(c.cgroup_id);
+                if self.dispatcher.registry.owner(c.cgroup_id).is_some() {
+                    pods.insert(c.cgroup_id);
+                }
             }
+        }
+        if let Some(tracker) = self.tracker.as_mut() {
+            for id in &pods {
+                if !tracker.track(*id) {
+                    log::warn!("the kernel's tracked-cgroup map is full: cgroup {id}'s tasks are counted as the host's");
+                }
+            }
+            self.tasks_seeded = tracker.seed(&pods);
         }
         self.ask_names();
         self.metrics.refresh(&self.dispatcher.registry);
@@ -414,6 +450,13 @@ impl Watchdog {
             if self.read_oom_group(c.cgroup_id) && self.mode_checks.len() < MAX_MODE_CHECKS {
                 self.mode_checks.push_back((c.cgroup_id, now));
             }
+            // The kernel tracks every new cgroup from its mkdir; one that
+            // is no pod's goes back to being counted there.
+            if self.dispatcher.registry.owner(c.cgroup_id).is_none() {
+                if let Some(tracker) = self.tracker.as_mut() {
+                    tracker.untrack(c.cgroup_id);
+                }
+            }
         }
         match (&report, event) {
             (Some(Report::Exit(r)), Event::Exit(e)) => {
@@ -546,8 +589,12 @@ impl Watchdog {
         }
     }
 
-    /// One record per pipeline stage that lost events since the last tick.
+    /// One record per pipeline stage that lost events since the last tick;
+    /// the host exits the kernel counted go to their outcome.
     fn publish_losses(&mut self) {
+        if let Some(watch) = self.losses.as_mut() {
+            self.metrics.observe_host_exits(watch.host_exits());
+        }
         let (Some(hub), Some(watch)) = (self.events.as_ref(), self.losses.as_mut()) else { return };
         for (stage, lost) in watch.since_last() {
             let mut record = Record::new(Kind::EventsDropped, hub.node(), SystemTime::now());

@@ -53,11 +53,13 @@ impl Watch {
     /// The agent's own pipeline and watchdog, with its metrics in `prom`.
     fn start() -> Self {
         require_root();
-        let pipeline = Pipeline::start(&ProbeOptions::default(), 1 << 16, CancellationToken::new())
+        let mut pipeline = Pipeline::start(&ProbeOptions::default(), 1 << 16, CancellationToken::new())
             .unwrap_or_else(|e| panic!("pipeline: {e}"));
         let prom = PromRegistry::new();
         let metrics = PodMetrics::register(&prom, ChurnSettings::default()).expect("metrics");
-        let mut watchdog = Watchdog::new(metrics);
+        // As the agent: the kernel streams only what the model says is a
+        // pod's (and what is new, until the model says otherwise).
+        let mut watchdog = Watchdog::new(metrics).with_tracker(pipeline.probes.take_tracker());
         watchdog.discover(pipeline.probes.layout());
         Self { pipeline, watchdog, prom }
     }

@@ -77,6 +77,11 @@ macro_rules! on_each_containerd {
             fn sandbox_oom_churn_is_one_sandbox_death_per_start() {
                 super::sandbox_oom_churn_is_one_sandbox_death_per_start(&$runtime)
             }
+
+            #[test]
+            fn cri_group_kill_is_one_event_of_the_container() {
+                super::cri_group_kill_is_one_event_of_the_container(&$runtime)
+            }
         }
     )*};
 }
@@ -90,6 +95,7 @@ on_each_containerd! {
 const UID_OOM: &str = "6e1f0a2b-1111-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_LATE: &str = "6e1f0a2b-2222-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_CRI: &str = "6e1f0a2b-3333-4c3d-8e9f-0a1b2c3d4e5f";
+const UID_GROUP: &str = "6e1f0a2b-4444-4c3d-8e9f-0a1b2c3d4e5f";
 
 fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     require_root();
@@ -290,6 +296,60 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     drop(agent);
 }
 
+/// The kubelet (>= 1.28, cgroup v2) runs every container with
+/// `memory.oom.group = 1`, through the CRI as `unified` resources: an OOM
+/// in a container of an init and three children kills all four, which is
+/// one OOM event of scope `container` — the init `container_init`, the rest
+/// `container_group`, no child-kill series, one container death. cgroup v1
+/// has no group kill (runc refuses `unified` there): the same container
+/// loses one child, one event of scope `process`, and lives on.
+fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
+    require_root();
+    let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let cgroups = RuntimePod::new("cri-group", UID_GROUP);
+    let ctrd = Containerd::start_cri(rt, "cri-group");
+    let socket = ctrd.socket.display().to_string();
+    let agent = AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
+    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let pod = cri.run_pod("batch", "jobs", UID_GROUP, &cgroups.pod_path);
+    let unified = if v2 {
+        std::collections::HashMap::from([("memory.oom.group".to_string(), "1".to_string())])
+    } else {
+        std::collections::HashMap::new()
+    };
+    // The init waits so that its children are all there before the OOM.
+    let work = "sleep 1000 & sleep 1000 & sleep 0.5; dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000";
+    let worker = cri.run_container_with(&pod, "worker", Some(32 << 20), work, unified);
+    let series = |role: &str| {
+        format!(
+            "sandwatch_pod_oom_kills_total{{container=\"worker\",container_id=\"{worker}\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\"}}"
+        )
+    };
+    if v2 {
+        wait_metric(&agent, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"container\"}", Duration::from_secs(60), |v| v == 1.0);
+        wait_metric(&agent, &series("container_init"), Duration::from_secs(30), |v| v == 1.0);
+        std::thread::sleep(Duration::from_secs(2));
+        let text = agent.metrics();
+        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_group\"}"), Some(3.0), "{text}");
+        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}"), Some(1.0));
+        assert_eq!(metric(&text, &series("container_child")), None, "no child-kill series: {text}");
+        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(0.0));
+        assert!(metric(&text, "sandwatch_oom_group_containers").is_some_and(|v| v >= 1.0), "the kubelet's mode is seen: {text}");
+        assert_eq!(cri.status(&worker).reason, "OOMKilled", "the container died");
+    } else {
+        wait_metric(&agent, &series("container_child"), Duration::from_secs(60), |v| v == 1.0);
+        let text = agent.metrics();
+        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(1.0), "{text}");
+        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_group\"}"), Some(0.0));
+        assert_eq!(cri.status(&worker).state, 1, "the container lives on");
+    }
+    cri.remove_pod(&pod.id);
+    drop(cri);
+    drop(ctrd);
+    drop(agent);
+}
+
 /// Sandbox starts in the churn: containerd #12038 was reported with 50.
 const CHURN_PODS: usize = 20;
 /// The reproduction's pod limit: runc's init-to-be needs more to start.
@@ -344,6 +404,14 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
 
     let kills_before = kernel_oom_kills();
+    // On v2 the cgroup above the pods counts their OOM kills too
+    // (memory.events is hierarchical and outlives the pods' cgroups).
+    let events_file = pods.cg.dir().join("memory.events");
+    let cgroup_kills = || -> Option<f64> {
+        let text = std::fs::read_to_string(&events_file).ok()?;
+        text.lines().find_map(|l| l.strip_prefix("oom_kill "))?.trim().parse().ok()
+    };
+    let cgroup_kills_before = cgroup_kills();
     let (mut started, mut failed) = (Vec::new(), Vec::new());
     for i in 0..CHURN_PODS {
         let uid = format!("{i:08x}-0000-4c3d-8e9f-0a1b2c3d4e5f");
@@ -365,6 +433,9 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     );
     assert!(victims > 0.0, "containerd {}: a {CHURN_LIMIT}-byte pod limit killed nothing; the churn did not happen", rt.version);
     assert!(failed.len() as f64 <= victims, "every failed start was an OOM kill: {failed:?}");
+    if let (Some(before), Some(after)) = (cgroup_kills_before, cgroup_kills()) {
+        assert_eq!(after - before, victims, "the pods' parent's memory.events says as many OOM kills as /proc/vmstat");
+    }
 
     // Every OOM kill was of a sandbox starting: an OOM death each.
     wait_metric(&agent, "sandwatch_sandbox_deaths_total{cause=\"oom\"}", Duration::from_secs(30), |v| v == victims);

@@ -56,6 +56,8 @@ pub struct Image {
     pub reference: String,
     /// The manifest's digest: the image digest a registry shows.
     pub digest: String,
+    /// The static agent binary in it.
+    pub binary: PathBuf,
 }
 
 /// `cargo xtask image`: builds, optionally imports, and prints
@@ -155,7 +157,7 @@ pub fn build(args: &Args) -> Result<Image> {
         layer.len() as f64 / 1048576.0,
         source.revision
     );
-    Ok(Image { archive, reference, digest })
+    Ok(Image { archive, reference, digest, binary })
 }
 
 /// `ctr images import` into the k8s.io namespace.

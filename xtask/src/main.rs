@@ -78,9 +78,10 @@ fn main() -> Result<()> {
             soak::run(&bin, &args)
         }
         Command::Bench(args) => {
+            // By default the binary users deploy: the image's static one.
             let bin = match args.agent.clone() {
                 Some(bin) => bin,
-                None => build()?,
+                None => image::build(&image::Args::default())?.binary,
             };
             util::require_root("the benchmark loads the agent's eBPF programs")?;
             bench::run(&bin, args)

@@ -203,6 +203,10 @@ impl Agent {
         bail!("agent not ready within 30 s")
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn log_text(&self) -> String {
         self.log
             .as_ref()
@@ -217,16 +221,6 @@ impl Agent {
     /// One series' value now (0 if absent or unreachable).
     pub fn value(&self, series: &str) -> f64 {
         self.metrics().ok().and_then(|t| metric(&t, series)).unwrap_or(0.0)
-    }
-
-    /// utime + stime of the agent, in clock ticks.
-    pub fn cpu_ticks(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return 0 };
-        let f: Vec<&str> = after.split_whitespace().collect();
-        // utime and stime are fields 14 and 15; `after` starts at field 3.
-        let get = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        get(14) + get(15)
     }
 
     /// A `kB` field of /proc/<pid>/status (VmHWM: peak RSS, VmRSS: now).

@@ -18,7 +18,8 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// and CRI client crates generate their code at build time; tmux, in which
 /// `sandwatch events` is read off a terminal screen; CNI's loopback plugin
 /// for pods with a network of their own, and buildah, which builds the
-/// Dockerfile to compare it with `cargo xtask image`.
+/// Dockerfile to compare it with `cargo xtask image`; bpftrace (the peer and
+/// the floor) and bpftool (run-time statistics) for `cargo xtask bench`.
 const TEST_PACKAGES: &[&str] = &[
     "util-linux",
     "prometheus",
@@ -31,6 +32,8 @@ const TEST_PACKAGES: &[&str] = &[
     "tmux",
     "containernetworking-plugins",
     "buildah",
+    "bpftrace",
+    "bpftool",
 ];
 
 pub fn run() -> Result<()> {

@@ -4,7 +4,7 @@
 
 use agent_common::{
     CgroupEvent, EventHeader, EventKind, ExitEvent, OomKillEvent, CGROUP_PATH_LEN, COMM_LEN,
-    FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TRUNCATED,
+    FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -75,6 +75,9 @@ pub struct Exit {
     pub status: ExitStatus,
     /// `None` when the task was not in the kernel's task table (v1).
     pub cgroup_id: Option<u64>,
+    /// The kernel knows the task is in no tracked cgroup (a host task, on
+    /// v1 where it cannot name the cgroup; a runtime's process).
+    pub untracked: bool,
     /// CLOCK_BOOTTIME ns at which the task started.
     pub start_ns: u64,
     pub comm: String,
@@ -89,6 +92,8 @@ pub struct OomKill {
     pub victim_pid: u32,
     /// `None` when the victim was not in the kernel's task table.
     pub victim: Option<TaskIdentity>,
+    /// Not in the table because it is in no tracked cgroup: a host task.
+    pub victim_untracked: bool,
     pub victim_comm: String,
     pub rss: Option<OomRss>,
     pub oom_score_adj: i32,
@@ -162,8 +167,9 @@ impl Event {
     /// False when the kernel could not say which cgroup the task was in.
     pub fn attributed(&self) -> bool {
         match self {
-            Event::Exit(e) => e.cgroup_id.is_some(),
-            Event::OomKill(o) => o.victim.is_some(),
+            // A task the kernel knows to be untracked is the host's.
+            Event::Exit(e) => e.cgroup_id.is_some() || e.untracked,
+            Event::OomKill(o) => o.victim.is_some() || o.victim_untracked,
             _ => true,
         }
     }
@@ -227,6 +233,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 ppid: r.ppid,
                 status: ExitStatus::from_wait_status(r.exit_code),
                 cgroup_id: (r.header.flags & FLAG_TASK_UNKNOWN == 0).then_some(r.cgroup_id),
+                untracked: r.header.flags & FLAG_TASK_UNTRACKED != 0,
                 start_ns: r.start_ns,
                 comm: c_string(&r.comm),
                 group_dead: r.group_dead != 0,
@@ -237,11 +244,12 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             Ok(Event::OomKill(OomKill {
                 ts_ns: r.header.ts_ns,
                 victim_pid: r.victim_pid,
-                victim: (r.header.flags & FLAG_TASK_UNKNOWN == 0).then_some(TaskIdentity {
+                victim: (r.header.flags & (FLAG_TASK_UNKNOWN | FLAG_TASK_UNTRACKED) == 0).then_some(TaskIdentity {
                     tgid: r.victim_tgid,
                     cgroup_id: r.victim_cgroup_id,
                     start_ns: r.victim_start_ns,
                 }),
+                victim_untracked: r.header.flags & FLAG_TASK_UNTRACKED != 0,
                 victim_comm: c_string(&r.victim_comm),
                 rss: (r.header.flags & FLAG_NO_RSS == 0).then_some(OomRss {
                     total_vm_kb: r.total_vm_kb,
@@ -310,7 +318,11 @@ pub fn encode(event: &Event) -> Vec<u8> {
     };
     match event {
         Event::Exit(e) => bytes_of(&ExitEvent {
-            header: header(e.ts_ns, if e.cgroup_id.is_none() { FLAG_TASK_UNKNOWN } else { 0 }),
+            header: header(
+                e.ts_ns,
+                (if e.cgroup_id.is_none() { FLAG_TASK_UNKNOWN } else { 0 })
+                    | (if e.untracked { FLAG_TASK_UNTRACKED } else { 0 }),
+            ),
             pid: e.pid,
             tgid: e.tgid,
             ppid: e.ppid,
@@ -323,7 +335,9 @@ pub fn encode(event: &Event) -> Vec<u8> {
         }),
         Event::OomKill(o) => {
             let mut flags = 0;
-            if o.victim.is_none() {
+            if o.victim_untracked {
+                flags |= FLAG_TASK_UNTRACKED;
+            } else if o.victim.is_none() {
                 flags |= FLAG_TASK_UNKNOWN;
             }
             if o.rss.is_none() {
@@ -399,6 +413,7 @@ mod tests {
             ppid: 1,
             status: ExitStatus::Code(3),
             cgroup_id: Some(5645),
+            untracked: false,
             start_ns: 99,
             comm: "sleep".into(),
             group_dead: true,
@@ -410,6 +425,7 @@ mod tests {
             ts_ns: 7,
             victim_pid: 12,
             victim,
+            victim_untracked: false,
             victim_comm: "stress".into(),
             rss,
             oom_score_adj: -998,
@@ -454,6 +470,18 @@ mod tests {
             }),
             oom(Some(TaskIdentity { tgid: 12, cgroup_id: 5, start_ns: 6 }), Some(rss)),
             oom(None, None),
+            match oom(None, None) {
+                Event::OomKill(o) => Event::OomKill(OomKill { victim_untracked: true, ..o }),
+                _ => unreachable!(),
+            },
+            Event::Exit(Exit {
+                cgroup_id: None,
+                untracked: true,
+                ..match exit() {
+                    Event::Exit(e) => e,
+                    _ => unreachable!(),
+                }
+            }),
             Event::CgroupMkdir(cgroup("/kubepods/burstable/pod1/abc")),
             Event::CgroupRmdir(cgroup("/")),
             Event::CgroupAttach(CgroupAttach {
@@ -559,7 +587,7 @@ mod tests {
             let status = if signalled { ExitStatus::Signal { signo: sig, core_dumped: false } }
                          else { ExitStatus::Code(code) };
             let e = Event::Exit(Exit { ts_ns: 1, pid, tgid: pid, ppid: 0, status, cgroup_id: Some(1),
-                                       start_ns: 2, comm, group_dead: true });
+                                       untracked: false, start_ns: 2, comm, group_dead: true });
             prop_assert_eq!(decode(&encode(&e)).unwrap(), e);
         }
     }

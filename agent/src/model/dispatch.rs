@@ -136,6 +136,8 @@ pub struct TaskExit {
     pub source: Source,
     pub key: TaskKey,
     pub cgroup_id: Option<u64>,
+    /// The kernel knows it is in no tracked cgroup: a host task.
+    pub untracked: bool,
     pub status: ExitStatus,
     pub comm: String,
     /// When it happened (CLOCK_BOOTTIME ns).
@@ -165,6 +167,8 @@ impl ExitReport {
 pub struct OomVictim {
     pub key: TaskKey,
     pub cgroup_id: Option<u64>,
+    /// The kernel knows it is in no tracked cgroup: a host task.
+    pub untracked: bool,
     pub comm: String,
     pub trigger: Trigger,
     pub ts_ns: u64,
@@ -197,8 +201,13 @@ enum Place {
     Verdict(Outcome, TaskRole, Option<PodRef>),
 }
 
-fn locate(reg: &Registry, cgroup_id: Option<u64>) -> Place {
+fn locate(reg: &Registry, cgroup_id: Option<u64>, untracked: bool) -> Place {
     let Some(id) = cgroup_id else {
+        // The kernel tracks every pod cgroup: what it does not track is
+        // the host's.
+        if untracked {
+            return Place::Verdict(Outcome::Host, TaskRole::Host, None);
+        }
         return Place::Verdict(Outcome::Unknown, TaskRole::Unknown, None);
     };
     if let Some(owner) = reg.owner(id) {
@@ -237,7 +246,7 @@ fn locate(reg: &Registry, cgroup_id: Option<u64>) -> Place {
         };
         return Place::Verdict(Outcome::Late(reason), TaskRole::Unknown, Some(pod));
     }
-    if reg.is_host_cgroup(id) {
+    if reg.is_host_cgroup(id) || untracked {
         Place::Verdict(Outcome::Host, TaskRole::Host, None)
     } else {
         Place::Verdict(Outcome::Unknown, TaskRole::Unknown, None)
@@ -248,7 +257,7 @@ fn locate(reg: &Registry, cgroup_id: Option<u64>) -> Place {
 pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport {
     reg.expire(now_ns);
     let mut report = ExitReport::unknown(exit.source, now_ns.saturating_sub(exit.ts_ns));
-    let (pod_uid, container_id) = match locate(reg, exit.cgroup_id) {
+    let (pod_uid, container_id) = match locate(reg, exit.cgroup_id, exit.untracked) {
         Place::Container { pod_uid, container_id } => (pod_uid, container_id),
         Place::Verdict(outcome, role, pod) => {
             (report.outcome, report.role, report.pod) = (outcome, role, pod);
@@ -327,7 +336,7 @@ pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport
 pub fn runtime_exit(reg: &mut Registry, container_id: &str, published_ns: u64, now_ns: u64) -> ExitReport {
     reg.expire(now_ns);
     let mut report = ExitReport::unknown(Source::Runtime, now_ns.saturating_sub(published_ns));
-    match locate(reg, reg.container_cgroup(container_id)) {
+    match locate(reg, reg.container_cgroup(container_id), false) {
         Place::Container { pod_uid, container_id } => {
             let sandbox = reg.sandbox(&pod_uid);
             report.role = match sandbox.and_then(|s| s.container(&container_id)).map(|c| c.role) {
@@ -356,7 +365,7 @@ pub fn oom_kill(reg: &mut Registry, oom: &OomVictim, now_ns: u64) -> OomReport {
         trigger: (oom.trigger.tgid != oom.key.pid).then(|| oom.trigger.clone()),
         delay_ns: now_ns.saturating_sub(oom.ts_ns),
     };
-    let (pod_uid, container_id) = match locate(reg, oom.cgroup_id) {
+    let (pod_uid, container_id) = match locate(reg, oom.cgroup_id, oom.untracked) {
         Place::Container { pod_uid, container_id } => (pod_uid, container_id),
         Place::Verdict(outcome, role, pod) => {
             (report.outcome, report.role, report.pod) = (outcome, role, pod);
@@ -437,6 +446,7 @@ impl Dispatcher {
                     source: Source::Kernel,
                     key: TaskKey::new(e.tgid, e.start_ns),
                     cgroup_id: e.cgroup_id,
+                    untracked: e.untracked,
                     status: e.status,
                     comm: e.comm.clone(),
                     ts_ns: e.ts_ns,
@@ -452,6 +462,7 @@ impl Dispatcher {
                 let victim = OomVictim {
                     key,
                     cgroup_id,
+                    untracked: o.victim_untracked,
                     comm: o.victim_comm.clone(),
                     trigger: Trigger {
                         pid: o.trigger_pid,

@@ -33,6 +33,7 @@ fn exit(key: TaskKey, cgroup: u64, status: ExitStatus, comm: &str, ts: u64) -> T
         source: Source::Kernel,
         key,
         cgroup_id: Some(cgroup),
+        untracked: false,
         status,
         comm: comm.to_string(),
         ts_ns: ts,
@@ -43,6 +44,7 @@ fn oom(key: TaskKey, cgroup: u64, comm: &str, ts: u64) -> OomVictim {
     OomVictim {
         key,
         cgroup_id: Some(cgroup),
+        untracked: false,
         comm: comm.to_string(),
         trigger: Trigger {
             pid: key.pid,
@@ -501,4 +503,19 @@ proptest! {
         reg.expire(end + Limits::default().tombstone_ttl_ns);
         prop_assert_eq!(reg.tombstone_count(), 0);
     }
+}
+
+/// The kernel streams exits only from tracked cgroups (and runtimes); a
+/// task it knows is untracked is the host's, even with no cgroup named.
+#[test]
+fn an_untracked_task_is_the_hosts() {
+    let mut reg = Registry::default();
+    let unnamed = TaskExit { cgroup_id: None, untracked: true, ..exit(TaskKey::new(70, 1), 0, KILLED, "containerd", 10) };
+    let report = task_exit(&mut reg, &unnamed, 20);
+    assert_eq!((report.outcome, report.role), (Outcome::Host, TaskRole::Host));
+    let victim = OomVictim { cgroup_id: None, untracked: true, ..oom(TaskKey::new(71, 1), 0, "java", 10) };
+    let report = oom_kill(&mut reg, &victim, 20);
+    assert_eq!((report.outcome, report.role), (Outcome::Host, TaskRole::Host));
+    let unknown = TaskExit { cgroup_id: None, untracked: false, ..unnamed };
+    assert_eq!(task_exit(&mut reg, &unknown, 30).outcome, Outcome::Unknown);
 }

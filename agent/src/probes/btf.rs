@@ -2,7 +2,7 @@
 //! structs (`task_struct`) in `/sys/kernel/btf/vmlinux`, so the programs can
 //! read them on any kernel without compiled-in layouts.
 
-use std::path::Path;
+use std::{io::Read as _, path::Path};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BtfError {
@@ -34,16 +34,78 @@ const KIND_DECL_TAG: u32 = 17;
 const KIND_TYPE_TAG: u32 = 18;
 const KIND_ENUM64: u32 = 19;
 
-/// A BTF blob with an index of where each type starts. Members are read
-/// from the blob on demand, so parsing the ~5 MiB vmlinux BTF costs one
-/// `u32` per type on top of the blob itself.
+/// Where the BTF bytes are: in memory (tests, fuzzing) or in the kernel's
+/// file, read as needed. The ~5 MiB vmlinux BTF is never held whole: two
+/// buffered passes (types, then strings) and a few small reads find what
+/// is wanted, so start-up peaks a few hundred KiB above the agent's need.
+enum Blob {
+    Memory(Vec<u8>),
+    File(std::fs::File),
+}
+
+/// Reads a file at a moving offset without seeking a shared handle.
+struct FileAt<'a> {
+    file: &'a std::fs::File,
+    pos: u64,
+    end: u64,
+}
+
+impl std::io::Read for FileAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt as _;
+        let room = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let n = buf.len().min(room);
+        if n == 0 {
+            return Ok(0);
+        }
+        let read = self.file.read_at(&mut buf[..n], self.pos)?;
+        self.pos += read as u64;
+        Ok(read)
+    }
+}
+
+impl Blob {
+    fn read_at(&self, at: usize, len: usize) -> Option<std::borrow::Cow<'_, [u8]>> {
+        match self {
+            Blob::Memory(d) => d.get(at..at.checked_add(len)?).map(std::borrow::Cow::Borrowed),
+            Blob::File(f) => {
+                use std::os::unix::fs::FileExt as _;
+                let mut buf = vec![0; len];
+                f.read_exact_at(&mut buf, at as u64).ok()?;
+                Some(std::borrow::Cow::Owned(buf))
+            }
+        }
+    }
+
+    /// A buffered reader over `range`, for one pass.
+    fn reader(&self, range: std::ops::Range<usize>) -> Box<dyn std::io::BufRead + '_> {
+        match self {
+            Blob::Memory(d) => Box::new(d.get(range).unwrap_or_default()),
+            Blob::File(f) => Box::new(std::io::BufReader::with_capacity(
+                64 * 1024,
+                FileAt { file: f, pos: range.start as u64, end: range.end as u64 },
+            )),
+        }
+    }
+
+    fn len(&self) -> Option<usize> {
+        match self {
+            Blob::Memory(d) => Some(d.len()),
+            Blob::File(f) => f.metadata().ok().and_then(|m| usize::try_from(m.len()).ok()),
+        }
+    }
+}
+
+/// A BTF blob with an index of where each type starts and which types
+/// are structs; members and names are read on demand.
 pub struct Btf {
-    /// The whole blob; `types` and `strings` are ranges of it.
-    data: Vec<u8>,
+    blob: Blob,
     types: std::ops::Range<usize>,
     strings: std::ops::Range<usize>,
     /// Byte offset in `types` of type id `i + 1` (id 0 is `void`).
     index: Vec<u32>,
+    /// (type id, name offset) of every struct with members.
+    structs: Vec<(u32, u32)>,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Result<u32, BtfError> {
@@ -61,8 +123,20 @@ struct TypeHead {
     kind_flag: bool,
     /// size, or the referenced type id for typedef/const/volatile/...
     size_or_type: u32,
-    /// Where the kind-specific data starts.
+    /// Where the kind-specific data starts (offset in the type section).
     data: usize,
+}
+
+fn parse_head(b: &[u8], at: usize) -> Result<TypeHead, BtfError> {
+    let info = u32_at(b, 4)?;
+    Ok(TypeHead {
+        name_off: u32_at(b, 0)?,
+        kind: (info >> 24) & 0x1f,
+        vlen: (info & 0xffff) as usize,
+        kind_flag: info >> 31 == 1,
+        size_or_type: u32_at(b, 8)?,
+        data: at + 12,
+    })
 }
 
 impl Btf {
@@ -71,115 +145,145 @@ impl Btf {
     }
 
     pub fn from_file(path: &Path) -> Result<Self, BtfError> {
-        let data =
-            std::fs::read(path).map_err(|_| BtfError::Missing(path.display().to_string()))?;
-        Self::parse(data)
+        let file = std::fs::File::open(path).map_err(|_| BtfError::Missing(path.display().to_string()))?;
+        Self::index(Blob::File(file))
     }
 
     pub fn parse(data: Vec<u8>) -> Result<Self, BtfError> {
-        let magic = data
-            .get(0..2)
-            .map(|m| u16::from_le_bytes([m[0], m[1]]))
-            .ok_or(BtfError::Malformed("truncated header"))?;
+        Self::index(Blob::Memory(data))
+    }
+
+    /// Reads the header and makes one pass over the types.
+    fn index(blob: Blob) -> Result<Self, BtfError> {
+        let header = blob.read_at(0, 24).ok_or(BtfError::Malformed("truncated header"))?;
+        let magic = u16::from_le_bytes([header[0], header[1]]);
         if magic != MAGIC {
             return Err(BtfError::Malformed("bad magic (big-endian BTF is not supported)"));
         }
-        let hdr_len = u32_at(&data, 4)? as usize;
-        let type_off = u32_at(&data, 8)? as usize;
-        let type_len = u32_at(&data, 12)? as usize;
-        let str_off = u32_at(&data, 16)? as usize;
-        let str_len = u32_at(&data, 20)? as usize;
+        let hdr_len = u32_at(&header, 4)? as usize;
+        let type_off = u32_at(&header, 8)? as usize;
+        let type_len = u32_at(&header, 12)? as usize;
+        let str_off = u32_at(&header, 16)? as usize;
+        let str_len = u32_at(&header, 20)? as usize;
+        let size = blob.len().ok_or(BtfError::Malformed("unreadable"))?;
         let section = |off: usize, len: usize, what| {
             hdr_len
                 .checked_add(off)
                 .and_then(|start| Some(start..start.checked_add(len)?))
-                .filter(|r| r.end <= data.len())
+                .filter(|r| r.end <= size)
                 .ok_or(BtfError::Malformed(what))
         };
         let types = section(type_off, type_len, "type section out of bounds")?;
         let strings = section(str_off, str_len, "string section out of bounds")?;
 
-        let mut btf = Self {
-            data,
-            types,
-            strings,
-            index: Vec::new(),
-        };
-        let mut at = 0;
-        while at < btf.types.len() {
-            let offset = u32::try_from(at).map_err(|_| BtfError::Malformed("type section too large"))?;
-            let head = btf.head_at(at)?;
-            let extra = match head.kind {
-                KIND_INT | KIND_VAR | KIND_DECL_TAG => 4,
-                KIND_ARRAY => 12,
-                KIND_STRUCT | KIND_UNION | KIND_DATASEC | KIND_ENUM64 => head.vlen * 12,
-                KIND_ENUM | KIND_FUNC_PROTO => head.vlen * 8,
-                0..=19 => 0,
-                _ => return Err(BtfError::Malformed("unknown type kind")),
-            };
-            btf.index.push(offset);
-            at = head.data + extra;
+        let mut index = Vec::new();
+        let mut structs = Vec::new();
+        {
+            let mut reader = blob.reader(types.clone());
+            let mut at = 0;
+            let mut head = [0u8; 12];
+            while at < types.len() {
+                let offset = u32::try_from(at).map_err(|_| BtfError::Malformed("type section too large"))?;
+                reader.read_exact(&mut head).map_err(|_| BtfError::Malformed("truncated"))?;
+                let h = parse_head(&head, at)?;
+                let extra = match h.kind {
+                    KIND_INT | KIND_VAR | KIND_DECL_TAG => 4,
+                    KIND_ARRAY => 12,
+                    KIND_STRUCT | KIND_UNION | KIND_DATASEC | KIND_ENUM64 => h.vlen * 12,
+                    KIND_ENUM | KIND_FUNC_PROTO => h.vlen * 8,
+                    0..=19 => 0,
+                    _ => return Err(BtfError::Malformed("unknown type kind")),
+                };
+                index.push(offset);
+                if h.kind == KIND_STRUCT && h.vlen > 0 {
+                    structs.push((index.len() as u32, h.name_off));
+                }
+                let skipped = std::io::copy(&mut (&mut reader).take(extra as u64), &mut std::io::sink())
+                    .map_err(|_| BtfError::Malformed("truncated"))?;
+                if skipped != extra as u64 {
+                    return Err(BtfError::Malformed("truncated"));
+                }
+                at = h.data + extra;
+            }
         }
-        Ok(btf)
-    }
-
-    fn type_bytes(&self) -> &[u8] {
-        self.data.get(self.types.clone()).unwrap_or_default()
-    }
-
-    fn head_at(&self, at: usize) -> Result<TypeHead, BtfError> {
-        let types = self.type_bytes();
-        let info = u32_at(types, at + 4)?;
-        Ok(TypeHead {
-            name_off: u32_at(types, at)?,
-            kind: (info >> 24) & 0x1f,
-            vlen: (info & 0xffff) as usize,
-            kind_flag: info >> 31 == 1,
-            size_or_type: u32_at(types, at + 8)?,
-            data: at + 12,
-        })
+        Ok(Self { blob, types, strings, index, structs })
     }
 
     fn head(&self, id: u32) -> Option<TypeHead> {
-        let at = *self.index.get((id as usize).checked_sub(1)?)?;
-        self.head_at(at as usize).ok()
+        let at = *self.index.get((id as usize).checked_sub(1)?)? as usize;
+        let bytes = self.blob.read_at(self.types.start.checked_add(at)?, 12)?;
+        parse_head(&bytes, at).ok()
     }
 
-    /// (name_off, type id, bit offset) of member `i` of a struct/union.
-    fn member(&self, head: &TypeHead, i: usize) -> Option<(u32, u32, u32)> {
-        let (types, m) = (self.type_bytes(), head.data + i * 12);
-        let offset = u32_at(types, m + 8).ok()?;
-        Some((
-            u32_at(types, m).ok()?,
-            u32_at(types, m + 4).ok()?,
-            // With kind_flag the top 8 bits hold a bitfield size.
-            if head.kind_flag { offset & 0x00ff_ffff } else { offset },
-        ))
-    }
-
-    fn name(&self, off: u32) -> &[u8] {
-        let strings = self.data.get(self.strings.clone()).unwrap_or_default();
-        let rest = strings.get(off as usize..).unwrap_or_default();
-        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-        &rest[..end]
-    }
-
-    /// Byte offset of `member` inside `struct name`, looking through
-    /// anonymous structs and unions.
-    pub fn member_offset(&self, name: &str, member: &str) -> Result<u32, BtfError> {
-        let id = (1..=self.index.len() as u32)
-            .find(|&id| {
-                self.head(id).is_some_and(|h| {
-                    h.kind == KIND_STRUCT && h.vlen > 0 && self.name(h.name_off) == name.as_bytes()
-                })
+    /// (name_off, type id, bit offset) of every member of a struct/union.
+    fn members(&self, head: &TypeHead) -> Vec<(u32, u32, u32)> {
+        let len = head.vlen * 12;
+        let Some(bytes) = self.types.start.checked_add(head.data).and_then(|at| self.blob.read_at(at, len)) else {
+            return Vec::new();
+        };
+        (0..head.vlen)
+            .filter_map(|i| {
+                let m = i * 12;
+                let offset = u32_at(&bytes, m + 8).ok()?;
+                Some((
+                    u32_at(&bytes, m).ok()?,
+                    u32_at(&bytes, m + 4).ok()?,
+                    // With kind_flag the top 8 bits hold a bitfield size.
+                    if head.kind_flag { offset & 0x00ff_ffff } else { offset },
+                ))
             })
-            .ok_or_else(|| BtfError::NoStruct(name.to_string()))?;
-        self.find_member(id, member.as_bytes(), 0)
-            .map(|bits| bits / 8)
-            .ok_or_else(|| BtfError::NoMember(name.to_string(), member.to_string()))
+            .collect()
     }
 
-    fn find_member(&self, id: u32, member: &[u8], depth: u32) -> Option<u32> {
+    /// Where each of `names` starts in the string section (one pass).
+    fn string_offsets(&self, names: &[&str]) -> Vec<Option<u32>> {
+        use std::io::BufRead as _;
+        let mut found = vec![None; names.len()];
+        let mut reader = self.blob.reader(self.strings.clone());
+        let mut at = 0u32;
+        let mut s = Vec::new();
+        while found.iter().any(Option::is_none) {
+            s.clear();
+            match reader.read_until(0, &mut s) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let name = s.strip_suffix(&[0]).unwrap_or(&s);
+                    for (slot, want) in found.iter_mut().zip(names) {
+                        if slot.is_none() && name == want.as_bytes() {
+                            *slot = Some(at);
+                        }
+                    }
+                    at = at.saturating_add(n as u32);
+                }
+            }
+        }
+        found
+    }
+
+    pub fn member_offset(&self, name: &str, member: &str) -> Result<u32, BtfError> {
+        self.member_offsets(&[(name, member)]).map(|v| v[0])
+    }
+
+    /// Byte offsets of several (struct, member) pairs, with one pass over
+    /// the strings for all of them.
+    pub fn member_offsets(&self, pairs: &[(&str, &str)]) -> Result<Vec<u32>, BtfError> {
+        let names: Vec<&str> = pairs.iter().flat_map(|(s, m)| [*s, *m]).collect();
+        let offsets = self.string_offsets(&names);
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(i, (name, member))| {
+                let no_struct = || BtfError::NoStruct(name.to_string());
+                let name_off = offsets[2 * i].ok_or_else(no_struct)?;
+                let id = self.structs.iter().find(|(_, n)| *n == name_off).map(|(id, _)| *id).ok_or_else(no_struct)?;
+                let no_member = || BtfError::NoMember(name.to_string(), member.to_string());
+                let member_off = offsets[2 * i + 1].ok_or_else(no_member)?;
+                self.find_member(id, member_off, 0).map(|bits| bits / 8).ok_or_else(no_member)
+            })
+            .collect()
+    }
+
+    fn find_member(&self, id: u32, member_off: u32, depth: u32) -> Option<u32> {
         if depth > 8 {
             return None;
         }
@@ -187,8 +291,8 @@ impl Btf {
         if !matches!(head.kind, KIND_STRUCT | KIND_UNION) {
             return None;
         }
-        let members: Vec<_> = (0..head.vlen).filter_map(|i| self.member(&head, i)).collect();
-        if let Some(&(_, _, bits)) = members.iter().find(|(n, _, _)| self.name(*n) == member) {
+        let members = self.members(&head);
+        if let Some(&(_, _, bits)) = members.iter().find(|(n, _, _)| *n == member_off) {
             return Some(bits);
         }
         members
@@ -196,7 +300,7 @@ impl Btf {
             .filter(|(n, _, _)| *n == 0)
             .find_map(|&(_, ty, bits)| {
                 let inner = self.skip_modifiers(ty)?;
-                bits.checked_add(self.find_member(inner, member, depth + 1)?)
+                bits.checked_add(self.find_member(inner, member_off, depth + 1)?)
             })
     }
 

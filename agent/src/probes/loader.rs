@@ -4,7 +4,7 @@
 
 use std::{collections::HashMap, path::Path};
 
-use agent_common::{names, ProbeConfig, TaskInfo, TaskOffsets, TracepointOffsets};
+use agent_common::{names, unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, COMM_LEN, MAX_RUNTIME_COMMS};
 use aya::{
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
     programs::{RawTracePoint, TracePoint},
@@ -62,6 +62,10 @@ pub struct ProbeOptions {
     pub drain_interval: std::time::Duration,
     /// Per-task table capacity; `None` sizes it from pid_max.
     pub task_table_entries: Option<u32>,
+    /// Process names of container runtimes: their exits are streamed
+    /// wherever they run (at most four; longer names are cut to 15 bytes,
+    /// as the kernel cuts comm).
+    pub runtime_names: Vec<String>,
 }
 
 impl Default for ProbeOptions {
@@ -70,8 +74,21 @@ impl Default for ProbeOptions {
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
             drain_interval: std::time::Duration::from_millis(DEFAULT_DRAIN_INTERVAL_MS.into()),
             task_table_entries: None,
+            runtime_names: ["containerd", "crio", "dockerd"].map(String::from).to_vec(),
         }
     }
+}
+
+/// The runtime names as the kernel compares them: comm, NUL-padded.
+fn runtime_comms(names: &[String]) -> RuntimeComms {
+    let mut comms = RuntimeComms::UNSET;
+    for (slot, name) in comms.names.iter_mut().zip(names.iter().take(MAX_RUNTIME_COMMS)) {
+        let bytes = name.as_bytes();
+        let n = bytes.len().min(COMM_LEN - 1);
+        slot[..n].copy_from_slice(&bytes[..n]);
+    }
+    comms.count = names.len().min(MAX_RUNTIME_COMMS) as u32;
+    comms
 }
 
 /// 2 MiB holds ~26 000 exit records, far more than an exit storm produces
@@ -87,10 +104,14 @@ pub struct Probes {
     ebpf: Ebpf,
     ring: Option<RingBuf<MapData>>,
     logger: Option<Logger>,
+    tracker: Option<CgroupTracker>,
     layout: CgroupLayout,
     attached: usize,
-    seeded: usize,
 }
+
+/// Cgroups the tracked-cgroup map can hold: every pod and container of a
+/// node, and the cgroups created since the agent last pruned.
+pub const TRACKED_CGROUPS: u32 = 16384;
 
 #[cfg(feature = "embed-ebpf")]
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/agent-ebpf"));
@@ -122,16 +143,40 @@ pub fn check_privileges() -> Result<(), LoadError> {
 }
 
 fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
-    let off = |m: &str| btf.member_offset("task_struct", m);
+    let o = btf.member_offsets(&[
+        ("task_struct", "exit_code"),
+        ("task_struct", "pid"),
+        ("task_struct", "tgid"),
+        ("task_struct", "real_parent"),
+        ("task_struct", "start_boottime"),
+        ("task_struct", "group_leader"),
+        ("task_struct", "signal"),
+        ("signal_struct", "live"),
+        ("signal_struct", "nr_threads"),
+        ("task_struct", "comm"),
+        ("cgroup", "root"),
+        ("cgroup_root", "hierarchy_id"),
+        ("cgroup", "level"),
+        ("cgroup", "kn"),
+        ("kernfs_node", "id"),
+    ])?;
     Ok(TaskOffsets {
-        exit_code: off("exit_code")?,
-        pid: off("pid")?,
-        tgid: off("tgid")?,
-        real_parent: off("real_parent")?,
-        start_boottime: off("start_boottime")?,
-        group_leader: off("group_leader")?,
-        signal: off("signal")?,
-        signal_live: btf.member_offset("signal_struct", "live")?,
+        exit_code: o[0],
+        pid: o[1],
+        tgid: o[2],
+        real_parent: o[3],
+        start_boottime: o[4],
+        group_leader: o[5],
+        signal: o[6],
+        signal_live: o[7],
+        signal_nr_threads: o[8],
+        comm: o[9],
+        cgroup_root: o[10],
+        root_hierarchy_id: o[11],
+        cgroup_level: o[12],
+        cgroup_kn: o[13],
+        kn_id: o[14],
+        _pad: 0,
     })
 }
 
@@ -191,7 +236,9 @@ impl Probes {
             .override_global(names::TP_OFFSETS, &tp_offsets, true)
             .override_global(names::TASK_OFFSETS, &task, true)
             .override_global(names::PROBE_CONFIG, &config, true)
+            .override_global(names::RUNTIME_COMMS, &runtime_comms(&opts.runtime_names), true)
             .map_max_entries(names::EVENTS, rb)
+            .map_max_entries(names::TRACKED, TRACKED_CGROUPS)
             .map_max_entries(names::TASKS, task_table_size(opts.task_table_entries))
             .load(OBJECT)?;
         // The logger owns the log map; it must outlive program loading.
@@ -205,7 +252,6 @@ impl Probes {
 
         let mut attached = 0;
         for (name, category) in [
-            (names::PROG_ATTACH, "cgroup"),
             (names::PROG_MKDIR, "cgroup"),
             (names::PROG_RMDIR, "cgroup"),
             (names::PROG_EXIT, "sched"),
@@ -214,14 +260,13 @@ impl Probes {
             attach_tracepoint(&mut ebpf, name, category)?;
             attached += 1;
         }
-        attach_raw_tracepoint(&mut ebpf, names::PROG_FORK)?;
-        attached += 1;
-
-        // Programs run from here on: tasks forked during the scan are
-        // recorded by the fork probe, and seeding never overwrites them.
-        let seeded = seed_tasks(&mut ebpf, &layout)?;
-        // Loading parsed two copies of the kernel's BTF (ours and aya's);
-        // hand that memory back instead of keeping it for the agent's life.
+        for name in [names::PROG_FORK, names::PROG_ATTACH] {
+            attach_raw_tracepoint(&mut ebpf, name)?;
+            attached += 1;
+        }
+        let tracker = CgroupTracker::new(&mut ebpf, layout.clone())?;
+        // Hand the memory that loading took (the kernel's BTF above all)
+        // back instead of keeping it for the agent's life.
         // SAFETY: malloc_trim has no preconditions.
         #[cfg(target_env = "gnu")]
         unsafe {
@@ -236,10 +281,16 @@ impl Probes {
             ebpf,
             ring: Some(ring),
             logger,
+            tracker: Some(tracker),
             layout,
             attached,
-            seeded,
         })
+    }
+
+    /// The tracked-cgroup map and the task table, once: the watchdog feeds
+    /// them the model's verdicts.
+    pub fn take_tracker(&mut self) -> Option<CgroupTracker> {
+        self.tracker.take()
     }
 
     /// The ring buffer, once: the reader owns it.
@@ -260,9 +311,6 @@ impl Probes {
         self.attached
     }
 
-    pub fn tasks_seeded(&self) -> usize {
-        self.seeded
-    }
 
     /// Per-kind kernel counters, read at scrape time.
     pub fn kernel_counters(&mut self) -> Result<KernelCounters, LoadError> {
@@ -270,7 +318,9 @@ impl Probes {
             .map_err(|source| LoadError::Map { name: names::EMITTED, source })?;
         let dropped = PerCpuArray::try_from(take_map(&mut self.ebpf, names::DROPPED)?)
             .map_err(|source| LoadError::Map { name: names::DROPPED, source })?;
-        Ok(KernelCounters { emitted, dropped })
+        let unstreamed = PerCpuArray::try_from(take_map(&mut self.ebpf, names::UNSTREAMED)?)
+            .map_err(|source| LoadError::Map { name: names::UNSTREAMED, source })?;
+        Ok(KernelCounters { emitted, dropped, unstreamed })
     }
 }
 
@@ -280,15 +330,74 @@ pub type Logger = aya_log::EbpfLogger<&'static dyn log::Log>;
 pub struct KernelCounters {
     emitted: PerCpuArray<MapData, u64>,
     dropped: PerCpuArray<MapData, u64>,
+    unstreamed: PerCpuArray<MapData, u64>,
+}
+
+/// What the kernel counted instead of streaming.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unstreamed {
+    /// Exits of threads that were not the last of their process.
+    pub thread_exits: u64,
+    /// Exits of processes in no tracked cgroup (host, not a runtime).
+    pub host_exits: u64,
+    /// New cgroups the tracked-cgroup map had no room for.
+    pub tracking_refused: u64,
+}
+
+fn per_cpu_sum(m: &PerCpuArray<MapData, u64>, slot: u32) -> u64 {
+    m.get(&slot, 0).map(|v| v.iter().sum::<u64>()).unwrap_or(0)
 }
 
 impl KernelCounters {
     /// (emitted, dropped) for one kind; zeros if the map cannot be read.
     pub fn read(&self, kind: u32) -> (u64, u64) {
-        let sum = |m: &PerCpuArray<MapData, u64>| {
-            m.get(&kind, 0).map(|v| v.iter().sum::<u64>()).unwrap_or(0)
-        };
-        (sum(&self.emitted), sum(&self.dropped))
+        (per_cpu_sum(&self.emitted, kind), per_cpu_sum(&self.dropped, kind))
+    }
+
+    pub fn unstreamed(&self) -> Unstreamed {
+        Unstreamed {
+            thread_exits: per_cpu_sum(&self.unstreamed, unstreamed::THREAD_EXITS),
+            host_exits: per_cpu_sum(&self.unstreamed, unstreamed::HOST_EXITS),
+            tracking_refused: per_cpu_sum(&self.unstreamed, unstreamed::TRACKING_REFUSED),
+        }
+    }
+}
+
+/// The tracked-cgroup map and the task table, as user space writes them:
+/// the model says which cgroups are pods' (tracked) and which are not.
+pub struct CgroupTracker {
+    tracked: BpfHashMap<MapData, u64, u32>,
+    tasks: BpfHashMap<MapData, u32, TaskInfo>,
+    layout: CgroupLayout,
+}
+
+impl CgroupTracker {
+    fn new(ebpf: &mut Ebpf, layout: CgroupLayout) -> Result<Self, LoadError> {
+        let tracked = BpfHashMap::try_from(take_map(ebpf, names::TRACKED)?)
+            .map_err(|source| LoadError::Map { name: names::TRACKED, source })?;
+        let tasks = BpfHashMap::try_from(take_map(ebpf, names::TASKS)?)
+            .map_err(|source| LoadError::Map { name: names::TASKS, source })?;
+        Ok(Self { tracked, tasks, layout })
+    }
+
+    /// Streams the events of `cgroup_id`'s tasks from now on; false if the
+    /// map is full.
+    pub fn track(&mut self, cgroup_id: u64) -> bool {
+        self.tracked.insert(cgroup_id, 0, 0).is_ok()
+    }
+
+    /// Counts `cgroup_id`'s events in the kernel from now on.
+    pub fn untrack(&mut self, cgroup_id: u64) {
+        let _ = self.tracked.remove(&cgroup_id);
+    }
+
+    /// Puts the threads that live in `cgroups` now into the task table
+    /// (never over what the probes recorded meanwhile); returns how many.
+    pub fn seed(&mut self, cgroups: &std::collections::HashSet<u64>) -> usize {
+        if cgroups.is_empty() {
+            return 0;
+        }
+        seed_tasks(&mut self.tasks, &self.layout, cgroups)
     }
 }
 
@@ -323,13 +432,15 @@ fn attach_raw_tracepoint(ebpf: &mut Ebpf, name: &'static str) -> Result<(), Load
 /// BPF_NOEXIST: an entry the fork/attach probes already wrote is newer.
 const BPF_NOEXIST: u64 = 1;
 
-/// Records every live thread's cgroup, start time and tgid in the kernel's
-/// task table, so exits and OOM kills of tasks that predate the agent are
-/// attributed. Returns how many were written.
-fn seed_tasks(ebpf: &mut Ebpf, layout: &CgroupLayout) -> Result<usize, LoadError> {
-    let mut table: BpfHashMap<_, u32, TaskInfo> =
-        BpfHashMap::try_from(ebpf.map_mut(names::TASKS).ok_or(LoadError::MissingMap(names::TASKS))?)
-            .map_err(|source| LoadError::Map { name: names::TASKS, source })?;
+/// Records the cgroup, start time and tgid of every live thread of
+/// `cgroups` in the kernel's task table, so exits and OOM kills of pod
+/// tasks that predate the agent are attributed. Returns how many were
+/// written.
+fn seed_tasks(
+    table: &mut BpfHashMap<MapData, u32, TaskInfo>,
+    layout: &CgroupLayout,
+    cgroups: &std::collections::HashSet<u64>,
+) -> usize {
     let ticks_ns = 1_000_000_000 / clock_ticks();
     let mut ids: HashMap<String, u64> = HashMap::new();
     let mut seeded = 0;
@@ -345,6 +456,9 @@ fn seed_tasks(ebpf: &mut Ebpf, layout: &CgroupLayout) -> Result<usize, LoadError
                 Err(_) => continue,
             },
         };
+        if !cgroups.contains(&cgroup_id) {
+            continue;
+        }
         let Ok(stat) = std::fs::read_to_string(format!("{dir}/stat")) else { continue };
         let Some(start_ticks) = start_ticks(&stat) else { continue };
         let info = TaskInfo {
@@ -357,7 +471,7 @@ fn seed_tasks(ebpf: &mut Ebpf, layout: &CgroupLayout) -> Result<usize, LoadError
             seeded += 1;
         }
     }
-    Ok(seeded)
+    seeded
 }
 
 /// (tgid, tid) of every thread under /proc.

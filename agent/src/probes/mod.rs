@@ -7,4 +7,4 @@ pub mod reader;
 pub mod scan;
 pub mod tracefs;
 
-pub use loader::{KernelCounters, LoadError, ProbeOptions, Probes};
+pub use loader::{CgroupTracker, KernelCounters, LoadError, ProbeOptions, Probes, Unstreamed};

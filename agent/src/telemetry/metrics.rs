@@ -56,6 +56,8 @@ struct Families {
     dropped: IntCounterVec,
     decode_errors: IntCounterVec,
     unattributed: IntCounterVec,
+    unstreamed: IntCounterVec,
+    tracking_refused: prometheus::IntCounter,
 }
 
 fn counter_vec(name: &str, help: &str, label: &str) -> Result<IntCounterVec, prometheus::Error> {
@@ -98,6 +100,15 @@ impl PipelineCollector {
                 "Exit and OOM events whose task was not in the kernel task table (no cgroup known), by kind.",
                 "kind",
             )?,
+            unstreamed: counter_vec(
+                "sandwatch_kernel_exits_unstreamed_total",
+                "Exits the kernel counted instead of streaming, by reason (thread: not the last thread of its process; host: a process in no pod cgroup and no runtime).",
+                "reason",
+            )?,
+            tracking_refused: prometheus::IntCounter::new(
+                "sandwatch_tracked_cgroups_refused_total",
+                "New cgroups the kernel's tracked-cgroup map had no room for (their tasks' exits count as the host's).",
+            )?,
         };
         let descs = [
             &families.received,
@@ -106,9 +117,11 @@ impl PipelineCollector {
             &families.dropped,
             &families.decode_errors,
             &families.unattributed,
+            &families.unstreamed,
         ]
         .iter()
         .flat_map(|f| f.desc().into_iter().cloned())
+        .chain(families.tracking_refused.desc().into_iter().cloned())
         .collect();
         Ok(Self {
             stats,
@@ -153,6 +166,11 @@ impl Collector for PipelineCollector {
         for label in DecodeError::LABELS {
             set(&f.decode_errors, label, s.decode_errors(label));
         }
+        let unstreamed = self.kernel.as_ref().map(|k| k.unstreamed()).unwrap_or_default();
+        set(&f.unstreamed, "thread", unstreamed.thread_exits);
+        set(&f.unstreamed, "host", unstreamed.host_exits);
+        f.tracking_refused.reset();
+        f.tracking_refused.inc_by(unstreamed.tracking_refused);
         [
             &f.received,
             &f.kernel_events,
@@ -160,9 +178,11 @@ impl Collector for PipelineCollector {
             &f.dropped,
             &f.decode_errors,
             &f.unattributed,
+            &f.unstreamed,
         ]
         .iter()
         .flat_map(|v| v.collect())
+        .chain(f.tracking_refused.collect())
         .collect()
     }
 }

@@ -376,6 +376,16 @@ impl PodMetrics {
         self.exit_delay.observe(r.delay_ns as f64 / 1e9);
     }
 
+    /// Host process exits the kernel counted without streaming them.
+    pub fn observe_host_exits(&self, n: u64) {
+        if n > 0 {
+            let slot = role_index(TaskRole::Host) * OUTCOMES.len() + outcome_index(Outcome::Host);
+            if let Some(counter) = self.task_exit_counters.get(slot) {
+                counter.inc_by(n);
+            }
+        }
+    }
+
     /// A runtime's TaskExit: only its lateness counts here (the kernel's
     /// exit of the same process was counted already).
     pub fn observe_runtime_exit(&self, r: &ExitReport) {

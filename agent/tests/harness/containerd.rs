@@ -386,13 +386,27 @@ impl Drop for Containerd {
     }
 }
 
+/// The roots of the hierarchies runc creates cgroups in: every cgroup v1
+/// controller's mount, or the one unified hierarchy of v2.
+fn hierarchy_roots() -> Vec<PathBuf> {
+    let base = Path::new("/sys/fs/cgroup");
+    if base.join("cgroup.controllers").exists() {
+        return vec![base.to_path_buf()];
+    }
+    let Ok(mounts) = std::fs::read_dir(base) else { return Vec::new() };
+    mounts
+        .flatten()
+        .map(|m| m.path())
+        .filter(|p| !p.is_symlink() && p.join("cgroup.procs").exists())
+        .collect()
+}
+
 /// Removes `rel` (relative to the hierarchy root) and everything below it
-/// in every cgroup v1 hierarchy where runc created it, deepest first.
+/// in every hierarchy where runc created it, deepest first.
 pub fn remove_in_all_hierarchies(rel: &str) {
-    let Ok(mounts) = std::fs::read_dir("/sys/fs/cgroup") else { return };
-    for m in mounts.flatten() {
-        let top = m.path().join(rel.trim_start_matches('/'));
-        if top.is_dir() && !m.path().is_symlink() {
+    for root in hierarchy_roots() {
+        let top = root.join(rel.trim_start_matches('/'));
+        if top.is_dir() {
             remove_tree(&top);
         }
     }
@@ -430,18 +444,13 @@ impl RuntimePod {
         let cg = TestCgroup::create(name);
         let pod_path = format!("{}/kubepods/burstable/pod{uid}", cg.path);
         let mut created = Vec::new();
-        if let Ok(mounts) = std::fs::read_dir("/sys/fs/cgroup") {
-            for m in mounts.flatten() {
-                if m.path().is_symlink() || !m.path().join("cgroup.procs").exists() {
-                    continue;
-                }
-                let mut dir = m.path();
-                for part in pod_path.split('/').filter(|p| !p.is_empty()) {
-                    dir = dir.join(part);
-                    if !dir.exists() {
-                        created.push(dir.clone());
-                        break;
-                    }
+        for root in hierarchy_roots() {
+            let mut dir = root;
+            for part in pod_path.split('/').filter(|p| !p.is_empty()) {
+                dir = dir.join(part);
+                if !dir.exists() {
+                    created.push(dir.clone());
+                    break;
                 }
             }
         }

@@ -98,6 +98,19 @@ impl Cri {
 
     /// CreateContainer + StartContainer of `command` (run by busybox sh).
     pub fn run_container(&mut self, pod: &CriPod, name: &str, memory_limit: Option<i64>, script: &str) -> String {
+        self.run_container_with(pod, name, memory_limit, script, std::collections::HashMap::new())
+    }
+
+    /// Also with `unified` cgroup v2 settings, as the kubelet passes
+    /// `memory.oom.group` (runc refuses them on v1).
+    pub fn run_container_with(
+        &mut self,
+        pod: &CriPod,
+        name: &str,
+        memory_limit: Option<i64>,
+        script: &str,
+        unified: std::collections::HashMap<String, String>,
+    ) -> String {
         let config = ContainerConfig {
             metadata: Some(ContainerMetadata { name: name.into(), attempt: 0 }),
             image: Some(ImageSpec { image: IMAGE.into(), ..ImageSpec::default() }),
@@ -106,6 +119,7 @@ impl Cri {
             linux: Some(LinuxContainerConfig {
                 resources: Some(LinuxContainerResources {
                     memory_limit_in_bytes: memory_limit.unwrap_or(0),
+                    unified,
                     ..LinuxContainerResources::default()
                 }),
                 ..LinuxContainerConfig::default()
