@@ -318,9 +318,13 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     } else {
         std::collections::HashMap::new()
     };
-    // The init waits so that its children are all there before the OOM.
-    let work = "sleep 1000 & sleep 1000 & sleep 0.5; dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000";
+    // The init waits, so that its children are there and the agent has
+    // read the container's mode before the OOM.
+    let work = "sleep 1000 & sleep 1000 & sleep 8; dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000";
     let worker = cri.run_container_with(&pod, "worker", Some(32 << 20), work, unified);
+    if v2 {
+        wait_metric(&agent, "sandwatch_oom_group_containers", Duration::from_secs(8), |v| v >= 1.0);
+    }
     let series = |role: &str| {
         format!(
             "sandwatch_pod_oom_kills_total{{container=\"worker\",container_id=\"{worker}\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\"}}"
@@ -335,7 +339,6 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
         assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}"), Some(1.0));
         assert_eq!(metric(&text, &series("container_child")), None, "no child-kill series: {text}");
         assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(0.0));
-        assert!(metric(&text, "sandwatch_oom_group_containers").is_some_and(|v| v >= 1.0), "the kubelet's mode is seen: {text}");
         assert_eq!(cri.status(&worker).reason, "OOMKilled", "the container died");
     } else {
         wait_metric(&agent, &series("container_child"), Duration::from_secs(60), |v| v == 1.0);

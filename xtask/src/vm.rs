@@ -43,6 +43,16 @@ const VM_TESTS: &[&str] = &["pipeline", "pods"];
 /// Host programs the tests start (by name, or `/bin/dd` copied as `pause`).
 const HOST_PROGRAMS: &[&str] = &["/bin/sh", "/bin/dd", "/bin/sleep"];
 
+/// The runtime tests on cgroup v2 — what the host runs on v1 — with a real
+/// containerd 2.x (sid's, unpacked by `cargo xtask setup`) and bookworm's
+/// runc in one VM kernel: containers OOM-killed as they start, TaskExit
+/// lag, late runtime exits, crashes, CRI names, the #12038 churn, and CRI
+/// group kills (`memory.oom.group`, which only v2 has).
+const RUNTIME_KERNEL: &str = "bookworm/linux-image-6.12-cloud-amd64";
+const RUNTIME_TESTS: &[&str] = &["runtime"];
+const RUNTIME_FILTER: &str = "containerd_2_sid";
+const RUNTIME_SUITE: &str = "sid";
+
 const MARK: &str = "sandwatch-vm:";
 
 #[derive(clap::Args, Clone, Debug)]
@@ -70,8 +80,8 @@ pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
     let root = workspace_root()?;
     let dir = root.join("target/vm");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let binaries = build_test_binaries(&root)?;
-    let initramfs = build_initramfs(&dir, &binaries, args.filter.as_deref())?;
+    let binaries = build_test_binaries(&root, VM_TESTS)?;
+    let initramfs = build_initramfs(&dir, "initramfs", &binaries, args.filter.as_deref(), &Extras::default())?;
     let packages: Vec<String> = if args.kernels.is_empty() {
         DEFAULT_KERNELS.iter().map(|s| s.to_string()).collect()
     } else {
@@ -79,21 +89,112 @@ pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
     };
     let mut total = Tally::default();
     let mut failures = Vec::new();
-    for package in &packages {
-        let kernel = fetch_kernel(&root, package)?;
-        let timeout = Duration::from_secs(args.timeout_minutes * 60);
-        match boot(&dir, &kernel, &initramfs, timeout) {
-            Ok(outcome) => {
-                println!("vm {} (cgroup v2): {}", kernel.release, outcome.tally.summary());
-                total.add(outcome.tally);
-                if let Some(why) = outcome.failure() {
-                    failures.push(format!("kernel {} (cgroup v2): {why}; serial log {}", kernel.release, outcome.log.display()));
-                }
+    let timeout = Duration::from_secs(args.timeout_minutes * 60);
+    let mut boot_one = |kernel: &Kernel, initramfs: &Path, what: &str, memory_mib: u32| match boot(&dir, kernel, initramfs, timeout, what, memory_mib) {
+        Ok(outcome) => {
+            println!("vm {} (cgroup v2{what}): {}", kernel.release, outcome.tally.summary());
+            total.add(outcome.tally);
+            if let Some(why) = outcome.failure() {
+                failures.push(format!("kernel {} (cgroup v2{what}): {why}; serial log {}", kernel.release, outcome.log.display()));
             }
-            Err(e) => failures.push(format!("kernel {} (cgroup v2): {e:#}", kernel.release)),
         }
+        Err(e) => failures.push(format!("kernel {} (cgroup v2{what}): {e:#}", kernel.release)),
+    };
+    // A filter naming the runtime tests runs only the runtime VM.
+    let runtime_only = args.filter.as_deref().is_some_and(|f| f.contains(RUNTIME_FILTER));
+    for package in packages.iter().filter(|_| !runtime_only) {
+        let kernel = fetch_kernel(&root, package)?;
+        boot_one(&kernel, &initramfs, "", 2048);
+    }
+    if args.kernels.is_empty() && (args.filter.is_none() || runtime_only) {
+        let binaries = build_test_binaries(&root, RUNTIME_TESTS)?;
+        let filter = match args.filter.as_deref() {
+            Some(f) if f.contains(RUNTIME_FILTER) => f.to_string(),
+            _ => RUNTIME_FILTER.to_string(),
+        };
+        let kernel = fetch_kernel(&root, RUNTIME_KERNEL)?;
+        let extras = Extras::runtime(&root, &kernel, &dir)?;
+        let initramfs = build_initramfs(&dir, "initramfs-runtime", &binaries, Some(&filter), &extras)?;
+        boot_one(&kernel, &initramfs, ", containerd 2.x and runc", 3072);
     }
     Ok((total, failures))
+}
+
+/// What a flavour of VM adds to the initramfs: files at their host paths
+/// (the test binaries have paths compiled in), busybox applets, and lines
+/// for the init script before the tests run.
+#[derive(Default)]
+struct Extras {
+    /// (source on the host, path in the VM)
+    files: Vec<(PathBuf, PathBuf)>,
+    applets: Vec<&'static str>,
+    dirs: Vec<PathBuf>,
+    init: Vec<String>,
+    /// Init lines after the tests (before `done`).
+    after: Vec<String>,
+    /// Files written into the VM: (path, content).
+    written: Vec<(PathBuf, String)>,
+    /// Move the initramfs into a tmpfs root first: runc's pivot_root
+    /// cannot leave an initramfs, and a node has a real root file system.
+    switch_root: bool,
+}
+
+impl Extras {
+    /// containerd, its shim and ctr where the runtime tests look for them,
+    /// runc, the agent binary they start, and a VM set up as a node: /run,
+    /// loopback up, the controllers runc writes delegated, overlayfs (a
+    /// module of `kernel`'s; containerd 2's CRI snapshots with it).
+    fn runtime(root: &Path, kernel: &Kernel, dir: &Path) -> Result<Self> {
+        let link = root.join("target/runtimes").join(format!("containerd-{RUNTIME_SUITE}"));
+        let unpacked = std::fs::canonicalize(&link)
+            .with_context(|| format!("{} missing: run `cargo xtask setup`", link.display()))?;
+        let mut files = Vec::new();
+        for bin in ["containerd", "containerd-shim-runc-v2", "ctr"] {
+            files.push((unpacked.join("usr/bin").join(bin), link.join("usr/bin").join(bin)));
+        }
+        let runc = output(Command::new("sh").args(["-c", "command -v runc"])).map(|s| s.trim().to_string()).unwrap_or_default();
+        if runc.is_empty() {
+            bail!("runc missing: run `cargo xtask setup`");
+        }
+        files.push((std::fs::canonicalize(&runc)?, PathBuf::from(&runc)));
+        let agent = root.join("target/debug/sandwatch");
+        files.push((agent.clone(), agent));
+        let package_root = kernel.vmlinuz.ancestors().find(|a| a.join("lib/modules").is_dir()).context("kernel modules")?;
+        let module = package_root.join("lib/modules").join(&kernel.release).join("kernel/fs/overlayfs/overlay.ko.xz");
+        let unpacked_module = dir.join(format!("overlay-{}.ko", kernel.release));
+        run_cmd(Command::new("sh").args([
+            "-c",
+            &format!("xz -dc '{}' > '{}'", module.display(), unpacked_module.display()),
+        ]))
+        .with_context(|| format!("cannot unpack {}", module.display()))?;
+        files.push((unpacked_module, PathBuf::from("/lib/modules/overlay.ko")));
+        Ok(Self {
+            files,
+            applets: vec!["tar", "sha256sum", "ip", "mount"],
+            // The tests' paths are resolved through CARGO_MANIFEST_DIR.
+            dirs: vec![root.join("agent"), root.join("target/churn")],
+            init: vec![
+                "$B mount -t tmpfs run /run".into(),
+                "$B insmod /lib/modules/overlay.ko".into(),
+                "$B ip link set lo up".into(),
+                "$B hostname sandwatch-vm".into(),
+                "for c in cpu pids io; do echo +$c > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; done".into(),
+                "export PATH=/bin:/usr/bin:/usr/sbin:/sbin".into(),
+            ],
+            // What a CRI copies from the node into host-network pods.
+            written: vec![
+                (PathBuf::from("/etc/hosts"), "127.0.0.1\tlocalhost sandwatch-vm\n::1\tlocalhost\n".into()),
+                (PathBuf::from("/etc/resolv.conf"), "nameserver 127.0.0.1\n".into()),
+                (PathBuf::from("/etc/hostname"), "sandwatch-vm\n".into()),
+            ],
+            // The churn test's figures, into the serial log.
+            after: vec![format!(
+                "for f in {}/*.txt; do [ -f \"$f\" ] && echo \"{MARK} churn $($B cat \"$f\")\"; done",
+                root.join("target/churn").display()
+            )],
+            switch_root: true,
+        })
+    }
 }
 
 struct Kernel {
@@ -139,11 +240,11 @@ fn find_vmlinuz(unpacked: &Path) -> Option<(String, PathBuf)> {
     })
 }
 
-/// `cargo test --no-run` for the VM tests; returns (name, executable).
-fn build_test_binaries(root: &Path) -> Result<Vec<(String, PathBuf)>> {
+/// `cargo test --no-run` for `tests`; returns (name, executable).
+fn build_test_binaries(root: &Path, tests: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let mut cmd = Command::new(cargo_path());
     cmd.args(["test", "--no-run", "--package", "sandwatch", "--message-format=json"]);
-    for t in VM_TESTS {
+    for t in tests {
         cmd.args(["--test", t]);
     }
     let out = cmd
@@ -158,13 +259,13 @@ fn build_test_binaries(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     let mut found = Vec::new();
     for line in text.lines() {
         let Some(exe) = json_string(line, "executable") else { continue };
-        let Some(name) = json_string(line, "name").filter(|n| VM_TESTS.contains(&n.as_str())) else {
+        let Some(name) = json_string(line, "name").filter(|n| tests.contains(&n.as_str())) else {
             continue;
         };
         found.push((name, PathBuf::from(exe)));
     }
-    if found.len() != VM_TESTS.len() {
-        bail!("expected test binaries {VM_TESTS:?}, cargo built {found:?}");
+    if found.len() != tests.len() {
+        bail!("expected test binaries {tests:?}, cargo built {found:?}");
     }
     Ok(found)
 }
@@ -177,11 +278,23 @@ fn json_string(line: &str, key: &str) -> Option<String> {
     Some(line[start..start + len].to_string())
 }
 
-fn build_initramfs(dir: &Path, binaries: &[(String, PathBuf)], filter: Option<&str>) -> Result<PathBuf> {
-    let stage = dir.join("initramfs");
+fn build_initramfs(dir: &Path, name: &str, binaries: &[(String, PathBuf)], filter: Option<&str>, extras: &Extras) -> Result<PathBuf> {
+    let stage = dir.join(name);
     let _ = std::fs::remove_dir_all(&stage);
-    for d in ["bin", "proc", "sys", "dev", "tmp", "tests", "etc"] {
+    for d in ["bin", "proc", "sys", "dev", "tmp", "tests", "etc", "run"] {
         std::fs::create_dir_all(stage.join(d))?;
+    }
+    for d in &extras.dirs {
+        std::fs::create_dir_all(stage.join(d.strip_prefix("/").unwrap_or(d)))?;
+    }
+    for (path, content) in &extras.written {
+        std::fs::write(stage.join(path.strip_prefix("/").unwrap_or(path)), content)?;
+    }
+    for applet in &extras.applets {
+        let link = stage.join("bin").join(applet);
+        if !link.exists() {
+            std::os::unix::fs::symlink("busybox", &link)?;
+        }
     }
     copy_into(&stage, Path::new("/bin/busybox"), Path::new("/bin/busybox"))
         .context("static busybox missing: run `cargo xtask setup` (package busybox-static)")?;
@@ -191,22 +304,41 @@ fn build_initramfs(dir: &Path, binaries: &[(String, PathBuf)], filter: Option<&s
         copy_into(&stage, &src, Path::new(prog))?;
         elves.push(src);
     }
-    for (name, exe) in binaries {
-        let dest = stage.join("tests").join(name);
-        // Debug info is most of a test binary's size; the VM needs none.
-        let stripped = Command::new("strip").arg("--strip-debug").arg("-o").arg(&dest).arg(exe).status();
-        if !stripped.is_ok_and(|s| s.success()) {
-            std::fs::copy(exe, &dest).with_context(|| format!("cannot copy {}", exe.display()))?;
+    let mut strip_into = |src: &Path, dest: &Path| -> Result<()> {
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)?;
         }
-        elves.push(exe.clone());
+        // Debug info is most of a test binary's size; the VM needs none.
+        let stripped = Command::new("strip").arg("--strip-debug").arg("-o").arg(dest).arg(src).status();
+        if !stripped.is_ok_and(|s| s.success()) {
+            std::fs::copy(src, dest).with_context(|| format!("cannot copy {}", src.display()))?;
+        }
+        set_executable(dest)?;
+        elves.push(src.to_path_buf());
+        Ok(())
+    };
+    for (name, exe) in binaries {
+        strip_into(exe, &stage.join("tests").join(name))?;
+    }
+    for (src, dest) in &extras.files {
+        strip_into(src, &stage.join(dest.strip_prefix("/").unwrap_or(dest)))?;
     }
     for lib in shared_libraries(&elves)? {
         copy_into(&stage, &lib, &lib)?;
     }
     let init = stage.join("init");
-    std::fs::write(&init, init_script(binaries, filter))?;
+    let mut script = init_script(binaries, filter, &extras.init);
+    if !extras.after.is_empty() {
+        let done = format!("echo \"{MARK} done\"");
+        script = script.replacen(&done, &format!("{}\n{done}", extras.after.join("\n")), 1);
+    }
+    if extras.switch_root {
+        std::fs::create_dir_all(stage.join("newroot"))?;
+        script = script.replacen("B=/bin/busybox\n", &format!("B=/bin/busybox\n{SWITCH_ROOT}"), 1);
+    }
+    std::fs::write(&init, script)?;
     set_executable(&init)?;
-    let image = dir.join("initramfs.cpio.gz");
+    let image = dir.join(format!("{name}.cpio.gz"));
     let pack = format!(
         "cd '{}' && find . -print0 | cpio --null -o -H newc --quiet | gzip -1 > '{}'",
         stage.display(),
@@ -221,7 +353,8 @@ fn build_initramfs(dir: &Path, binaries: &[(String, PathBuf)], filter: Option<&s
 fn shared_libraries(elves: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut libs: Vec<PathBuf> = Vec::new();
     for elf in elves {
-        let text = output(Command::new("ldd").arg(elf)).with_context(|| format!("ldd {} failed", elf.display()))?;
+        // A static binary or a kernel module has none (ldd fails on it).
+        let Some(text) = output(Command::new("ldd").arg(elf)) else { continue };
         for line in text.lines() {
             // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or
             // "/lib64/ld-linux-x86-64.so.2 (0x…)".
@@ -255,7 +388,7 @@ fn set_executable(path: &Path) -> Result<()> {
 
 /// PID 1 of the VM: mount what the agent and tests read, delegate the
 /// memory controller, run each test binary, report, power off.
-fn init_script(binaries: &[(String, PathBuf)], filter: Option<&str>) -> String {
+fn init_script(binaries: &[(String, PathBuf)], filter: Option<&str>, extra: &[String]) -> String {
     let filter_arg = filter.map(|f| format!(" '{}'", f.replace('\'', ""))).unwrap_or_default();
     let mut s = String::from(
         "#!/bin/busybox sh\n\
@@ -280,6 +413,10 @@ fn init_script(binaries: &[(String, PathBuf)], filter: Option<&str>) -> String {
             "echo \"{MARK} {tp} fields: $($B sed -n 's/.*field:[^;]* \\([a-z_]*\\)\\(\\[[0-9]*\\]\\)*;.*/\\1/p' /sys/kernel/tracing/events/{tp}/format | $B tr '\\n' ' ')\"\n"
         ));
     }
+    for line in extra {
+        s.push_str(line);
+        s.push('\n');
+    }
     for (name, _) in binaries {
         s.push_str(&format!("/tests/{name} --test-threads=1{filter_arg}\n"));
         s.push_str(&format!("echo \"{MARK} binary {name} exit $?\"\n"));
@@ -287,6 +424,16 @@ fn init_script(binaries: &[(String, PathBuf)], filter: Option<&str>) -> String {
     s.push_str(&format!("echo \"{MARK} done\"\n$B poweroff -f\n"));
     s
 }
+
+/// The first lines of an init that moves itself into a tmpfs and starts
+/// again from there (`switch_root` frees the initramfs).
+const SWITCH_ROOT: &str = "if [ -z \"$SANDWATCH_SWITCHED\" ]; then\n\
+    $B mount -t tmpfs -o size=90% root /newroot\n\
+    for d in /*; do [ \"$d\" = /newroot ] || [ \"$d\" = /proc ] || [ \"$d\" = /sys ] || [ \"$d\" = /dev ] || $B cp -a \"$d\" /newroot/; done\n\
+    $B mkdir -p /newroot/proc /newroot/sys /newroot/dev\n\
+    export SANDWATCH_SWITCHED=1\n\
+    exec $B switch_root /newroot /init\n\
+fi\n";
 
 struct Outcome {
     tally: Tally,
@@ -310,12 +457,13 @@ impl Outcome {
     }
 }
 
-fn boot(dir: &Path, kernel: &Kernel, initramfs: &Path, timeout: Duration) -> Result<Outcome> {
-    let log_path = dir.join(format!("{}.log", kernel.release));
+fn boot(dir: &Path, kernel: &Kernel, initramfs: &Path, timeout: Duration, what: &str, memory_mib: u32) -> Result<Outcome> {
+    let tag = if what.is_empty() { String::new() } else { "-runtime".to_string() };
+    let log_path = dir.join(format!("{}{tag}.log", kernel.release));
     let mut log = std::fs::File::create(&log_path)?;
-    println!("vm: booting {} under QEMU (TCG), cgroup v2", kernel.release);
+    println!("vm: booting {} under QEMU (TCG), cgroup v2{what}", kernel.release);
     let mut child = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-m", "2048", "-smp", "2", "-no-reboot"])
+        .args(["-accel", "tcg", "-m", &memory_mib.to_string(), "-smp", "2", "-no-reboot"])
         .args(["-display", "none", "-monitor", "none", "-serial", "stdio"])
         .arg("-kernel")
         .arg(&kernel.vmlinuz)
@@ -381,10 +529,11 @@ mod tests {
     #[test]
     fn init_runs_every_binary_and_reports() {
         let bins = vec![("pipeline".to_string(), PathBuf::from("/a")), ("pods".to_string(), PathBuf::from("/b"))];
-        let s = init_script(&bins, Some("oom"));
+        let s = init_script(&bins, Some("oom"), &["$B ip link set lo up".to_string()]);
         assert!(s.contains("/tests/pipeline --test-threads=1 'oom'\n"));
         assert!(s.contains("/tests/pods --test-threads=1 'oom'\n"));
         assert!(s.contains("cgroup.subtree_control"));
+        assert!(s.find("ip link set lo up") < s.find("/tests/pipeline"), "extra lines before the tests");
         assert!(s.trim_end().ends_with("poweroff -f"));
     }
 
