@@ -34,6 +34,10 @@ const TEST_PACKAGES: &[&str] = &[
     "buildah",
     "bpftrace",
     "bpftool",
+    // The runtime VM unpacks the kernel's overlay module; the test CNI
+    // plugin sets the pod's eth0 up with `ip`.
+    "xz-utils",
+    "iproute2",
 ];
 
 pub fn run() -> Result<()> {
