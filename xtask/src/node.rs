@@ -46,6 +46,59 @@ pub fn storm(forks: u32, workers: u32) -> Result<Duration> {
     Ok(start.elapsed())
 }
 
+/// A storm whose processes live in the cgroup of `procs` (a pod's
+/// container, which the kernel tracks): every exit is streamed, unlike a
+/// host storm's, which the kernel only counts.
+pub fn storm_in(procs: &Path, forks: u32, workers: u32) -> Result<Duration> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(procs.as_os_str().as_bytes())?;
+    let start = Instant::now();
+    let mut children = Vec::new();
+    for w in 0..workers.max(1) {
+        let n = forks / workers.max(1) + u32::from(w < forks % workers.max(1));
+        // SAFETY: the child makes async-signal-safe calls only (open,
+        // write, close, fork, waitpid, _exit); the parent reaps it.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                // "0" moves the writing process (v1 and v2 alike).
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
+                    libc::_exit(2);
+                }
+                libc::close(fd);
+                for _ in 0..n {
+                    let c = libc::fork();
+                    if c == 0 {
+                        libc::_exit(0);
+                    }
+                    if c < 0 {
+                        libc::_exit(3);
+                    }
+                    let mut status = 0;
+                    libc::waitpid(c, &mut status, 0);
+                }
+                libc::_exit(0);
+            }
+        }
+        if pid < 0 {
+            bail!("fork failed");
+        }
+        children.push(pid);
+    }
+    let mut failed = false;
+    for pid in children {
+        let mut status = 0;
+        // SAFETY: waitpid of our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        failed |= !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    }
+    if failed {
+        bail!("a storm worker failed (cannot join {} or fork)", procs.display());
+    }
+    Ok(start.elapsed())
+}
+
 pub fn workers() -> u32 {
     std::thread::available_parallelism().map_or(2, |n| n.get() as u32)
 }

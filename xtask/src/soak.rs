@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::node::{sh, storm, workers, Agent, OwnCgroup};
+use crate::node::{sh, storm, storm_in, workers, Agent, OwnCgroup};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -124,13 +124,18 @@ impl Soak<'_> {
     }
 
     /// Stalls the agent and runs a storm big enough to overflow its ring
-    /// buffer; returns the kernel drops it caused.
-    fn overload(&self) -> Result<f64> {
+    /// buffer, in a pod's container (host exits are only counted in the
+    /// kernel, never streamed); returns the kernel drops it caused.
+    fn overload(&self, root: &mut OwnCgroup) -> Result<f64> {
         let dropped = |a: &Agent| a.value("sandwatch_events_dropped_total{stage=\"kernel\"}");
+        let pod = format!("kubepods/besteffort/pod{:08x}-1111-4000-8000-{:012x}", self.starts, std::process::id());
+        let container = root.child(&format!("{pod}/{}", "ee".repeat(32)))?;
         let before = dropped(&self.agent);
         self.agent.signal(libc::SIGSTOP);
-        let result = storm(30_000, workers());
+        let result = storm_in(&container.join("cgroup.procs"), 60_000, workers());
         self.agent.signal(libc::SIGCONT);
+        let pod_dir = root.dir().join(&pod);
+        root.remove(&pod_dir);
         result?;
         let mut after = before;
         wait_until(Duration::from_secs(10), || {
@@ -194,7 +199,7 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
         root.remove(&dir);
 
         if cycle % 4 == 1 {
-            overload_drops += soak.overload()?;
+            overload_drops += soak.overload(&mut root)?;
         }
         if cycle % 5 == 0 && Instant::now() < restarts_until {
             soak.restart()?;
@@ -209,7 +214,7 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
         }
         if rss_base.is_none() && Instant::now() >= restarts_until {
             // Warm-up of the last agent includes an overload.
-            overload_drops += soak.overload()?;
+            overload_drops += soak.overload(&mut root)?;
             rss_base = Some(soak.agent.status_kib("VmRSS:"));
         }
         eprintln!("soak: cycle {cycle}, {:.0} s", start.elapsed().as_secs_f64());
