@@ -45,7 +45,9 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
     }
     for signo in [libc::SIGTERM, libc::SIGKILL] {
         let child = sh(&format!("echo $$ > {procs} && exec sleep 30"));
-        std::thread::sleep(Duration::from_millis(100));
+        // Killed only once it is `sleep`: it has joined the tracked cgroup
+        // by then (a slow VM may take longer than any fixed pause).
+        wait_for_comm(child.id(), "sleep");
         // SAFETY: kill(2) of our own child, by pid.
         unsafe { libc::kill(child.id() as i32, signo) };
         expected.insert(
@@ -375,4 +377,16 @@ fn memlock_is_raised_before_5_11_and_refused_without_cap_sys_resource() {
     } else {
         assert_eq!(result, "loaded", "Linux 5.11+ charges maps to the memory cgroup: no capability needed");
     }
+}
+
+/// Waits (up to 10 s) until `pid`'s comm is `comm`.
+fn wait_for_comm(pid: u32, comm: &str) {
+    let path = format!("/proc/{pid}/comm");
+    for _ in 0..1000 {
+        if std::fs::read_to_string(&path).is_ok_and(|c| c.trim_end() == comm) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("pid {pid} never became {comm:?}");
 }

@@ -41,7 +41,7 @@ pub const DEFAULT_KERNELS: &[&str] = &[
 const VM_TESTS: &[&str] = &["pipeline", "pods"];
 
 /// Host programs the tests start (by name, or `/bin/dd` copied as `pause`).
-const HOST_PROGRAMS: &[&str] = &["/bin/sh", "/bin/dd", "/bin/sleep"];
+const HOST_PROGRAMS: &[&str] = &["/bin/sh", "/bin/dd", "/bin/sleep", "/bin/true"];
 
 /// The runtime tests on cgroup v2 — what the host runs on v1 — with a real
 /// containerd 2.x (sid's, unpacked by `cargo xtask setup`) and bookworm's
