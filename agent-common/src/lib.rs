@@ -239,6 +239,11 @@ pub struct TaskOffsets {
     /// `signal_struct.nr_threads`: a process with one thread has no other
     /// thread to race with for being last.
     pub signal_nr_threads: u32,
+    /// `signal_struct.sum_sched_runtime`: grows as each released thread's
+    /// run time is added, so it is 0 while no thread of the process has
+    /// been released. `nr_threads` of 1 alone would also describe a leader
+    /// whose threads have already claimed the end and gone.
+    pub signal_sum_runtime: u32,
     /// `task_struct.comm`, and what the attach probe reads from the raw
     /// tracepoint's `struct cgroup *`: `cgroup.root` →
     /// `cgroup_root.hierarchy_id`, `cgroup.level`, `cgroup.kn` →
@@ -249,7 +254,6 @@ pub struct TaskOffsets {
     pub cgroup_level: u32,
     pub cgroup_kn: u32,
     pub kn_id: u32,
-    pub _pad: u32,
 }
 
 /// Process names (comm, NUL-padded) of container runtimes: their exits are
@@ -333,13 +337,13 @@ impl TaskOffsets {
         signal: ABSENT,
         signal_live: ABSENT,
         signal_nr_threads: ABSENT,
+        signal_sum_runtime: ABSENT,
         comm: ABSENT,
         cgroup_root: ABSENT,
         root_hierarchy_id: ABSENT,
         cgroup_level: ABSENT,
         cgroup_kn: ABSENT,
         kn_id: ABSENT,
-        _pad: 0,
     };
 }
 

@@ -249,8 +249,9 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
 
 /// For kernels whose exit tracepoint has no `group_dead`: `do_exit`
 /// decrements `signal->live` before the tracepoint, so the last thread sees
-/// 0. A process of one thread is done then; threads exiting together may
-/// all see 0, and the first to claim the process in `ENDED` reports it.
+/// 0. A process that never had another thread is done then; threads
+/// exiting together may all see 0, and the first to claim the process in
+/// `ENDED` reports it.
 #[inline(always)]
 fn last_thread(task: *const u8, to: &TaskOffsets, tgid: u32) -> bool {
     let signal: *const u8 = member(task, to.signal).unwrap_or(core::ptr::null());
@@ -260,9 +261,13 @@ fn last_thread(task: *const u8, to: &TaskOffsets, tgid: u32) -> bool {
     if live != 0 {
         return false;
     }
-    // Reaped threads leave `nr_threads` only later (release_task): one
-    // means this task was the only one.
-    if member::<i32>(signal, to.signal_nr_threads).is_ok_and(|n| n <= 1) {
+    // Reaped threads leave `nr_threads` only later (release_task), adding
+    // their run time as they go: one thread and no run time added means
+    // this task was the only one. (A leader whose threads have already
+    // claimed the end and been released also sees one thread.)
+    let alone = member::<i32>(signal, to.signal_nr_threads).is_ok_and(|n| n <= 1)
+        && member::<u64>(signal, to.signal_sum_runtime).is_ok_and(|t| t == 0);
+    if alone {
         return true;
     }
     let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);

@@ -153,6 +153,7 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
         ("task_struct", "signal"),
         ("signal_struct", "live"),
         ("signal_struct", "nr_threads"),
+        ("signal_struct", "sum_sched_runtime"),
         ("task_struct", "comm"),
         ("cgroup", "root"),
         ("cgroup_root", "hierarchy_id"),
@@ -170,13 +171,13 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
         signal: o[6],
         signal_live: o[7],
         signal_nr_threads: o[8],
-        comm: o[9],
-        cgroup_root: o[10],
-        root_hierarchy_id: o[11],
-        cgroup_level: o[12],
-        cgroup_kn: o[13],
-        kn_id: o[14],
-        _pad: 0,
+        signal_sum_runtime: o[9],
+        comm: o[10],
+        cgroup_root: o[11],
+        root_hierarchy_id: o[12],
+        cgroup_level: o[13],
+        cgroup_kn: o[14],
+        kn_id: o[15],
     })
 }
 
