@@ -82,7 +82,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     let node = config.node_name.clone().unwrap_or_else(hostname);
     let hub = EventHub::new(&registry, &node, config.max_event_subscribers as usize)?;
-    let mut watchdog = Watchdog::new(PodMetrics::register(&registry, config.churn())?)
+    let pod_metrics = PodMetrics::register(&registry, config.churn())?;
+    let mut watchdog = Watchdog::new(pod_metrics.clone())
         .with_events(hub.clone())
         .with_runtime(side)
         .with_loss_watch(LossWatch::new(pipeline.stats.clone(), Some(pipeline.kernel.clone())))
@@ -97,7 +98,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         };
         tokio::spawn(containerd::follow(stream, runtime_tx, runtime_metrics.stream.clone(), shutdown.clone()));
     }
-    let state = server::ServerState::with_events(registry, Some(hub.clone()));
+    let state = server::ServerState::agent(registry, Some(hub.clone()), Some(pod_metrics));
     let server_task = tokio::spawn(server::serve(listener, state.clone(), shutdown.clone()));
 
     // What exists already, then what the kernel reports from here on.

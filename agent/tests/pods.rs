@@ -14,7 +14,7 @@ use sandwatch::{
     pipeline::Pipeline,
     probes::ProbeOptions,
     telemetry::{
-        metrics::render,
+        metrics::render_with,
         pods::{ChurnSettings, PodMetrics},
     },
     watchdog::Watchdog,
@@ -78,7 +78,8 @@ impl Watch {
     }
 
     fn text(&self) -> String {
-        render(&self.prom).expect("render")
+        let pods = self.watchdog.metrics.pod_series_text().expect("per-pod series");
+        render_with(&self.prom, &[pods]).expect("render")
     }
 }
 

@@ -10,6 +10,7 @@ use std::{
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
+use super::metrics::render;
 use crate::model::{
     DeathCause, ExitReport, LateReason, Names, OomEvent, OomReport, OomScope, Outcome, QosClass,
     Registry as PodRegistry, Source, TaskRole,
@@ -80,9 +81,15 @@ const MAX_RETIRING: usize = 16384;
 type PodLabels = [String; 6];
 
 /// Per-pod series with a cap: the least recently updated one is dropped
-/// (and counted) to make room for a new one.
+/// (and counted) to make room for a new one. The family is most of a
+/// scrape's text at scale, and changes only with OOM kills and expiries:
+/// it lives in its own registry and is rendered once per change, not once
+/// per scrape.
 struct PodSeries {
     counter: IntCounterVec,
+    family: Registry,
+    /// The family as text since its last change (`None`: changed).
+    text: Option<Arc<str>>,
     evicted: IntCounter,
     max: usize,
     /// labels → update sequence number.
@@ -96,6 +103,7 @@ struct PodSeries {
 impl PodSeries {
     fn inc(&mut self, labels: PodLabels) {
         self.seq += 1;
+        self.text = None;
         if !self.last_update.contains_key(&labels) && self.last_update.len() >= self.max {
             let oldest = self
                 .last_update
@@ -119,6 +127,7 @@ impl PodSeries {
         while self.retiring.front().is_some_and(|(_, at)| *at <= now_ns) {
             let Some((pod_uid, _)) = self.retiring.pop_front() else { break };
             let (counter, expired) = (&self.counter, &self.expired);
+            let mut removed = false;
             self.last_update.retain(|labels, _| {
                 if labels[0] != pod_uid {
                     return true;
@@ -127,9 +136,23 @@ impl PodSeries {
                 if counter.remove_label_values(&refs).is_ok() {
                     expired.inc();
                 }
+                removed = true;
                 false
             });
+            if removed {
+                self.text = None;
+            }
         }
+    }
+
+    /// The family's text, rendered again only if it changed.
+    fn text(&mut self) -> Result<Arc<str>, prometheus::Error> {
+        if let Some(text) = &self.text {
+            return Ok(text.clone());
+        }
+        let text: Arc<str> = render(&self.family)?.into();
+        self.text = Some(text.clone());
+        Ok(text)
     }
 }
 
@@ -239,7 +262,8 @@ impl PodMetrics {
             "sandwatch_oom_storm",
             "1 while OOM events in the window are at or above the storm threshold, until they fall to the clear level.",
         )?;
-        registry.register(Box::new(pod_oom_kills.clone()))?;
+        let family = Registry::new();
+        family.register(Box::new(pod_oom_kills.clone()))?;
         registry.register(Box::new(evicted.clone()))?;
         registry.register(Box::new(expired.clone()))?;
         registry.register(Box::new(window.clone()))?;
@@ -270,6 +294,8 @@ impl PodMetrics {
             )?,
             pod_series: Arc::new(Mutex::new(PodSeries {
                 counter: pod_oom_kills,
+                family,
+                text: None,
                 evicted,
                 max: settings.max_pod_series.max(1),
                 last_update: HashMap::new(),
@@ -425,6 +451,15 @@ impl PodMetrics {
         }
     }
 
+    /// `sandwatch_pod_oom_kills_total` in the text format, to serve after
+    /// the registry's families (see `metrics::render_with`).
+    pub fn pod_series_text(&self) -> Result<Arc<str>, prometheus::Error> {
+        match self.pod_series.lock() {
+            Ok(mut series) => series.text(),
+            Err(_) => Err(prometheus::Error::Msg("per-pod series unavailable: a writer panicked".into())),
+        }
+    }
+
     /// Lets the churn window slide on when no kill happens (says if a
     /// storm ended), and removes the series of pods gone longer than their
     /// grace.
@@ -483,7 +518,7 @@ mod tests {
     use super::*;
     use crate::{
         model::{OomReport, Outcome, PodRef, TaskKey},
-        telemetry::metrics::render,
+        telemetry::metrics::render_with,
     };
 
     const SEC: u64 = 1_000_000_000;
@@ -511,10 +546,22 @@ mod tests {
         m.observe_pod_oom(r, &Names::default());
     }
 
-    fn metrics(settings: ChurnSettings) -> (Registry, PodMetrics) {
+    /// A registry and the pod metrics in it, as `/metrics` serves them.
+    struct Served {
+        registry: Registry,
+        m: PodMetrics,
+    }
+
+    impl Served {
+        fn text(&self) -> String {
+            render_with(&self.registry, &[self.m.pod_series_text().unwrap()]).unwrap()
+        }
+    }
+
+    fn metrics(settings: ChurnSettings) -> (Served, PodMetrics) {
         let registry = Registry::new();
         let m = PodMetrics::register(&registry, settings).unwrap();
-        (registry, m)
+        (Served { registry, m: m.clone() }, m)
     }
 
     fn value(text: &str, series: &str) -> Option<f64> {
@@ -530,7 +577,7 @@ mod tests {
         // pod-0's series was evicted long ago; touching pod-9 again keeps it.
         observe(&m, &report(9), 0);
         observe(&m, &report(10), 0);
-        let text = render(&registry).unwrap();
+        let text = registry.text();
         let series = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
         assert_eq!(series, 3, "{text}");
         assert_eq!(value(&text, "sandwatch_pod_series_evicted_total"), Some(8.0));
@@ -545,6 +592,30 @@ mod tests {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
         assert_eq!(total, 12.0);
+    }
+
+    #[test]
+    fn the_kept_pod_family_text_follows_every_change() {
+        let (served, m) = metrics(ChurnSettings { max_pod_series: 2, pod_series_ttl_secs: 10, ..ChurnSettings::default() });
+        let count = |text: &str, pod: &str| value(text, &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"c\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\"}}"));
+        assert_eq!(&*m.pod_series_text().unwrap(), "", "no series, no family");
+        observe(&m, &report(1), 0);
+        let first = m.pod_series_text().unwrap();
+        assert!(std::sync::Arc::ptr_eq(&first, &m.pod_series_text().unwrap()), "unchanged: the same text, not rendered again");
+        assert_eq!(count(&first, "pod-1"), Some(1.0), "{first}");
+        assert!(first.starts_with("# HELP sandwatch_pod_oom_kills_total "), "{first}");
+        // An increment, an eviction and an expiry each show at the next scrape.
+        observe(&m, &report(1), 0);
+        assert_eq!(count(&served.text(), "pod-1"), Some(2.0));
+        observe(&m, &report(2), 0);
+        observe(&m, &report(3), 0);
+        let text = served.text();
+        assert_eq!((count(&text, "pod-1"), count(&text, "pod-3")), (None, Some(1.0)), "{text}");
+        m.pod_gone("pod-3", 0);
+        m.tick(10 * SEC);
+        let text = served.text();
+        assert_eq!((count(&text, "pod-2"), count(&text, "pod-3")), (Some(1.0), None), "{text}");
+        assert_eq!(text.matches("# TYPE sandwatch_pod_oom_kills_total counter").count(), 1, "{text}");
     }
 
     #[test]
@@ -564,7 +635,7 @@ mod tests {
         m.observe_exit(&exit(TaskRole::Sandbox, Outcome::Handled, Some(DeathCause::Oom)));
         m.observe_exit(&exit(TaskRole::Unknown, Outcome::Late(LateReason::ContainerMissing), None));
         m.observe_exit(&exit(TaskRole::Host, Outcome::Host, None));
-        let text = render(&registry).unwrap();
+        let text = registry.text();
         for (series, want) in [
             ("sandwatch_task_exits_total{outcome=\"handled\",role=\"container_child\"}", 2.0),
             ("sandwatch_task_exits_total{outcome=\"handled\",role=\"sandbox\"}", 1.0),
@@ -591,7 +662,7 @@ mod tests {
         }
         m.refresh(&reg);
         m.refresh(&reg);
-        let text = render(&registry).unwrap();
+        let text = registry.text();
         assert_eq!(value(&text, "sandwatch_registry_evictions_total{what=\"tombstone\"}"), Some(3.0), "{text}");
         assert_eq!(value(&text, "sandwatch_registry_evictions_total{what=\"sandbox\"}"), Some(0.0));
     }
@@ -601,12 +672,12 @@ mod tests {
         let (registry, m) = metrics(ChurnSettings { pod_series_ttl_secs: 10, ..ChurnSettings::default() });
         observe(&m, &report(1), 0);
         observe(&m, &report(2), 0);
-        let series = |r: &Registry| render(r).unwrap().lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
+        let series = |r: &Served| r.text().lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
         m.pod_gone("pod-1", 5 * SEC);
         m.tick(14 * SEC);
         assert_eq!(series(&registry), 2, "within the grace: late events still count");
         m.tick(15 * SEC);
-        let text = render(&registry).unwrap();
+        let text = registry.text();
         assert_eq!(series(&registry), 1, "{text}");
         assert!(text.contains("pod_uid=\"pod-2\""), "{text}");
         assert_eq!(value(&text, "sandwatch_pod_series_expired_total"), Some(1.0));
@@ -620,7 +691,7 @@ mod tests {
         observe(&m, &report(1), 0);
         m.pod_gone("pod-1", 0);
         m.tick(u64::MAX / 2);
-        let text = render(&registry).unwrap();
+        let text = registry.text();
         assert!(text.contains("pod_uid=\"pod-1\""), "{text}");
         assert_eq!(value(&text, "sandwatch_pod_series_expired_total"), Some(0.0));
     }
@@ -629,8 +700,8 @@ mod tests {
     fn storm_rises_at_threshold_and_falls_with_hysteresis() {
         let s = ChurnSettings { window_secs: 10, storm_threshold: 4, storm_clear: 1, max_pod_series: 10, ..ChurnSettings::default() };
         let (registry, m) = metrics(s);
-        let storm = |r: &Registry| value(&render(r).unwrap(), "sandwatch_oom_storm");
-        let window = |r: &Registry| value(&render(r).unwrap(), "sandwatch_oom_kills_window{window=\"10s\"}");
+        let storm = |r: &Served| value(&r.text(), "sandwatch_oom_storm");
+        let window = |r: &Served| value(&r.text(), "sandwatch_oom_kills_window{window=\"10s\"}");
         assert_eq!(storm(&registry), Some(0.0));
         for i in 0..3 {
             observe(&m, &report(i), i as u64 * SEC);

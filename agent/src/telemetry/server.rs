@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     events::{EventHub, Filter, Kind},
-    metrics::render,
+    metrics::render_with,
+    pods::PodMetrics,
 };
 
 pub struct ServerState {
@@ -28,19 +29,31 @@ pub struct ServerState {
     pub ready: AtomicBool,
     /// Event records for `/events`; `None`: 404.
     pub events: Option<Arc<EventHub>>,
+    /// The per-pod family, kept as text outside the registry.
+    pub pods: Option<PodMetrics>,
 }
 
 impl ServerState {
     pub fn new(registry: Registry) -> Arc<Self> {
-        Self::with_events(registry, None)
+        Self::agent(registry, None, None)
     }
 
-    pub fn with_events(registry: Registry, events: Option<Arc<EventHub>>) -> Arc<Self> {
+    pub fn agent(registry: Registry, events: Option<Arc<EventHub>>, pods: Option<PodMetrics>) -> Arc<Self> {
         Arc::new(Self {
             registry,
             ready: AtomicBool::new(false),
             events,
+            pods,
         })
+    }
+
+    /// What `/metrics` serves.
+    pub fn render(&self) -> Result<String, prometheus::Error> {
+        let kept = match &self.pods {
+            Some(pods) => vec![pods.pod_series_text()?],
+            None => Vec::new(),
+        };
+        render_with(&self.registry, &kept)
     }
 }
 
@@ -137,7 +150,7 @@ fn route<B>(state: &ServerState, req: &Request<B>) -> Response<Body> {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n", PLAIN);
     }
     match req.uri().path() {
-        "/metrics" => match render(&state.registry) {
+        "/metrics" => match state.render() {
             Ok(body) => text(StatusCode::OK, body, "text/plain; version=0.0.4; charset=utf-8"),
             Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), PLAIN),
         },
