@@ -16,7 +16,7 @@ use crate::{
     },
     probes::{
         cgroups::CgroupLayout,
-        scan::{proc_comm, scan},
+        scan::{cgroups, proc_comm, scan},
         CgroupTracker, KernelCounters,
     },
     runtime::{
@@ -82,13 +82,33 @@ pub struct LossWatch {
     /// Last totals seen: kernel, channel, decode.
     seen: [u64; 3],
     host_exits_seen: u64,
+    /// Losses that may have held a cgroup change, last seen.
+    cgroup_losses_seen: u64,
 }
 
 impl LossWatch {
     pub fn new(stats: Arc<PipelineStats>, kernel: Option<Arc<KernelCounters>>) -> Self {
-        let mut watch = Self { stats, kernel, seen: [0; 3], host_exits_seen: 0 };
+        let mut watch = Self { stats, kernel, seen: [0; 3], host_exits_seen: 0, cgroup_losses_seen: 0 };
         watch.seen = watch.totals();
+        watch.cgroup_losses_seen = watch.cgroup_losses();
         watch
+    }
+
+    /// Events lost that may have been a cgroup's mkdir or rmdir: the
+    /// kernel's drops of those kinds, and every channel or decode loss
+    /// (of any kind).
+    fn cgroup_losses(&self) -> u64 {
+        use agent_common::EventKind::{CgroupMkdir, CgroupRmdir};
+        let kernel: u64 = self.kernel.as_ref().map_or(0, |k| [CgroupMkdir, CgroupRmdir].iter().map(|kind| k.read(*kind as u32).1).sum());
+        kernel + self.stats.channel_dropped() + self.stats.decode_errors_total()
+    }
+
+    /// Whether a cgroup change may have been lost since the last call.
+    pub fn cgroup_change_lost(&mut self) -> bool {
+        let now = self.cgroup_losses();
+        let lost = now > self.cgroup_losses_seen;
+        self.cgroup_losses_seen = now;
+        lost
     }
 
     /// Host process exits the kernel counted since the last call.
@@ -136,6 +156,10 @@ pub struct Watchdog {
     /// Where event records go.
     events: Option<Arc<EventHub>>,
     losses: Option<LossWatch>,
+    /// When the cgroup tree was last read after a loss (boot time, ns): a
+    /// mkdir produced before it may name a cgroup the read did not see
+    /// because it was gone already, its rmdir lost.
+    resynced_ns: u64,
     /// The kernel's tracked-cgroup map: fed the model's verdicts.
     tracker: Option<CgroupTracker>,
     /// Threads of pod cgroups put into the kernel's task table at start-up.
@@ -232,6 +256,7 @@ impl Watchdog {
             metrics,
             runtime: None,
             layout: None,
+            resynced_ns: 0,
             mode_checks: VecDeque::new(),
             awaiting_names: VecDeque::new(),
             events: None,
@@ -440,6 +465,10 @@ impl Watchdog {
             }
             _ => event,
         };
+        let gone_already = match event {
+            Event::CgroupMkdir(c) => self.gone_already(c),
+            _ => None,
+        };
         let mut report = self.dispatcher.dispatch(event, now);
         if let (Event::OomKill(o), Some(Report::Oom(r))) = (event, report.as_mut()) {
             let container = o.victim.and_then(|v| self.dispatcher.registry.container_of(v.cgroup_id));
@@ -491,7 +520,25 @@ impl Watchdog {
             self.metrics.pod_gone(&pod_uid, now);
         }
         self.metrics.refresh(&self.dispatcher.registry);
+        if let Some(rmdir) = gone_already {
+            self.handle(&rmdir);
+            self.metrics.observe_resync_changes(0, 1);
+        }
         report
+    }
+
+    /// For a mkdir produced before the last re-read of the tree (it waited
+    /// in the ring buffer meanwhile) of a cgroup that is not there now:
+    /// the rmdir that must follow, since its own may be one of the lost.
+    fn gone_already(&self, c: &crate::events::decode::CgroupChange) -> Option<Event> {
+        if c.ts_ns >= self.resynced_ns || c.truncated || crate::model::cgroup_path::parse(&c.path).is_none() {
+            return None;
+        }
+        let layout = self.layout.as_ref()?;
+        if layout.cgroup_id(&c.path).is_ok_and(|id| id == c.cgroup_id) {
+            return None;
+        }
+        Some(Event::CgroupRmdir(crate::events::decode::CgroupChange { ts_ns: boottime_ns(), path: String::new(), ..c.clone() }))
     }
 
     /// Applies one event of the runtime's stream; returns the report of a
@@ -551,6 +598,9 @@ impl Watchdog {
             self.storm_edge(edge);
         }
         self.label_awaiting(now);
+        if self.losses.as_mut().is_some_and(LossWatch::cgroup_change_lost) {
+            self.resync();
+        }
         self.publish_losses();
         let Some(side) = self.runtime.as_mut() else { return };
         side.ticks += 1;
@@ -563,6 +613,58 @@ impl Watchdog {
             side.correlator.expire(now);
             side.publish_expired();
         }
+    }
+
+    /// After a loss that may have held cgroup changes: the registry is
+    /// compared with the cgroup tree as it is, and each difference applied
+    /// as the lost mkdir or rmdir would have been (a pod torn down in the
+    /// gap goes, one created in it is known). Returns (created, removed).
+    pub fn resync(&mut self) -> (u64, u64) {
+        let Some(layout) = self.layout.clone() else { return (0, 0) };
+        let now = boottime_ns();
+        self.resynced_ns = now;
+        let tree = cgroups(&layout, now);
+        let present: std::collections::HashSet<u64> = tree
+            .iter()
+            .filter_map(|e| match e {
+                Event::CgroupMkdir(c) => Some(c.cgroup_id),
+                _ => None,
+            })
+            .collect();
+        // A walk cut short at its bound has not seen every cgroup: nothing
+        // is taken for gone then.
+        let gone: Vec<u64> = if tree.len() >= crate::probes::scan::MAX_CGROUPS {
+            Vec::new()
+        } else {
+            self.dispatcher.registry.known_cgroups().filter(|id| !present.contains(id)).collect()
+        };
+        let mut created = 0;
+        for event in &tree {
+            let Event::CgroupMkdir(c) = event else { continue };
+            // Only pods' cgroups matter to the model; parents come first.
+            if crate::model::cgroup_path::parse(&c.path).is_none() || self.dispatcher.registry.owner(c.cgroup_id).is_some() {
+                continue;
+            }
+            self.handle(event);
+            created += u64::from(self.dispatcher.registry.owner(c.cgroup_id).is_some());
+        }
+        let removed = gone.len() as u64;
+        for cgroup_id in gone {
+            self.handle(&Event::CgroupRmdir(crate::events::decode::CgroupChange {
+                ts_ns: now,
+                hierarchy_id: layout.hierarchy_id(),
+                level: 0,
+                cgroup_id,
+                path: String::new(),
+                truncated: false,
+            }));
+        }
+        self.metrics.observe_resync();
+        self.metrics.observe_resync_changes(created, removed);
+        if created + removed > 0 {
+            log::warn!("cgroup changes were lost with dropped events: the cgroup tree was read again, {created} cgroups created and {removed} removed meanwhile applied");
+        }
+        (created, removed)
     }
 
     /// At shutdown: what still waits (an OOM event's burst, names for a

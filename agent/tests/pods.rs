@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use prometheus::Registry as PromRegistry;
 use sandwatch::{
+    events::Event,
     model::{DeathCause, Outcome, Report, TaskRole},
     pipeline::Pipeline,
     probes::ProbeOptions,
@@ -17,7 +18,7 @@ use sandwatch::{
         metrics::render_with,
         pods::{ChurnSettings, PodMetrics},
     },
-    watchdog::Watchdog,
+    watchdog::{LossWatch, Watchdog},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +26,9 @@ use harness::{cid, metric, require_root, KubePod};
 
 const UID_GROUP: &str = "5d2a7c1e-0001-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_SINGLE: &str = "5d2a7c1e-0002-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_GONE: &str = "5d2a7c1e-0003-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_BORN: &str = "5d2a7c1e-0004-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_LATE: &str = "5d2a7c1e-0005-4a6d-8e9f-0a1b2c3d4e5f";
 
 const UID: &str = "5d2a7c1e-3b4f-4a6d-8e9f-0a1b2c3d4e5f";
 
@@ -59,7 +63,8 @@ impl Watch {
         let metrics = PodMetrics::register(&prom, ChurnSettings::default()).expect("metrics");
         // As the agent: the kernel streams only what the model says is a
         // pod's (and what is new, until the model says otherwise).
-        let mut watchdog = Watchdog::new(metrics).with_tracker(pipeline.probes.take_tracker());
+        let losses = LossWatch::new(pipeline.stats.clone(), Some(pipeline.kernel.clone()));
+        let mut watchdog = Watchdog::new(metrics).with_tracker(pipeline.probes.take_tracker()).with_loss_watch(losses);
         watchdog.discover(pipeline.probes.layout());
         Self { pipeline, watchdog, prom }
     }
@@ -75,6 +80,21 @@ impl Watch {
             }
         }
         reports
+    }
+
+    /// Handles events for `period`, except those `lost` picks: they never
+    /// reach the watchdog, as if a full ring buffer had dropped them.
+    async fn losing(&mut self, period: Duration, lost: impl Fn(&Event) -> bool) -> usize {
+        let deadline = tokio::time::Instant::now() + period;
+        let mut dropped = 0;
+        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, self.pipeline.events.next()).await {
+            if lost(&event) {
+                dropped += 1;
+            } else {
+                self.watchdog.handle(&event);
+            }
+        }
+        dropped
     }
 
     fn text(&self) -> String {
@@ -336,5 +356,68 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     assert_eq!(scope_process, Some(if v2 { 1.0 } else { 2.0 }), "{text}");
     drop(grouped);
     drop(single);
+    watch.pipeline.stop().await;
+}
+
+/// Cgroup changes lost on the way (kept from the watchdog here, as a full
+/// ring buffer or channel loses them): once a loss is counted, the next
+/// tick reads the cgroup tree again — the pod torn down in the gap leaves
+/// the registry, the one created in it is known — and counts what it did.
+#[tokio::test(flavor = "current_thread")]
+async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
+    let mut watch = Watch::start();
+    let gone = KubePod::build("resync-gone", UID_GONE, false, 2);
+    let _ = watch.until(Duration::from_millis(300), |_| false).await;
+    assert!(watch.watchdog.registry().sandbox(UID_GONE).is_some(), "the pod is known from its mkdir");
+
+    let cgroup_change = |e: &Event| matches!(e, Event::CgroupMkdir(_) | Event::CgroupRmdir(_));
+    drop(gone);
+    let born = KubePod::build("resync-born", UID_BORN, false, 2);
+    let lost = watch.losing(Duration::from_millis(500), cgroup_change).await;
+    assert!(lost >= 6, "the teardown's and the creation's mkdir and rmdir kept away: {lost}");
+    let stale = |w: &Watch| w.watchdog.registry().sandbox(UID_GONE).is_some() && w.watchdog.registry().sandbox(UID_BORN).is_none();
+    assert!(stale(&watch), "without those events the registry is stale");
+    watch.watchdog.tick();
+    assert!(stale(&watch), "no loss counted, no re-read");
+
+    watch.pipeline.stats.channel_drop();
+    watch.watchdog.tick();
+    let reg = watch.watchdog.registry();
+    assert!(reg.sandbox(UID_GONE).is_none(), "the pod torn down in the gap is gone");
+    let born_sandbox = reg.sandbox(UID_BORN).expect("the pod created in the gap is known");
+    assert_eq!(born_sandbox.sandbox_container.as_ref().map(|c| c.cgroup_id), Some(born.cgroup_id(0)));
+    assert_eq!(born_sandbox.containers.len(), 1, "and its app container");
+    let text = watch.text();
+    assert_eq!(metric(&text, "sandwatch_cgroup_resyncs_total"), Some(1.0), "{text}");
+    let change = |c: &str| metric(&text, &format!("sandwatch_cgroup_resync_changes_total{{change=\"{c}\"}}")).unwrap_or(0.0);
+    assert!(change("created") >= 3.0 && change("removed") >= 3.0, "pod and two containers each way: {text}");
+    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(1.0), "{text}");
+
+    // Nothing lost since: the next tick reads nothing.
+    watch.watchdog.tick();
+    assert_eq!(metric(&watch.text(), "sandwatch_cgroup_resyncs_total"), Some(1.0));
+
+    // A pod made and torn down while its events wait (the reader is
+    // behind), the tree read again meanwhile, then its rmdirs lost: its
+    // mkdirs, older than the read, name cgroups that are gone by then.
+    let removed_before = change("removed");
+    let late = KubePod::build("resync-late", UID_LATE, false, 2);
+    drop(late);
+    watch.pipeline.stats.channel_drop();
+    watch.watchdog.tick();
+    let lost = watch.losing(Duration::from_millis(500), |e| matches!(e, Event::CgroupRmdir(_))).await;
+    assert!(lost >= 3, "the late pod's rmdirs kept away: {lost}");
+    assert!(watch.watchdog.registry().sandbox(UID_LATE).is_none(), "a mkdir of a cgroup gone before the read does not bring it back");
+    let text = watch.text();
+    assert_eq!(metric(&text, "sandwatch_cgroup_resyncs_total"), Some(2.0), "{text}");
+    let removed = metric(&text, "sandwatch_cgroup_resync_changes_total{change=\"removed\"}").unwrap_or(0.0);
+    assert!(removed - removed_before >= 3.0, "pod and two containers: {text}");
+    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(1.0), "{text}");
+
+    // The real events of the next teardown go through as always.
+    drop(born);
+    let _ = watch.until(Duration::from_millis(500), |_| false).await;
+    assert!(watch.watchdog.registry().sandbox(UID_BORN).is_none());
+    assert_eq!(metric(&watch.text(), "sandwatch_tracked_sandboxes"), Some(0.0));
     watch.pipeline.stop().await;
 }

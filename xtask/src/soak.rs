@@ -252,6 +252,9 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
     }
     let decode_drops = agent.value("sandwatch_events_dropped_total{stage=\"decode\"}");
     let channel_drops = agent.value("sandwatch_events_dropped_total{stage=\"channel\"}");
+    let resyncs = agent.value("sandwatch_cgroup_resyncs_total");
+    let recovered = agent.value("sandwatch_cgroup_resync_changes_total{change=\"created\"}")
+        + agent.value("sandwatch_cgroup_resync_changes_total{change=\"removed\"}");
     let rss_end = agent.status_kib("VmRSS:");
     let rss_base = rss_base.unwrap_or(rss_end);
     let growth = (rss_end as f64 - rss_base as f64) / rss_base.max(1) as f64;
@@ -272,6 +275,7 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
     println!("| kernel drops caused by stalling the agent | {overload_drops} | > 0, all counted |");
     println!("| produced == delivered + dropped, per kind | {} | yes |", if balanced { "yes" } else { "no" });
     println!("| channel / decode drops | {channel_drops} / {decode_drops} | decode 0 |");
+    println!("| cgroup tree re-reads after lost cgroup events (last agent) / changes applied | {resyncs} / {recovered} | registry empty after teardown |");
     println!("| RSS after warm-up → end | {:.1} → {:.1} MiB ({:+.1} %) | < +10 % |", rss_base as f64 / 1024.0, rss_end as f64 / 1024.0, growth * 100.0);
     println!("| panic or error lines in agent logs | {} | 0 |", bad.len());
     if ooms_counted != oom_expected || overload_drops <= 0.0 || decode_drops > 0.0 || growth >= 0.10 || !bad.is_empty() {

@@ -316,6 +316,11 @@ impl Registry {
         self.cgroups.get(&cgroup_id)
     }
 
+    /// Every cgroup the registry holds: pods', containers' and the host's.
+    pub fn known_cgroups(&self) -> impl Iterator<Item = u64> + '_ {
+        self.cgroups.keys().chain(self.host_cgroups.iter()).copied()
+    }
+
     pub fn tombstone(&self, cgroup_id: u64) -> Option<&Tombstone> {
         self.tombstones.get(&cgroup_id)
     }

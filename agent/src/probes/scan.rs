@@ -23,7 +23,7 @@ use crate::{
 const MAX_DEPTH: usize = 32;
 /// At most this many cgroups are reported, so a pathological tree cannot
 /// stall start-up.
-const MAX_CGROUPS: usize = 100_000;
+pub const MAX_CGROUPS: usize = 100_000;
 
 /// Synthetic mkdir and attach events for what exists now; `now_ns` stamps them.
 pub fn scan(layout: &CgroupLayout, now_ns: u64) -> Vec<Event> {
@@ -31,6 +31,14 @@ pub fn scan(layout: &CgroupLayout, now_ns: u64) -> Vec<Event> {
     let mut pod_cgroups: HashMap<String, u64> = HashMap::new();
     walk(layout, "", 0, now_ns, &mut events, &mut pod_cgroups);
     events.extend(attachments(layout, &pod_cgroups, now_ns));
+    events
+}
+
+/// Synthetic mkdir events for the cgroups that exist now, parents first
+/// (no /proc walk).
+pub fn cgroups(layout: &CgroupLayout, now_ns: u64) -> Vec<Event> {
+    let mut events = Vec::new();
+    walk(layout, "", 0, now_ns, &mut events, &mut HashMap::new());
     events
 }
 

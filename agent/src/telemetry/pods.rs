@@ -230,6 +230,9 @@ pub struct PodMetrics {
     tracked_processes: IntGauge,
     /// What the registry refused or forgot because a bound was reached.
     registry_evictions: IntCounterVec,
+    /// Re-reads of the cgroup tree after lost events, and what they applied.
+    resyncs: IntCounter,
+    resync_changes: IntCounterVec,
     /// Registry generation the gauges were last computed for.
     refreshed: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -341,6 +344,17 @@ impl PodMetrics {
                 ),
                 &["what"],
             )?,
+            resyncs: IntCounter::new(
+                "sandwatch_cgroup_resyncs_total",
+                "Re-reads of the cgroup tree after events that may have held cgroup changes were lost.",
+            )?,
+            resync_changes: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_cgroup_resync_changes_total",
+                    "Cgroup changes missed with lost events and applied from the cgroup tree, by change.",
+                ),
+                &["change"],
+            )?,
             refreshed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
         };
         registry.register(Box::new(m.oom_kills.clone()))?;
@@ -354,6 +368,11 @@ impl PodMetrics {
         registry.register(Box::new(m.tracked_containers.clone()))?;
         registry.register(Box::new(m.tracked_processes.clone()))?;
         registry.register(Box::new(m.registry_evictions.clone()))?;
+        registry.register(Box::new(m.resyncs.clone()))?;
+        registry.register(Box::new(m.resync_changes.clone()))?;
+        for change in ["created", "removed"] {
+            m.resync_changes.with_label_values(&[change]);
+        }
         for what in EVICTION_KINDS {
             m.registry_evictions.with_label_values(&[what]);
         }
@@ -410,6 +429,17 @@ impl PodMetrics {
                 counter.inc_by(n);
             }
         }
+    }
+
+    /// One re-read of the cgroup tree.
+    pub fn observe_resync(&self) {
+        self.resyncs.inc();
+    }
+
+    /// Cgroup changes found missed and applied.
+    pub fn observe_resync_changes(&self, created: u64, removed: u64) {
+        self.resync_changes.with_label_values(&["created"]).inc_by(created);
+        self.resync_changes.with_label_values(&["removed"]).inc_by(removed);
     }
 
     /// A runtime's TaskExit: only its lateness counts here (the kernel's
