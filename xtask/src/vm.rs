@@ -390,13 +390,16 @@ fn set_executable(path: &Path) -> Result<()> {
 /// memory controller, run each test binary, report, power off.
 fn init_script(binaries: &[(String, PathBuf)], filter: Option<&str>, extra: &[String]) -> String {
     let filter_arg = filter.map(|f| format!(" '{}'", f.replace('\'', ""))).unwrap_or_default();
+    // /tmp gets a tmpfs only when the initramfs put nothing there: a
+    // checkout under /tmp has the tests' compiled paths (containerd, the
+    // agent) below it.
     let mut s = String::from(
         "#!/bin/busybox sh\n\
          B=/bin/busybox\n\
          $B mount -t proc proc /proc\n\
          $B mount -t sysfs sys /sys\n\
          $B mount -t devtmpfs dev /dev\n\
-         $B mount -t tmpfs tmp /tmp\n\
+         [ -z \"$($B ls -A /tmp)\" ] && $B mount -t tmpfs tmp /tmp\n\
          $B mount -t cgroup2 cgroup2 /sys/fs/cgroup\n\
          echo +memory > /sys/fs/cgroup/cgroup.subtree_control\n\
          export PATH=/bin HOME=/tmp TMPDIR=/tmp RUST_BACKTRACE=1\n\
