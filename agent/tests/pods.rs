@@ -334,29 +334,62 @@ async fn group_kill_is_one_event_of_a_whole_container() {
         assert_eq!(metric(&text, "sandwatch_task_exits_total{outcome=\"handled\",role=\"container_init\"}"), Some(1.0), "one container death");
         assert!(metric(&text, "sandwatch_oom_group_containers").is_some_and(|v| v >= 1.0), "{text}");
     } else {
-        assert_eq!(victims.iter().map(|(_, r)| *r).collect::<Vec<_>>(), [TaskRole::ContainerChild], "cgroup v1 kills one process: {reports:#?}");
-        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(1.0), "{text}");
+        let kills = single_mode_kills(&victims, init, grouped.oom_kills(1), "cgroup v1 kills one process at a time");
+        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(kills as f64), "{text}");
         assert_eq!(metric(&text, "sandwatch_oom_group_containers"), Some(0.0));
     }
     assert_eq!(metric(&text, "sandwatch_oom_storm"), Some(0.0));
+    let process_events_before = metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
 
-    // Single-process mode: one child, the container lives on.
+    // Single-process mode: the child, the container lives on.
     single.trigger(1);
     let reports = watch.until(Duration::from_secs(20), |rs| !victims_of(rs, UID_SINGLE).is_empty()).await;
     let mut reports = reports;
     reports.extend(watch.until(Duration::from_millis(500), |_| false).await);
-    assert_eq!(victims_of(&reports, UID_SINGLE).iter().map(|(_, r)| *r).collect::<Vec<_>>(), [TaskRole::ContainerChild]);
+    // A second kill the kernel may still make comes within its count.
+    let missing = (single.oom_kills(1) as usize).saturating_sub(victims_of(&reports, UID_SINGLE).len());
+    if missing > 0 {
+        reports.extend(watch.until(Duration::from_secs(5), |rs| victims_of(rs, UID_SINGLE).len() >= missing).await);
+    }
+    let single_init = single.init_pid(1);
+    let kills = single_mode_kills(&victims_of(&reports, UID_SINGLE), single_init, single.oom_kills(1), "one process per OOM");
     std::thread::sleep(Duration::from_millis(300));
     watch.watchdog.tick();
     let text = watch.text();
-    assert_eq!(pod_series(&text, UID_SINGLE, "container_child"), Some(1.0), "{text}");
-    let init_alive = std::path::Path::new(&format!("/proc/{}", single.init_pid(1))).exists();
-    assert!(init_alive, "the container's init lives on");
-    let scope_process = metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}");
-    assert_eq!(scope_process, Some(if v2 { 1.0 } else { 2.0 }), "{text}");
+    let children = victims_of(&reports, UID_SINGLE).iter().filter(|(pid, _)| *pid != single_init).count();
+    assert_eq!(pod_series(&text, UID_SINGLE, "container_child"), Some(children as f64), "{text}");
+    if kills == 1 {
+        let init_alive = std::path::Path::new(&format!("/proc/{single_init}")).exists();
+        assert!(init_alive, "the container's init lives on");
+    }
+    let scope_process = metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
+    assert_eq!(scope_process - process_events_before, kills as f64, "each kill its own event: {text}");
     drop(grouped);
     drop(single);
     watch.pipeline.stop().await;
+}
+
+/// Checks a container's OOM victims in single-process mode against the
+/// kernel's count of its kills (`kernel`) and returns that count. The first
+/// victim is the allocating child; when memory comes back more slowly than
+/// the next allocation asks for it (seen under emulation, and a known
+/// kernel behaviour), the kernel runs out again and takes another process,
+/// the init perhaps. Every kill is reported, each with the victim's own
+/// role: `container_init` for the init, `container_child` for any other.
+fn single_mode_kills(victims: &[(u32, TaskRole)], init: u32, kernel: u64, what: &str) -> u64 {
+    assert_eq!(victims.len() as u64, kernel, "{what}: as many victims as the kernel's oom_kill: {victims:?}");
+    assert!(
+        victims.first().is_some_and(|(pid, role)| *pid != init && *role == TaskRole::ContainerChild),
+        "{what}: the allocating child first: {victims:?}"
+    );
+    for (pid, role) in victims {
+        let want = if *pid == init { TaskRole::ContainerInit } else { TaskRole::ContainerChild };
+        assert_eq!(*role, want, "{what}: victim {pid} (init {init}): {victims:?}");
+    }
+    if kernel > 1 {
+        eprintln!("{what}: the kernel killed {kernel} processes (memory came back too slowly): {victims:?}");
+    }
+    kernel
 }
 
 /// Cgroup changes lost on the way (kept from the watchdog here, as a full

@@ -422,7 +422,12 @@ fn init_script(binaries: &[(String, PathBuf)], filter: Option<&str>, extra: &[St
     }
     for (name, _) in binaries {
         s.push_str(&format!("/tests/{name} --test-threads=1{filter_arg}\n"));
-        s.push_str(&format!("echo \"{MARK} binary {name} exit $?\"\n"));
+        s.push_str("rc=$?\n");
+        s.push_str(&format!("echo \"{MARK} binary {name} exit $rc\"\n"));
+        // The console shows only critical messages (a printed OOM report
+        // would slow the emulated kernel down); on a failure, the kernel's
+        // own account of its OOM kills goes to the serial log.
+        s.push_str(&format!("[ $rc -eq 0 ] || $B dmesg | $B grep -E 'invoked oom-killer|oom-kill:|Killed process|reaped process' | $B sed 's/^/{MARK} dmesg: /'\n"));
     }
     s.push_str(&format!("echo \"{MARK} done\"\n$B poweroff -f\n"));
     s

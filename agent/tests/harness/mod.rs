@@ -119,6 +119,21 @@ impl TestCgroup {
         }
     }
 
+    /// The kernel's own count of OOM kills of processes in `path` (and
+    /// below): `oom_kill` of `memory.events` on v2, of `memory.oom_control`
+    /// on v1.
+    pub fn oom_kills(&self, path: &str) -> u64 {
+        let file = match self.layout.mode {
+            CgroupMode::V1Memory { .. } => "memory.oom_control",
+            CgroupMode::V2 => "memory.events",
+        };
+        let target = self.layout.dir(path).join(file);
+        let text = std::fs::read_to_string(&target).unwrap_or_else(|e| panic!("cannot read {}: {e}", target.display()));
+        text.lines()
+            .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no oom_kill line in {}: {text}", target.display()))
+    }
+
     /// Removes one cgroup: kill what is inside (only processes this test
     /// started can be there), wait for them to go, rmdir.
     fn remove(layout: &CgroupLayout, path: &str) {
@@ -422,6 +437,11 @@ impl KubePod {
 
     pub fn cgroup_id(&self, i: usize) -> u64 {
         self.cg.id_of(&self.paths[i])
+    }
+
+    /// The kernel's count of OOM kills in container `i`.
+    pub fn oom_kills(&self, i: usize) -> u64 {
+        self.cg.oom_kills(&self.paths[i])
     }
 
     /// Sets container `i`'s `memory.oom.group` as kubelet does on cgroup
