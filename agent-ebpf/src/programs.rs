@@ -101,6 +101,60 @@ fn field<T>(ctx: &TracePointContext, offset: u32) -> Result<Option<T>, i64> {
         .map_err(i64::from)
 }
 
+/// The exit record's layout on every kernel tested (5.10 to 7.2):
+/// `comm` at 8, `pid` at 24, `group_dead` (where present) at 32. Where this
+/// kernel's format file says so, those fields are loaded straight from the
+/// record (the offsets in the instructions, as the verifier requires for a
+/// tracepoint's context) instead of through `bpf_probe_read`, a helper call
+/// each on the hot path; elsewhere the format file's offsets are read.
+const EXIT_COMM_AT: u32 = 8;
+const EXIT_PID_AT: u32 = 24;
+const EXIT_GROUP_DEAD_AT: u32 = 32;
+
+/// `group_dead` of the exit record; `None` when this kernel lacks it.
+#[inline(always)]
+fn exit_group_dead(ctx: &TracePointContext) -> Result<Option<bool>, i64> {
+    let offset = global_field!(TP_OFFSETS, exit_group_dead);
+    if offset == EXIT_GROUP_DEAD_AT {
+        // SAFETY: an aligned load inside the record, at a constant offset.
+        return Ok(Some(unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u8).add(EXIT_GROUP_DEAD_AT as usize)) } != 0));
+    }
+    Ok(field::<u8>(ctx, offset)?.map(|v| v != 0))
+}
+
+/// `comm` of the exit record.
+#[inline(always)]
+fn exit_comm(ctx: &TracePointContext) -> Result<[u8; COMM_LEN], i64> {
+    let offset = global_field!(TP_OFFSETS, exit_comm);
+    if offset == EXIT_COMM_AT {
+        let base = ctx.as_ptr() as *const u8;
+        // SAFETY: two aligned 8-byte loads inside the record, at constant
+        // offsets (a tracepoint's context allows loads of at most 8 bytes).
+        let (lo, hi) = unsafe {
+            (
+                core::ptr::read_volatile(base.add(EXIT_COMM_AT as usize) as *const u64),
+                core::ptr::read_volatile(base.add(EXIT_COMM_AT as usize + 8) as *const u64),
+            )
+        };
+        let mut comm = [0u8; COMM_LEN];
+        comm[..8].copy_from_slice(&lo.to_ne_bytes());
+        comm[8..].copy_from_slice(&hi.to_ne_bytes());
+        return Ok(comm);
+    }
+    Ok(field::<[u8; COMM_LEN]>(ctx, offset)?.unwrap_or([0; COMM_LEN]))
+}
+
+/// `pid` of the exit record; `None` when this kernel lacks it.
+#[inline(always)]
+fn exit_pid(ctx: &TracePointContext) -> Result<Option<u32>, i64> {
+    let offset = global_field!(TP_OFFSETS, exit_pid);
+    if offset == EXIT_PID_AT {
+        // SAFETY: an aligned load inside the record, at a constant offset.
+        return Ok(Some(unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u8).add(EXIT_PID_AT as usize) as *const i32) } as u32));
+    }
+    Ok(field::<i32>(ctx, offset)?.map(|p| p as u32))
+}
+
 /// Copies a `__data_loc char[]` field into `dest`; returns (length, truncated).
 #[inline(always)]
 fn data_loc_str(ctx: &TracePointContext, offset: u32, dest: &mut [u8]) -> (u32, bool) {
@@ -181,17 +235,15 @@ fn is_runtime(comm: &[u8; COMM_LEN]) -> bool {
 /// Thread exits and exits of host processes are only counted; whole
 /// processes of tracked cgroups (pods) and runtimes are streamed.
 fn try_exit(ctx: &TracePointContext) -> ProbeResult {
-    let to = TASK_OFFSETS.load();
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
-    // SAFETY: helper without arguments; the pointer is only probe-read.
-    let task = unsafe { bpf_get_current_task() } as *const u8;
 
     let (cgroup_id, in_pod) = current_place(pid_tgid);
-    let group_dead = match field::<u8>(ctx, global_field!(TP_OFFSETS, exit_group_dead))? {
-        Some(v) => v != 0,
-        None => last_thread(task, &to, tgid),
+    let group_dead = match exit_group_dead(ctx)? {
+        Some(v) => v,
+        // SAFETY: helper without arguments; the pointer is only probe-read.
+        None => last_thread(unsafe { bpf_get_current_task() } as *const u8, &TASK_OFFSETS.load(), tgid),
     };
     // A leader that goes before its threads keeps its entry for them.
     if in_pod && (group_dead || tid != tgid) {
@@ -204,11 +256,15 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
         count(&UNSTREAMED, unstreamed::THREAD_EXITS);
         return Ok(());
     }
-    let comm = field::<[u8; COMM_LEN]>(ctx, global_field!(TP_OFFSETS, exit_comm))?.unwrap_or([0; COMM_LEN]);
+    let comm = exit_comm(ctx)?;
     if !in_pod && !is_runtime(&comm) {
         count(&UNSTREAMED, unstreamed::HOST_EXITS);
         return Ok(());
     }
+
+    let to = TASK_OFFSETS.load();
+    // SAFETY: helper without arguments; the pointer is only probe-read.
+    let task = unsafe { bpf_get_current_task() } as *const u8;
 
     let parent: *const u8 = member(task, to.real_parent).unwrap_or(core::ptr::null());
     let ppid: u32 = member(parent, to.tgid).unwrap_or(0);
@@ -216,7 +272,7 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
     // The process is named by its leader's start, whichever thread is last.
     let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
     let start_ns: u64 = member(leader, to.start_boottime)?;
-    let pid = field::<i32>(ctx, global_field!(TP_OFFSETS, exit_pid))?.map_or(tid, |p| p as u32);
+    let pid = exit_pid(ctx)?.unwrap_or(tid);
 
     // A runtime's process outside the tracked cgroups: the host's (on v1
     // its cgroup is not known here).
