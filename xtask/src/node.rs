@@ -103,15 +103,6 @@ pub fn workers() -> u32 {
     std::thread::available_parallelism().map_or(2, |n| n.get() as u32)
 }
 
-pub fn clock_ticks() -> i64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t
-    } else {
-        100
-    }
-}
 
 /// A cgroup inside this process's own memory cgroup (v1) or unified
 /// cgroup (v2). Dropping it kills what is left inside and removes it and
