@@ -15,6 +15,7 @@ use aya::{
 use super::{
     btf::{Btf, BtfError},
     cgroups::{CgroupError, CgroupLayout},
+    sandbox::{with_reads_only_beneath, Confinement},
     tracefs::{Tracefs, TracefsError},
 };
 
@@ -231,17 +232,27 @@ impl Probes {
         );
 
         // No CO-RE relocations are needed (offsets come in as globals), so
-        // aya need not parse the kernel's BTF: saves ~10 MiB of peak memory.
-        let mut ebpf = EbpfLoader::new()
-            .btf(None)
-            .override_global(names::TP_OFFSETS, &tp_offsets, true)
-            .override_global(names::TASK_OFFSETS, &task, true)
-            .override_global(names::PROBE_CONFIG, &config, true)
-            .override_global(names::RUNTIME_COMMS, &runtime_comms(&opts.runtime_names), true)
-            .map_max_entries(names::EVENTS, rb)
-            .map_max_entries(names::TRACKED, TRACKED_CGROUPS)
-            .map_max_entries(names::TASKS, task_table_size(opts.task_table_entries))
-            .load(OBJECT)?;
+        // aya need not parse the kernel's BTF; its loader reads it anyway
+        // unless the file cannot be read (see `sandbox`). It still reads
+        // the kernel version (/proc) and the CPU list.
+        let comms = runtime_comms(&opts.runtime_names);
+        let tasks = task_table_size(opts.task_table_entries);
+        let (ebpf, confinement) = with_reads_only_beneath(&[Path::new("/proc"), Path::new("/sys/devices/system/cpu")], || {
+            EbpfLoader::new()
+                .btf(None)
+                .override_global(names::TP_OFFSETS, &tp_offsets, true)
+                .override_global(names::TASK_OFFSETS, &task, true)
+                .override_global(names::PROBE_CONFIG, &config, true)
+                .override_global(names::RUNTIME_COMMS, &comms, true)
+                .map_max_entries(names::EVENTS, rb)
+                .map_max_entries(names::TRACKED, TRACKED_CGROUPS)
+                .map_max_entries(names::TASKS, tasks)
+                .load(OBJECT)
+        });
+        if let Confinement::Unconfined(why) = confinement {
+            log::info!("loading with the kernel's BTF parsed by aya (~12 MiB more at start-up): no Landlock ({why})");
+        }
+        let mut ebpf = ebpf?;
         // The logger owns the log map; it must outlive program loading.
         let logger = match aya_log::EbpfLogger::init(&mut ebpf) {
             Ok(logger) => Some(logger),

@@ -4,6 +4,7 @@ pub mod btf;
 pub mod cgroups;
 pub mod loader;
 pub mod reader;
+pub mod sandbox;
 pub mod scan;
 pub mod tracefs;
 
