@@ -368,6 +368,7 @@ pub mod names {
     pub const TP_OFFSETS: &str = "TP_OFFSETS";
     pub const TASK_OFFSETS: &str = "TASK_OFFSETS";
     pub const PROBE_CONFIG: &str = "PROBE_CONFIG";
+    pub const READER: &str = "READER";
 
     pub const PROG_EXIT: &str = "sched_process_exit";
     pub const PROG_FORK: &str = "sched_process_fork";

@@ -5,7 +5,7 @@ use agent_common::{
 };
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
     Global,
 };
 
@@ -78,10 +78,19 @@ macro_rules! global_field {
 }
 pub(crate) use global_field;
 
-/// Submit flags for a routine record: wake the reader only once enough
-/// data is pending (it drains on a timer otherwise).
+/// Slot 0, set by the reader: non-zero while it sleeps without its drain
+/// timer (it found nothing for a while), so that the next routine record
+/// wakes it.
+#[map]
+pub static READER: Array<u32> = Array::with_max_entries(1, 0);
+
+/// Submit flags for a routine record: wake the reader if it sleeps, or once
+/// enough data is pending (it drains on a timer otherwise).
 #[inline(always)]
 pub fn routine_wakeup() -> u64 {
+    if READER.get(0).is_some_and(|asleep| *asleep != 0) {
+        return BPF_RB_FORCE_WAKEUP;
+    }
     let threshold = u64::from(PROBE_CONFIG.load().wakeup_bytes);
     if EVENTS.query(BPF_RB_AVAIL_DATA) >= threshold {
         BPF_RB_FORCE_WAKEUP

@@ -54,6 +54,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         drain_interval: Duration::from_millis(config.drain_interval_ms.into()),
         task_table_entries: config.task_table_entries,
         runtime_names: config.runtime_names.clone(),
+        ..ProbeOptions::default()
     };
     let mut pipeline = Pipeline::start(&opts, config.channel_capacity as usize, shutdown.clone())?;
     let registry = metrics::registry(

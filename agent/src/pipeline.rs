@@ -36,9 +36,9 @@ impl Pipeline {
         let mut tasks = JoinSet::new();
         if let Some(ring) = probes.take_ring() {
             let (stats, shutdown) = (stats.clone(), shutdown.clone());
-            let interval = opts.drain_interval;
+            let pace = reader::Pace { drain: opts.drain_interval, idle_after: opts.idle_after };
             tasks.spawn(async move {
-                if let Err(e) = reader::run(ring, tx, stats, interval, shutdown).await {
+                if let Err(e) = reader::run(ring, tx, stats, pace, shutdown).await {
                     log::error!("ring buffer reader stopped: {e}");
                 }
             });

@@ -1,7 +1,7 @@
 //! Pipeline counters shared by the reader, the decoder and the metrics
 //! collector: plain atomics, so no stage waits on another to count.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use agent_common::{EventKind, KIND_SLOTS};
 
@@ -20,6 +20,28 @@ pub struct PipelineStats {
     decode_errors: [AtomicU64; DecodeError::LABELS.len()],
     /// Decoded events whose task the kernel could not attribute, by kind.
     unattributed: [AtomicU64; KIND_SLOTS as usize],
+    /// Ring-buffer drains, by `DrainCause`.
+    drains: [AtomicU64; DrainCause::LABELS.len()],
+    /// Whether the reader sleeps until a record wakes it.
+    reader_asleep: AtomicBool,
+}
+
+/// Why the reader drained the ring buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainCause {
+    /// Its timer.
+    Timer = 0,
+    /// The kernel woke it (enough data pending, an OOM kill, or a record
+    /// while it slept).
+    Wakeup = 1,
+}
+
+impl DrainCause {
+    pub const LABELS: [&'static str; 2] = ["timer", "wakeup"];
+
+    pub fn label(self) -> &'static str {
+        Self::LABELS[self as usize]
+    }
 }
 
 impl PipelineStats {
@@ -68,6 +90,22 @@ impl PipelineStats {
 
     pub fn decode_errors_total(&self) -> u64 {
         self.decode_errors.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    pub fn reader_drained(&self, cause: DrainCause) {
+        self.drains[cause as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn reader_drains(&self, cause: DrainCause) -> u64 {
+        self.drains[cause as usize].load(Relaxed)
+    }
+
+    pub fn set_reader_asleep(&self, asleep: bool) {
+        self.reader_asleep.store(asleep, Relaxed);
+    }
+
+    pub fn reader_asleep(&self) -> bool {
+        self.reader_asleep.load(Relaxed)
     }
 
     pub fn unattributed_count(&self, kind: EventKind) -> u64 {

@@ -11,7 +11,8 @@ use agent_common::EventKind;
 use sandwatch::{
     events::{Event, ExitStatus},
     pipeline::Pipeline,
-    probes::ProbeOptions,
+    probes::{reader::ASLEEP_DRAIN, ProbeOptions},
+    stats::DrainCause,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -94,6 +95,54 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
     assert!(host_exits.is_empty(), "a host process's exit is not streamed: {host_exits:?}");
     let counted = pipeline.kernel.unstreamed().host_exits - host_before;
     assert!(counted >= 1, "the host process's exit is counted in the kernel");
+    drop(cg);
+    pipeline.stop().await;
+}
+
+/// A reader that found nothing for a while sleeps: the programs' flag is
+/// set, its timer slows to once a second, and the next record — an exit
+/// here — wakes it through the kernel at once instead of waiting for it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_sleeping_reader_is_woken_by_the_next_record() {
+    let idle_after = Duration::from_millis(200);
+    let mut pipeline = start(ProbeOptions { idle_after, ..ProbeOptions::default() });
+    let stats = pipeline.stats.clone();
+    let cg = TestCgroup::create("sleep");
+    let procs = cg.procs_file(&cg.path).display().to_string();
+    let mut child = sh(&format!("echo $$ > {procs} && exec sleep 30"));
+    let pid = child.id();
+    wait_for_comm(pid, "sleep");
+
+    // The cgroup's records came; then nothing (other cgroups created on
+    // the host meanwhile may wake it: it sleeps again after each).
+    let asleep_by = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (timer, woken) = (stats.reader_drains(DrainCause::Timer), stats.reader_drains(DrainCause::Wakeup));
+        if stats.reader_asleep() {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let timer_asleep = stats.reader_drains(DrainCause::Timer) - timer;
+            // Still asleep and not woken meanwhile: 600 ms without records
+            // took at most one timer drain (awake: 24).
+            if stats.reader_asleep() && stats.reader_drains(DrainCause::Wakeup) == woken {
+                assert!(timer_asleep <= 1, "{timer_asleep} timer drains in 600 ms asleep");
+                break;
+            }
+        }
+        assert!(std::time::Instant::now() < asleep_by, "the reader never slept {idle_after:?} after the last record");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let woken = stats.reader_drains(DrainCause::Wakeup);
+    let killed = std::time::Instant::now();
+    // SAFETY: kill(2) of our own child, by pid.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    child.wait().expect("wait child");
+    let ours = |e: &Event| matches!(e, Event::Exit(x) if x.tgid == pid);
+    let exits = collect(&mut pipeline.events, Duration::from_secs(5), ours, |kept| !kept.is_empty()).await;
+    let took = killed.elapsed();
+    assert_eq!(exits.len(), 1, "the exit of pid {pid} arrived");
+    assert!(stats.reader_drains(DrainCause::Wakeup) > woken, "the exit woke the reader");
+    assert!(took < ASLEEP_DRAIN / 2, "the exit took {took:?}: it waited for the sleeping reader's timer");
     drop(cg);
     pipeline.stop().await;
 }

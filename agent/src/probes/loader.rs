@@ -6,7 +6,7 @@ use std::{collections::HashMap, path::Path};
 
 use agent_common::{names, unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, COMM_LEN, MAX_RUNTIME_COMMS};
 use aya::{
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
     programs::{RawTracePoint, TracePoint},
     util::KernelVersion,
     Ebpf, EbpfLoader,
@@ -61,6 +61,9 @@ pub struct ProbeOptions {
     pub ring_buffer_bytes: u32,
     /// How often the reader drains records that did not wake it.
     pub drain_interval: std::time::Duration,
+    /// After this long without a record the reader stops its drain timer
+    /// and has the programs wake it for the next one.
+    pub idle_after: std::time::Duration,
     /// Per-task table capacity; `None` sizes it from pid_max.
     pub task_table_entries: Option<u32>,
     /// Process names of container runtimes: their exits are streamed
@@ -74,6 +77,7 @@ impl Default for ProbeOptions {
         Self {
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
             drain_interval: std::time::Duration::from_millis(DEFAULT_DRAIN_INTERVAL_MS.into()),
+            idle_after: DEFAULT_IDLE_AFTER,
             task_table_entries: None,
             runtime_names: ["containerd", "crio", "dockerd"].map(String::from).to_vec(),
         }
@@ -100,10 +104,29 @@ pub const DEFAULT_RING_BUFFER_BYTES: u32 = 2 * 1024 * 1024;
 /// Routine records wait at most this long for the reader.
 pub const DEFAULT_DRAIN_INTERVAL_MS: u32 = 25;
 
+/// The ring buffer and the flag that tells the programs its reader sleeps.
+pub struct Ring {
+    pub events: RingBuf<MapData>,
+    pub asleep: ReaderFlag,
+}
+
+/// The `READER` map's one slot: while it is set, every routine record wakes
+/// the reader (see `reader::run`).
+pub struct ReaderFlag(Array<MapData, u32>);
+
+impl ReaderFlag {
+    pub fn set(&mut self, asleep: bool) -> Result<(), aya::maps::MapError> {
+        self.0.set(0, u32::from(asleep), 0)
+    }
+}
+
+/// A reader that found nothing for this long sleeps until a record wakes it.
+pub const DEFAULT_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Loaded, attached programs. Dropping it detaches them.
 pub struct Probes {
     ebpf: Ebpf,
-    ring: Option<RingBuf<MapData>>,
+    ring: Option<Ring>,
     logger: Option<Logger>,
     tracker: Option<CgroupTracker>,
     layout: CgroupLayout,
@@ -284,11 +307,14 @@ impl Probes {
         unsafe {
             libc::malloc_trim(0)
         };
-        let ring = take_map(&mut ebpf, names::EVENTS)?;
-        let ring = RingBuf::try_from(ring).map_err(|source| LoadError::Map {
+        let events = take_map(&mut ebpf, names::EVENTS)?;
+        let events = RingBuf::try_from(events).map_err(|source| LoadError::Map {
             name: names::EVENTS,
             source,
         })?;
+        let asleep = Array::try_from(take_map(&mut ebpf, names::READER)?)
+            .map_err(|source| LoadError::Map { name: names::READER, source })?;
+        let ring = Ring { events, asleep: ReaderFlag(asleep) };
         Ok(Self {
             ebpf,
             ring: Some(ring),
@@ -306,7 +332,7 @@ impl Probes {
     }
 
     /// The ring buffer, once: the reader owns it.
-    pub fn take_ring(&mut self) -> Option<RingBuf<MapData>> {
+    pub fn take_ring(&mut self) -> Option<Ring> {
         self.ring.take()
     }
 

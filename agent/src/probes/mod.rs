@@ -8,4 +8,4 @@ pub mod sandbox;
 pub mod scan;
 pub mod tracefs;
 
-pub use loader::{CgroupTracker, KernelCounters, LoadError, ProbeOptions, Probes, Unstreamed};
+pub use loader::{CgroupTracker, KernelCounters, LoadError, ProbeOptions, Probes, ReaderFlag, Ring, Unstreamed};

@@ -11,7 +11,11 @@ use prometheus::{
     IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
-use crate::{events::DecodeError, probes::KernelCounters, stats::PipelineStats};
+use crate::{
+    events::DecodeError,
+    probes::KernelCounters,
+    stats::{DrainCause, PipelineStats},
+};
 
 /// Builds the registry for a running pipeline.
 pub fn registry(
@@ -58,6 +62,8 @@ struct Families {
     unattributed: IntCounterVec,
     unstreamed: IntCounterVec,
     tracking_refused: prometheus::IntCounter,
+    drains: IntCounterVec,
+    reader_asleep: IntGauge,
 }
 
 fn counter_vec(name: &str, help: &str, label: &str) -> Result<IntCounterVec, prometheus::Error> {
@@ -109,6 +115,15 @@ impl PipelineCollector {
                 "sandwatch_tracked_cgroups_refused_total",
                 "New cgroups the kernel's tracked-cgroup map had no room for (their tasks' exits count as the host's).",
             )?,
+            drains: counter_vec(
+                "sandwatch_reader_drains_total",
+                "Ring-buffer drains by the reader, by cause (timer: its drain interval, or once a second while it sleeps; wakeup: the kernel woke it).",
+                "cause",
+            )?,
+            reader_asleep: IntGauge::new(
+                "sandwatch_reader_asleep",
+                "1 while the ring-buffer reader sleeps (no record for a while; the next one wakes it), else 0.",
+            )?,
         };
         let descs = [
             &families.received,
@@ -122,6 +137,8 @@ impl PipelineCollector {
         .iter()
         .flat_map(|f| f.desc().into_iter().cloned())
         .chain(families.tracking_refused.desc().into_iter().cloned())
+        .chain(families.drains.desc().into_iter().cloned())
+        .chain(families.reader_asleep.desc().into_iter().cloned())
         .collect();
         Ok(Self {
             stats,
@@ -171,6 +188,10 @@ impl Collector for PipelineCollector {
         set(&f.unstreamed, "host", unstreamed.host_exits);
         f.tracking_refused.reset();
         f.tracking_refused.inc_by(unstreamed.tracking_refused);
+        for cause in [DrainCause::Timer, DrainCause::Wakeup] {
+            set(&f.drains, cause.label(), s.reader_drains(cause));
+        }
+        f.reader_asleep.set(i64::from(s.reader_asleep()));
         [
             &f.received,
             &f.kernel_events,
@@ -183,6 +204,8 @@ impl Collector for PipelineCollector {
         .iter()
         .flat_map(|v| v.collect())
         .chain(f.tracking_refused.collect())
+        .chain(f.drains.collect())
+        .chain(f.reader_asleep.collect())
         .collect()
     }
 }
