@@ -43,7 +43,8 @@ pub enum Confinement {
 }
 
 /// Runs `work` on its own thread, which may read files only beneath
-/// `readable` (directories; missing ones are skipped).
+/// `readable` (directories). If one of them cannot be opened the thread
+/// is not confined at all: the work may need what is beneath it.
 pub fn with_reads_only_beneath<T: Send>(readable: &[&Path], work: impl FnOnce() -> T + Send) -> (T, Confinement) {
     std::thread::scope(|scope| {
         let worker = scope.spawn(|| {
@@ -80,13 +81,11 @@ fn restrict_reads(readable: &[&Path]) -> Result<(), String> {
     // SAFETY: the syscall returned a new fd that nothing else owns.
     let ruleset = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(ruleset as i32) };
     for dir in readable {
-        let Ok(c_dir) = CString::new(dir.as_os_str().as_encoded_bytes()) else {
-            continue;
-        };
+        let c_dir = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| format!("{}: NUL in path", dir.display()))?;
         // SAFETY: a NUL-terminated path; the fd is closed below.
         let fd = unsafe { libc::open(c_dir.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY) };
         if fd < 0 {
-            continue;
+            return Err(format!("{}: {}", dir.display(), std::io::Error::last_os_error()));
         }
         // SAFETY: the fd was just opened and is owned here.
         let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
@@ -132,9 +131,11 @@ mod tests {
         std::fs::write(allowed.join("f"), "yes").unwrap();
         std::fs::write(dir.join("g"), "no").unwrap();
 
-        let ((inside, outside), how) = with_reads_only_beneath(&[&allowed, Path::new("/nonexistent")], || {
+        let ((inside, outside), how) = with_reads_only_beneath(&[&allowed], || {
             (std::fs::read_to_string(allowed.join("f")), std::fs::read_to_string(dir.join("g")))
         });
+        // A directory that is not there: nothing is confined.
+        let (missing, unconfined) = with_reads_only_beneath(&[&allowed, Path::new("/nonexistent")], || std::fs::read_to_string(dir.join("g")));
         // The caller's thread was never confined.
         let after = std::fs::read_to_string(dir.join("g"));
         std::fs::remove_dir_all(&dir).unwrap();
@@ -142,5 +143,7 @@ mod tests {
         assert_eq!(inside.unwrap(), "yes");
         assert_eq!(outside.unwrap_err().kind(), std::io::ErrorKind::PermissionDenied);
         assert_eq!(after.unwrap(), "no");
+        assert!(matches!(unconfined, Confinement::Unconfined(ref why) if why.contains("/nonexistent")), "{unconfined:?}");
+        assert_eq!(missing.unwrap(), "no");
     }
 }
