@@ -53,6 +53,11 @@ impl EventKind {
 /// Number of slots in the per-kind counter arrays (index = kind as u32).
 pub const KIND_SLOTS: u32 = 8;
 
+/// Thread ids per slot of the `POD_PIDS` marks: one byte each, so that
+/// the programs and user space set and clear marks without touching their
+/// neighbours'.
+pub const PIDS_PER_SLOT: u32 = 64;
+
 /// Header flag: the task was not in the per-task table, so the cgroup id,
 /// start time and tgid it would have supplied are unknown (zero).
 pub const FLAG_TASK_UNKNOWN: u32 = 1 << 0;
@@ -369,6 +374,7 @@ pub mod names {
     pub const TASK_OFFSETS: &str = "TASK_OFFSETS";
     pub const PROBE_CONFIG: &str = "PROBE_CONFIG";
     pub const READER: &str = "READER";
+    pub const POD_PIDS: &str = "POD_PIDS";
 
     pub const PROG_EXIT: &str = "sched_process_exit";
     pub const PROG_FORK: &str = "sched_process_fork";

@@ -2,6 +2,7 @@
 
 use agent_common::{
     unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, KIND_SLOTS,
+    PIDS_PER_SLOT,
 };
 use aya_ebpf::{
     macros::map,
@@ -17,6 +18,36 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
 /// only (pods). Sized at load from pid_max.
 #[map]
 pub static TASKS: LruHashMap<u32, TaskInfo> = LruHashMap::with_max_entries(65536, 0);
+
+/// On cgroup v1, one byte per thread id: non-zero where `TASKS` may hold
+/// the thread. Set before an entry is written, cleared when it is removed
+/// (an evicted entry leaves its mark: a mark only sends the programs to
+/// `TASKS`). Unmarked threads are no pod's without a hash lookup. Thread
+/// ids beyond the slots (pid_max raised after start) count as marked.
+/// Sized at load from pid_max; user space maps it to seed marks.
+#[map]
+pub static POD_PIDS: Array<[u8; PIDS_PER_SLOT as usize]> = Array::with_max_entries(1, BPF_F_MMAPABLE);
+
+const BPF_F_MMAPABLE: u32 = 1 << 10;
+
+/// Whether `TASKS` may hold thread `tid`.
+#[inline(always)]
+pub fn maybe_pod_task(tid: u32) -> bool {
+    match POD_PIDS.get(tid / PIDS_PER_SLOT) {
+        Some(slot) => slot[(tid % PIDS_PER_SLOT) as usize] != 0,
+        None => true,
+    }
+}
+
+/// Marks or unmarks thread `tid` (see `POD_PIDS`).
+#[inline(always)]
+pub fn mark_pod_task(tid: u32, marked: bool) {
+    if let Some(slot) = POD_PIDS.get_ptr_mut(tid / PIDS_PER_SLOT) {
+        // SAFETY: a byte inside the slot; each byte has one writer at a
+        // time (the thread's own fork, attach or exit).
+        unsafe { (*slot)[(tid % PIDS_PER_SLOT) as usize] = u8::from(marked) };
+    }
+}
 
 /// Cgroups whose tasks' events are streamed: every cgroup created while the
 /// agent runs (from its mkdir on, so a container killed as it starts is

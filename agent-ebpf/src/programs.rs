@@ -20,7 +20,7 @@ use aya_ebpf::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, global_field, global_ptr, routine_wakeup, DROPPED, EMITTED, ENDED, EVENTS, PROBE_CONFIG, RUNTIME_COMMS, TASKS,
+    count, global_field, global_ptr, mark_pod_task, maybe_pod_task, routine_wakeup, DROPPED, EMITTED, ENDED, EVENTS, PROBE_CONFIG, RUNTIME_COMMS, TASKS,
     TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED, URGENT_WAKEUP,
 };
 
@@ -203,6 +203,10 @@ fn current_place(pid_tgid: u64) -> (u64, bool) {
         return (id, tracked(id));
     }
     let (tid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    // Most tasks are the host's: their marks say so without a lookup.
+    if !maybe_pod_task(tid) && (tid == tgid || !maybe_pod_task(tgid)) {
+        return (0, false);
+    }
     // SAFETY: values copied out immediately.
     let entry = match unsafe { TASKS.get(&tid) } {
         Some(t) => Some(*t),
@@ -248,8 +252,10 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
     // A leader that goes before its threads keeps its entry for them.
     if in_pod && (group_dead || tid != tgid) {
         let _ = TASKS.remove(&tid);
+        mark_pod_task(tid, false);
         if group_dead && tid != tgid {
             let _ = TASKS.remove(&tgid);
+            mark_pod_task(tgid, false);
         }
     }
     if !group_dead {
@@ -357,6 +363,7 @@ fn try_fork(ctx: &RawTracePointContext) -> ProbeResult {
         tgid: member(child, to.tgid)?,
         _pad: 0,
     };
+    mark_pod_task(child_tid, true);
     TASKS.insert(&child_tid, &info, 0).map_err(i64::from)
 }
 
@@ -465,6 +472,7 @@ fn try_cgroup_attach(ctx: &RawTracePointContext) -> ProbeResult {
     // leaves it; one moved in is recorded with its own start and tgid.
     if !tracked(id) {
         let _ = TASKS.remove(&pid);
+        mark_pod_task(pid, false);
         return Ok(());
     }
     let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
@@ -474,6 +482,7 @@ fn try_cgroup_attach(ctx: &RawTracePointContext) -> ProbeResult {
         tgid: member(task, to.tgid).unwrap_or(0),
         _pad: 0,
     };
+    mark_pod_task(pid, true);
     let _ = TASKS.insert(&pid, &info, 0);
 
     let Some(mut entry) = EVENTS.reserve::<CgroupEvent>(0) else {

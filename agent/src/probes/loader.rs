@@ -4,7 +4,10 @@
 
 use std::{collections::HashMap, path::Path};
 
-use agent_common::{names, unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, COMM_LEN, MAX_RUNTIME_COMMS};
+use agent_common::{
+    names, unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, COMM_LEN, MAX_RUNTIME_COMMS,
+    PIDS_PER_SLOT,
+};
 use aya::{
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
     programs::{RawTracePoint, TracePoint},
@@ -45,6 +48,8 @@ pub enum LoadError {
         name: &'static str,
         source: aya::maps::MapError,
     },
+    #[error("mapping the eBPF map POD_PIDS into memory failed: {0}")]
+    MapMemory(std::io::Error),
     #[error("ring buffer size {0} must be a power of two and a multiple of the page size")]
     RingBufferSize(u32),
     #[error("Linux {kernel} charges eBPF maps to RLIMIT_MEMLOCK ({limit}) and raising it failed ({source}): the agent needs CAP_SYS_RESOURCE on kernels before 5.11")]
@@ -205,16 +210,28 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
     })
 }
 
+fn pid_max() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(32768)
+}
+
 fn task_table_size(requested: Option<u32>) -> u32 {
-    requested.unwrap_or_else(|| {
-        let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-            .unwrap_or(32768);
-        // Every live thread needs a slot; beyond 128k the table costs more
-        // kernel memory than a node agent should, and LRU eviction takes over.
-        pid_max.clamp(8192, 131_072)
-    })
+    // Every live thread needs a slot; beyond 128k the table costs more
+    // kernel memory than a node agent should, and LRU eviction takes over.
+    requested.unwrap_or_else(|| pid_max().clamp(8192, 131_072))
+}
+
+/// Slots of the `POD_PIDS` marks: every thread id up to pid_max on v1
+/// (4 MiB at Linux's largest pid_max, 4 194 304); one, unused, on v2, where
+/// a task's cgroup is read from the task.
+fn pod_pid_slots(layout: &CgroupLayout) -> u32 {
+    if layout.is_unified() {
+        1
+    } else {
+        pid_max().min(4_194_304).div_ceil(PIDS_PER_SLOT)
+    }
 }
 
 impl Probes {
@@ -260,6 +277,7 @@ impl Probes {
         // the kernel version (/proc) and the CPU list.
         let comms = runtime_comms(&opts.runtime_names);
         let tasks = task_table_size(opts.task_table_entries);
+        let pod_pids = pod_pid_slots(&layout);
         let (ebpf, confinement) = with_reads_only_beneath(&[Path::new("/proc"), Path::new("/sys/devices/system/cpu")], || {
             EbpfLoader::new()
                 .btf(None)
@@ -270,6 +288,7 @@ impl Probes {
                 .map_max_entries(names::EVENTS, rb)
                 .map_max_entries(names::TRACKED, TRACKED_CGROUPS)
                 .map_max_entries(names::TASKS, tasks)
+                .map_max_entries(names::POD_PIDS, pod_pids)
                 .load(OBJECT)
         });
         if let Confinement::Unconfined(why) = confinement {
@@ -299,7 +318,7 @@ impl Probes {
             attach_raw_tracepoint(&mut ebpf, name)?;
             attached += 1;
         }
-        let tracker = CgroupTracker::new(&mut ebpf, layout.clone())?;
+        let tracker = CgroupTracker::new(&mut ebpf, layout.clone(), pod_pids)?;
         // Hand the memory that loading took (the kernel's BTF above all)
         // back instead of keeping it for the agent's life.
         // SAFETY: malloc_trim has no preconditions.
@@ -406,16 +425,22 @@ impl KernelCounters {
 pub struct CgroupTracker {
     tracked: BpfHashMap<MapData, u64, u32>,
     tasks: BpfHashMap<MapData, u32, TaskInfo>,
+    /// On v1 only: the programs skip the task table for unmarked threads.
+    marks: Option<PodPidMarks>,
     layout: CgroupLayout,
 }
 
 impl CgroupTracker {
-    fn new(ebpf: &mut Ebpf, layout: CgroupLayout) -> Result<Self, LoadError> {
+    fn new(ebpf: &mut Ebpf, layout: CgroupLayout, pod_pid_slots: u32) -> Result<Self, LoadError> {
         let tracked = BpfHashMap::try_from(take_map(ebpf, names::TRACKED)?)
             .map_err(|source| LoadError::Map { name: names::TRACKED, source })?;
         let tasks = BpfHashMap::try_from(take_map(ebpf, names::TASKS)?)
             .map_err(|source| LoadError::Map { name: names::TASKS, source })?;
-        Ok(Self { tracked, tasks, layout })
+        let marks = match take_map(ebpf, names::POD_PIDS)? {
+            aya::maps::Map::Array(data) if !layout.is_unified() => Some(PodPidMarks::map(data, pod_pid_slots)?),
+            _ => None,
+        };
+        Ok(Self { tracked, tasks, marks, layout })
     }
 
     /// Streams the events of `cgroup_id`'s tasks from now on; false if the
@@ -435,7 +460,60 @@ impl CgroupTracker {
         if cgroups.is_empty() {
             return 0;
         }
-        seed_tasks(&mut self.tasks, &self.layout, cgroups)
+        seed_tasks(&mut self.tasks, self.marks.as_mut(), &self.layout, cgroups)
+    }
+}
+
+/// `POD_PIDS` mapped into this process (the map is `BPF_F_MMAPABLE`): a
+/// thread is marked with one byte store, as the programs mark it, so no
+/// neighbour's mark is rewritten.
+struct PodPidMarks {
+    base: std::ptr::NonNull<u8>,
+    len: usize,
+    /// Keeps the map alive as long as the mapping.
+    _map: MapData,
+}
+
+// SAFETY: the mapping is owned by this value alone and written only
+// through `&mut self`.
+unsafe impl Send for PodPidMarks {}
+
+impl PodPidMarks {
+    fn map(map: MapData, slots: u32) -> Result<Self, LoadError> {
+        use std::os::fd::{AsFd as _, AsRawFd as _};
+        let len = slots as usize * PIDS_PER_SLOT as usize;
+        // SAFETY: a shared mapping of the map's own memory, `len` bytes
+        // (its values; the kernel checks the length), unmapped on drop.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.fd().as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(LoadError::MapMemory(std::io::Error::last_os_error()));
+        }
+        let base = std::ptr::NonNull::new(ptr.cast::<u8>()).ok_or(LoadError::MapMemory(std::io::ErrorKind::InvalidData.into()))?;
+        Ok(Self { base, len, _map: map })
+    }
+
+    /// Marks thread `tid` (beyond the slots every thread counts as marked).
+    fn mark(&mut self, tid: u32) {
+        if (tid as usize) < self.len {
+            // SAFETY: inside the mapping; a single byte store.
+            unsafe { std::ptr::write_volatile(self.base.as_ptr().add(tid as usize), 1) };
+        }
+    }
+}
+
+impl Drop for PodPidMarks {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 
@@ -476,6 +554,7 @@ const BPF_NOEXIST: u64 = 1;
 /// written.
 fn seed_tasks(
     table: &mut BpfHashMap<MapData, u32, TaskInfo>,
+    mut marks: Option<&mut PodPidMarks>,
     layout: &CgroupLayout,
     cgroups: &std::collections::HashSet<u64>,
 ) -> usize {
@@ -505,6 +584,11 @@ fn seed_tasks(
             tgid,
             _pad: 0,
         };
+        // Marked first: a table entry the programs cannot see is worse
+        // than a mark without one.
+        if let Some(m) = marks.as_deref_mut() {
+            m.mark(tid);
+        }
         if table.insert(tid, info, BPF_NOEXIST).is_ok() {
             seeded += 1;
         }
