@@ -262,8 +262,9 @@ pub struct TaskOffsets {
 }
 
 /// Process names (comm, NUL-padded) of container runtimes: their exits are
-/// streamed wherever they run, so that crashes are seen.
-#[repr(C)]
+/// streamed wherever they run, so that crashes are seen. 8-aligned, names
+/// first: the exit program compares them a word at a time.
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RuntimeComms {
     pub names: [[u8; COMM_LEN]; MAX_RUNTIME_COMMS],
@@ -392,6 +393,7 @@ const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LE
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
 const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 64);
 const _: () = assert!(core::mem::size_of::<RuntimeComms>() == COMM_LEN * MAX_RUNTIME_COMMS + 8);
+const _: () = assert!(core::mem::align_of::<RuntimeComms>() == 8 && core::mem::offset_of!(RuntimeComms, names) == 0);
 
 #[cfg(feature = "user")]
 mod pod {

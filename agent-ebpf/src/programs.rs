@@ -122,26 +122,48 @@ fn exit_group_dead(ctx: &TracePointContext) -> Result<Option<bool>, i64> {
     Ok(field::<u8>(ctx, offset)?.map(|v| v != 0))
 }
 
+/// A `comm` as two words: compared with two instructions, not sixteen.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Comm {
+    lo: u64,
+    hi: u64,
+}
+
+impl Comm {
+    #[inline(always)]
+    fn from_bytes(b: [u8; COMM_LEN]) -> Self {
+        let mut lo = [0u8; 8];
+        let mut hi = [0u8; 8];
+        lo.copy_from_slice(&b[..8]);
+        hi.copy_from_slice(&b[8..]);
+        Self { lo: u64::from_ne_bytes(lo), hi: u64::from_ne_bytes(hi) }
+    }
+
+    #[inline(always)]
+    fn bytes(self) -> [u8; COMM_LEN] {
+        let mut b = [0u8; COMM_LEN];
+        b[..8].copy_from_slice(&self.lo.to_ne_bytes());
+        b[8..].copy_from_slice(&self.hi.to_ne_bytes());
+        b
+    }
+}
+
 /// `comm` of the exit record.
 #[inline(always)]
-fn exit_comm(ctx: &TracePointContext) -> Result<[u8; COMM_LEN], i64> {
+fn exit_comm(ctx: &TracePointContext) -> Result<Comm, i64> {
     let offset = global_field!(TP_OFFSETS, exit_comm);
     if offset == EXIT_COMM_AT {
         let base = ctx.as_ptr() as *const u8;
         // SAFETY: two aligned 8-byte loads inside the record, at constant
         // offsets (a tracepoint's context allows loads of at most 8 bytes).
-        let (lo, hi) = unsafe {
-            (
-                core::ptr::read_volatile(base.add(EXIT_COMM_AT as usize) as *const u64),
-                core::ptr::read_volatile(base.add(EXIT_COMM_AT as usize + 8) as *const u64),
-            )
-        };
-        let mut comm = [0u8; COMM_LEN];
-        comm[..8].copy_from_slice(&lo.to_ne_bytes());
-        comm[8..].copy_from_slice(&hi.to_ne_bytes());
-        return Ok(comm);
+        return Ok(unsafe {
+            Comm {
+                lo: core::ptr::read_volatile(base.add(EXIT_COMM_AT as usize) as *const u64),
+                hi: core::ptr::read_volatile(base.add(EXIT_COMM_AT as usize + 8) as *const u64),
+            }
+        });
     }
-    Ok(field::<[u8; COMM_LEN]>(ctx, offset)?.unwrap_or([0; COMM_LEN]))
+    Ok(Comm::from_bytes(field::<[u8; COMM_LEN]>(ctx, offset)?.unwrap_or([0; COMM_LEN])))
 }
 
 /// `pid` of the exit record; `None` when this kernel lacks it.
@@ -222,13 +244,18 @@ fn current_place(pid_tgid: u64) -> (u64, bool) {
 /// A container runtime's process, by name: its exit is streamed wherever
 /// it runs (crash detection).
 #[inline(always)]
-fn is_runtime(comm: &[u8; COMM_LEN]) -> bool {
+fn is_runtime(comm: Comm) -> bool {
     let n = (global_field!(RUNTIME_COMMS, count) as usize).min(MAX_RUNTIME_COMMS);
-    let names = global_ptr(&RUNTIME_COMMS);
+    // `RuntimeComms` is 8-aligned, its names first: two words per name.
+    let words = global_ptr(&RUNTIME_COMMS) as *const u64;
     let mut i = 0;
     while i < MAX_RUNTIME_COMMS {
-        // SAFETY: `i` is below the array's length; the global is initialised.
-        if i < n && unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*names).names[i])) } == *comm {
+        // SAFETY: `2 * i + 1` words lie inside the names array; the global
+        // is initialised.
+        let name = unsafe {
+            Comm { lo: core::ptr::read_volatile(words.add(2 * i)), hi: core::ptr::read_volatile(words.add(2 * i + 1)) }
+        };
+        if i < n && name == comm {
             return true;
         }
         i += 1;
@@ -263,7 +290,7 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
         return Ok(());
     }
     let comm = exit_comm(ctx)?;
-    if !in_pod && !is_runtime(&comm) {
+    if !in_pod && !is_runtime(comm) {
         count(&UNSTREAMED, unstreamed::HOST_EXITS);
         return Ok(());
     }
@@ -300,7 +327,7 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
         exit_code,
         cgroup_id,
         start_ns,
-        comm,
+        comm: comm.bytes(),
         group_dead: 1,
         _pad: 0,
     });
