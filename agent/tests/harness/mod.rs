@@ -10,7 +10,7 @@ pub mod kubelet;
 use std::{
     io::{Read as _, Write as _},
     net::{SocketAddr, TcpListener, TcpStream},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
@@ -159,7 +159,50 @@ impl Drop for TestCgroup {
         for child in self.children.iter().rev() {
             Self::remove(&self.layout, child);
         }
+        // What a runtime created inside and a failed test left behind.
+        Self::remove_below(&self.layout, &self.path);
         Self::remove(&self.layout, &self.path);
+        // On v1 a runtime (runc, cgroupfs driver) creates the same path in
+        // every hierarchy; this test's part of it goes too.
+        if self.layout.mode != CgroupMode::V2 {
+            let Some(root) = self.layout.mount.parent() else { return };
+            let Ok(hierarchies) = std::fs::read_dir(root) else { return };
+            for h in hierarchies.flatten() {
+                let dir = h.path().join(self.path.trim_start_matches('/'));
+                if h.path() != self.layout.mount && dir.is_dir() {
+                    remove_empty_tree(&dir);
+                }
+            }
+        }
+    }
+}
+
+impl TestCgroup {
+    /// Removes every cgroup below `path`, deepest first.
+    fn remove_below(layout: &CgroupLayout, path: &str) {
+        let Ok(entries) = std::fs::read_dir(layout.dir(path)) else { return };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let sub = format!("{path}/{}", e.file_name().to_string_lossy());
+                Self::remove_below(layout, &sub);
+                Self::remove(layout, &sub);
+            }
+        }
+    }
+}
+
+/// rmdir of a tree of cgroups without processes (a hierarchy whose
+/// processes were killed through the memory one), deepest first.
+fn remove_empty_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_tree(&e.path());
+            }
+        }
+    }
+    if std::fs::remove_dir(dir).is_err() && dir.exists() {
+        eprintln!("warning: could not remove cgroup {}", dir.display());
     }
 }
 
