@@ -425,9 +425,10 @@ impl Watchdog {
         true
     }
 
-    /// Counts the OOM events whose burst of victims is over.
-    fn close_oom_events(&mut self, now_ns: u64) {
-        self.oom_events.expire(now_ns);
+    /// Counts the OOM events whose burst of victims is over by `seen_ns`:
+    /// kernel time the agent has seen events up to.
+    fn close_oom_events(&mut self, seen_ns: u64, now_ns: u64) {
+        self.oom_events.expire(seen_ns);
         for event in self.oom_events.take_closed() {
             if let Some(edge) = self.metrics.observe_oom_event(&event, now_ns) {
                 self.storm_edge(edge);
@@ -515,7 +516,9 @@ impl Watchdog {
         if let Some(side) = self.runtime.as_mut() {
             correlate_kernel(side, event, report.as_ref());
         }
-        self.close_oom_events(now);
+        // By the event's own time, not the clock: a backlog (a slow or
+        // stalled agent) must not end a burst whose victims still queue.
+        self.close_oom_events(event.ts_ns(), now);
         for pod_uid in self.dispatcher.registry.take_gone_pods() {
             self.metrics.pod_gone(&pod_uid, now);
         }
@@ -591,7 +594,7 @@ impl Watchdog {
     /// looked for (see SLOW_SCAN_TICKS), pending correlations settle.
     pub fn tick(&mut self) {
         let now = boottime_ns();
-        self.close_oom_events(now);
+        self.close_oom_events(now, now);
         self.recheck_modes(now);
         self.metrics.refresh(&self.dispatcher.registry);
         if let Some(edge) = self.metrics.tick(now) {
@@ -671,7 +674,7 @@ impl Watchdog {
     /// series or a death's log line) goes out with what is known.
     pub fn flush(&mut self) {
         let later = boottime_ns().saturating_add(NAME_WAIT_NS + crate::model::oom_events::GROUP_GAP_NS);
-        self.close_oom_events(later);
+        self.close_oom_events(later, later);
         self.label_awaiting(later);
     }
 

@@ -164,6 +164,16 @@ impl Event {
         }
     }
 
+    /// When the kernel saw it (CLOCK_BOOTTIME ns).
+    pub fn ts_ns(&self) -> u64 {
+        match self {
+            Event::Exit(e) => e.ts_ns,
+            Event::OomKill(o) => o.ts_ns,
+            Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => c.ts_ns,
+            Event::CgroupAttach(a) => a.cgroup.ts_ns,
+        }
+    }
+
     /// False when the kernel could not say which cgroup the task was in.
     pub fn attributed(&self) -> bool {
         match self {
