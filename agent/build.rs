@@ -15,11 +15,7 @@ fn main() -> anyhow::Result<()> {
     println!("cargo:rerun-if-changed={}", common_dir.display());
     let ebpf_dir = ebpf_dir.to_str().context("non-UTF-8 path to agent-ebpf")?;
     aya_build::build_ebpf(
-        [aya_build::Package {
-            name: "agent-ebpf",
-            root_dir: ebpf_dir,
-            ..Default::default()
-        }],
+        [aya_build::Package { name: "agent-ebpf", root_dir: ebpf_dir, ..Default::default() }],
         aya_build::Toolchain::Nightly,
     )
     .context("building the eBPF programs failed; run `cargo xtask setup` first")

@@ -19,13 +19,8 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 5] = [
-        EventKind::Exit,
-        EventKind::OomKill,
-        EventKind::CgroupMkdir,
-        EventKind::CgroupRmdir,
-        EventKind::CgroupAttach,
-    ];
+    pub const ALL: [EventKind; 5] =
+        [EventKind::Exit, EventKind::OomKill, EventKind::CgroupMkdir, EventKind::CgroupRmdir, EventKind::CgroupAttach];
 
     pub fn from_u32(v: u32) -> Option<Self> {
         match v {
@@ -313,23 +308,11 @@ impl TracepointOffsets {
 }
 
 impl CgroupOffsets {
-    pub const UNSET: Self = Self {
-        root: ABSENT,
-        level: ABSENT,
-        id: ABSENT,
-        path: ABSENT,
-    };
+    pub const UNSET: Self = Self { root: ABSENT, level: ABSENT, id: ABSENT, path: ABSENT };
 }
 
 impl AttachOffsets {
-    pub const UNSET: Self = Self {
-        root: ABSENT,
-        level: ABSENT,
-        id: ABSENT,
-        pid: ABSENT,
-        path: ABSENT,
-        comm: ABSENT,
-    };
+    pub const UNSET: Self = Self { root: ABSENT, level: ABSENT, id: ABSENT, pid: ABSENT, path: ABSENT, comm: ABSENT };
 }
 
 impl TaskOffsets {
@@ -354,12 +337,7 @@ impl TaskOffsets {
 }
 
 impl ProbeConfig {
-    pub const UNSET: Self = Self {
-        tracked_hierarchy: 0,
-        unified: 0,
-        wakeup_bytes: 0,
-        _pad: 0,
-    };
+    pub const UNSET: Self = Self { tracked_hierarchy: 0, unified: 0, wakeup_bytes: 0, _pad: 0 };
 }
 
 /// Names shared by the eBPF object and the loader; never retype them.

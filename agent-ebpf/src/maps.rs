@@ -1,8 +1,7 @@
 //! Maps and load-time globals shared by the programs.
 
 use agent_common::{
-    unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, KIND_SLOTS,
-    PIDS_PER_SLOT,
+    unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, KIND_SLOTS, PIDS_PER_SLOT,
 };
 use aya_ebpf::{
     macros::map,

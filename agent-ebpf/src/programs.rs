@@ -1,17 +1,14 @@
 //! One thin entry per hook; each `try_*` copies fixed-size fields only.
 
 use agent_common::{
-    unstreamed, CgroupEvent, CgroupOffsets, EventHeader, EventKind, ExitEvent, OomKillEvent,
-    TaskInfo, TaskOffsets, ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED,
-    FLAG_TRUNCATED,
-    MAX_RUNTIME_COMMS,
+    unstreamed, CgroupEvent, CgroupOffsets, EventHeader, EventKind, ExitEvent, OomKillEvent, TaskInfo, TaskOffsets,
+    ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MAX_RUNTIME_COMMS,
 };
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_current_task, bpf_ktime_get_boot_ns, bpf_probe_read_kernel,
-        bpf_probe_read_kernel_str_bytes,
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task,
+        bpf_ktime_get_boot_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes,
     },
     macros::{raw_tracepoint, tracepoint},
     programs::{RawTracePointContext, TracePointContext},
@@ -20,8 +17,8 @@ use aya_ebpf::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, global_field, global_ptr, mark_pod_task, maybe_pod_task, routine_wakeup, DROPPED, EMITTED, ENDED, EVENTS, PROBE_CONFIG, RUNTIME_COMMS, TASKS,
-    TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED, URGENT_WAKEUP,
+    count, global_field, global_ptr, mark_pod_task, maybe_pod_task, routine_wakeup, DROPPED, EMITTED, ENDED, EVENTS,
+    PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED, URGENT_WAKEUP,
 };
 
 /// Why a probe gave up on a record; logged through aya-log.
@@ -96,9 +93,7 @@ fn field<T>(ctx: &TracePointContext, offset: u32) -> Result<Option<T>, i64> {
         return Ok(None);
     }
     // SAFETY: the offset comes from this kernel's format file.
-    unsafe { ctx.read_at::<T>(offset as usize) }
-        .map(Some)
-        .map_err(i64::from)
+    unsafe { ctx.read_at::<T>(offset as usize) }.map(Some).map_err(i64::from)
 }
 
 /// The exit record's layout on every kernel tested (5.10 to 7.2):
@@ -117,7 +112,9 @@ fn exit_group_dead(ctx: &TracePointContext) -> Result<Option<bool>, i64> {
     let offset = global_field!(TP_OFFSETS, exit_group_dead);
     if offset == EXIT_GROUP_DEAD_AT {
         // SAFETY: an aligned load inside the record, at a constant offset.
-        return Ok(Some(unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u8).add(EXIT_GROUP_DEAD_AT as usize)) } != 0));
+        return Ok(Some(
+            unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u8).add(EXIT_GROUP_DEAD_AT as usize)) } != 0,
+        ));
     }
     Ok(field::<u8>(ctx, offset)?.map(|v| v != 0))
 }
@@ -172,7 +169,9 @@ fn exit_pid(ctx: &TracePointContext) -> Result<Option<u32>, i64> {
     let offset = global_field!(TP_OFFSETS, exit_pid);
     if offset == EXIT_PID_AT {
         // SAFETY: an aligned load inside the record, at a constant offset.
-        return Ok(Some(unsafe { core::ptr::read_volatile((ctx.as_ptr() as *const u8).add(EXIT_PID_AT as usize) as *const i32) } as u32));
+        return Ok(Some(unsafe {
+            core::ptr::read_volatile((ctx.as_ptr() as *const u8).add(EXIT_PID_AT as usize) as *const i32)
+        } as u32));
     }
     Ok(field::<i32>(ctx, offset)?.map(|p| p as u32))
 }
@@ -384,12 +383,8 @@ fn try_fork(ctx: &RawTracePointContext) -> ProbeResult {
     let to = TASK_OFFSETS.load();
     let child: *const u8 = ctx.arg(1);
     let child_tid: u32 = member(child, to.pid)?;
-    let info = TaskInfo {
-        cgroup_id,
-        start_ns: member(child, to.start_boottime)?,
-        tgid: member(child, to.tgid)?,
-        _pad: 0,
-    };
+    let info =
+        TaskInfo { cgroup_id, start_ns: member(child, to.start_boottime)?, tgid: member(child, to.tgid)?, _pad: 0 };
     mark_pod_task(child_tid, true);
     TASKS.insert(&child_tid, &info, 0).map_err(i64::from)
 }
@@ -439,8 +434,7 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
         (*ev).shmem_rss_kb = field::<u64>(ctx, tp.mv_shmem_rss).ok().flatten().unwrap_or(0);
         (*ev).pgtables_kb = field::<u64>(ctx, tp.mv_pgtables).ok().flatten().unwrap_or(0);
         (*ev).uid = field::<u32>(ctx, tp.mv_uid).ok().flatten().unwrap_or(0);
-        (*ev).oom_score_adj =
-            i32::from(field::<i16>(ctx, tp.mv_oom_score_adj).ok().flatten().unwrap_or(0));
+        (*ev).oom_score_adj = i32::from(field::<i16>(ctx, tp.mv_oom_score_adj).ok().flatten().unwrap_or(0));
         (*ev).trigger_pid = trigger_tid;
         (*ev).trigger_tgid = (pid_tgid >> 32) as u32;
         (*ev).trigger_cgroup_id = trigger_cgroup_id;

@@ -83,7 +83,9 @@ fn main() {
     println!("render /metrics, no pod series:        p50 {base_p50:.0} µs, p99 {base_p99:.0} µs, {base_bytes} bytes");
     println!("render /metrics, {CAP} pod series (cap): p50 {p50:.0} µs, p99 {p99:.0} µs, {bytes} bytes");
     println!("  each after a change to them:        p50 {changed_p50:.0} µs, p99 {changed_p99:.0} µs");
-    for (what, p50, p99) in [("unchanged since the last scrape", p50, p99), ("changed since the last scrape", changed_p50, changed_p99)] {
+    for (what, p50, p99) in
+        [("unchanged since the last scrape", p50, p99), ("changed since the last scrape", changed_p50, changed_p99)]
+    {
         println!(
             "| /metrics render with the pod-series cap full ({CAP}), {what} | p50 {:.2} ms, p99 {:.2} ms (x{:.1} the empty registry) | ≤ 5 ms | {} |",
             p50 / 1e3,

@@ -126,9 +126,7 @@ fn parse_ring_size(s: &str) -> Result<u32, String> {
     let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size"))?;
     let bytes = n.saturating_mul(mult);
     if bytes < 4096 || !bytes.is_power_of_two() || bytes > 1 << 30 {
-        return Err(format!(
-            "{bytes} bytes: the ring buffer must be a power of two between 4096 and 1G"
-        ));
+        return Err(format!("{bytes} bytes: the ring buffer must be a power of two between 4096 and 1G"));
     }
     u32::try_from(bytes).map_err(|_| format!("{bytes} bytes is too large"))
 }

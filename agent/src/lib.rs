@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config,
+    model::runtime::CorrelatorLimits,
     pipeline::Pipeline,
     probes::ProbeOptions,
-    model::runtime::CorrelatorLimits,
     runtime::{
         containerd::{self, StreamConfig},
         cri::{self, CriConfig, MetadataRequests},
@@ -45,9 +45,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
 
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let listener =
+        TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
     let bound = listener.local_addr().unwrap_or(config.listen);
     let opts = ProbeOptions {
         ring_buffer_bytes: config.ring_buffer_bytes,
@@ -145,12 +144,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-
 /// Resolves on the first SIGINT or SIGTERM (Kubernetes stops pods with SIGTERM).
 async fn signal_shutdown(token: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         log::error!("cannot install signal handlers; stop with SIGKILL");
         return;
     };

@@ -24,11 +24,7 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Must run inside a tokio runtime.
-    pub fn start(
-        opts: &ProbeOptions,
-        channel_capacity: usize,
-        shutdown: CancellationToken,
-    ) -> Result<Self, LoadError> {
+    pub fn start(opts: &ProbeOptions, channel_capacity: usize, shutdown: CancellationToken) -> Result<Self, LoadError> {
         let mut probes = Probes::load(opts)?;
         let kernel = Arc::new(probes.kernel_counters()?);
         let stats = Arc::new(PipelineStats::default());
@@ -51,14 +47,7 @@ impl Pipeline {
                 }
             });
         }
-        Ok(Self {
-            probes,
-            events: EventStream::new(rx, stats.clone()),
-            stats,
-            kernel,
-            tasks,
-            shutdown,
-        })
+        Ok(Self { probes, events: EventStream::new(rx, stats.clone()), stats, kernel, tasks, shutdown })
     }
 
     /// Stops the reader (after a final drain) and detaches the programs.

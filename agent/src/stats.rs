@@ -82,10 +82,7 @@ impl PipelineStats {
     }
 
     pub fn decode_errors(&self, label: &str) -> u64 {
-        DecodeError::LABELS
-            .iter()
-            .position(|l| *l == label)
-            .map_or(0, |i| self.decode_errors[i].load(Relaxed))
+        DecodeError::LABELS.iter().position(|l| *l == label).map_or(0, |i| self.decode_errors[i].load(Relaxed))
     }
 
     pub fn decode_errors_total(&self) -> u64 {

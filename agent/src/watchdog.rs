@@ -99,7 +99,10 @@ impl LossWatch {
     /// (of any kind).
     fn cgroup_losses(&self) -> u64 {
         use agent_common::EventKind::{CgroupMkdir, CgroupRmdir};
-        let kernel: u64 = self.kernel.as_ref().map_or(0, |k| [CgroupMkdir, CgroupRmdir].iter().map(|kind| k.read(*kind as u32).1).sum());
+        let kernel: u64 = self
+            .kernel
+            .as_ref()
+            .map_or(0, |k| [CgroupMkdir, CgroupRmdir].iter().map(|kind| k.read(*kind as u32).1).sum());
         kernel + self.stats.channel_dropped() + self.stats.decode_errors_total()
     }
 
@@ -120,9 +123,10 @@ impl LossWatch {
     }
 
     fn totals(&self) -> [u64; 3] {
-        let kernel = self.kernel.as_ref().map_or(0, |k| {
-            agent_common::EventKind::ALL.iter().map(|kind| k.read(*kind as u32).1).sum()
-        });
+        let kernel = self
+            .kernel
+            .as_ref()
+            .map_or(0, |k| agent_common::EventKind::ALL.iter().map(|kind| k.read(*kind as u32).1).sum());
         [kernel, self.stats.channel_dropped(), self.stats.decode_errors_total()]
     }
 
@@ -242,7 +246,9 @@ impl RuntimeSide {
         let m = &self.metrics;
         m.exits_unmatched.inc_by(now.runtime_exits_unmatched - self.counted.runtime_exits_unmatched);
         m.oom_mismatch.with_label_values(&["kernel_only"]).inc_by(now.kernel_only_ooms - self.counted.kernel_only_ooms);
-        m.oom_mismatch.with_label_values(&["runtime_only"]).inc_by(now.runtime_only_ooms - self.counted.runtime_only_ooms);
+        m.oom_mismatch
+            .with_label_values(&["runtime_only"])
+            .inc_by(now.runtime_only_ooms - self.counted.runtime_only_ooms);
         m.correlation_evictions.inc_by(now.evicted - self.counted.evicted);
         self.counted = now;
     }
@@ -319,7 +325,9 @@ impl Watchdog {
         if let Some(tracker) = self.tracker.as_mut() {
             for id in &pods {
                 if !tracker.track(*id) {
-                    log::warn!("the kernel's tracked-cgroup map is full: cgroup {id}'s tasks are counted as the host's");
+                    log::warn!(
+                        "the kernel's tracked-cgroup map is full: cgroup {id}'s tasks are counted as the host's"
+                    );
                 }
             }
             self.tasks_seeded = tracker.seed(&pods);
@@ -541,7 +549,11 @@ impl Watchdog {
         if layout.cgroup_id(&c.path).is_ok_and(|id| id == c.cgroup_id) {
             return None;
         }
-        Some(Event::CgroupRmdir(crate::events::decode::CgroupChange { ts_ns: boottime_ns(), path: String::new(), ..c.clone() }))
+        Some(Event::CgroupRmdir(crate::events::decode::CgroupChange {
+            ts_ns: boottime_ns(),
+            path: String::new(),
+            ..c.clone()
+        }))
     }
 
     /// Applies one event of the runtime's stream; returns the report of a
@@ -586,7 +598,9 @@ impl Watchdog {
                 self.apply_metadata(snapshot);
                 None
             }
-            RuntimeEvent::TaskDelete { .. } | RuntimeEvent::ContainerCreate { .. } | RuntimeEvent::ContainerDelete { .. } => None,
+            RuntimeEvent::TaskDelete { .. }
+            | RuntimeEvent::ContainerCreate { .. }
+            | RuntimeEvent::ContainerDelete { .. } => None,
         }
     }
 
@@ -645,7 +659,9 @@ impl Watchdog {
         for event in &tree {
             let Event::CgroupMkdir(c) = event else { continue };
             // Only pods' cgroups matter to the model; parents come first.
-            if crate::model::cgroup_path::parse(&c.path).is_none() || self.dispatcher.registry.owner(c.cgroup_id).is_some() {
+            if crate::model::cgroup_path::parse(&c.path).is_none()
+                || self.dispatcher.registry.owner(c.cgroup_id).is_some()
+            {
                 continue;
             }
             self.handle(event);
@@ -810,11 +826,7 @@ struct OomFacts {
 }
 
 fn log_oom(r: &OomReport, names: &Names, kill: &OomFacts) {
-    let trigger = r
-        .trigger
-        .as_ref()
-        .map(|t| format!(", triggered by pid {} ({})", t.tgid, t.comm))
-        .unwrap_or_default();
+    let trigger = r.trigger.as_ref().map(|t| format!(", triggered by pid {} ({})", t.tgid, t.comm)).unwrap_or_default();
     let (pod_uid, container_id) = ids(r.pod.as_ref());
     tracing::info!(
         event = "oom_kill",
@@ -843,10 +855,7 @@ fn log_oom(r: &OomReport, names: &Names, kill: &OomFacts) {
 
 /// Pod UID and container id for log fields, empty when unknown.
 fn ids(pod: Option<&PodRef>) -> (&str, &str) {
-    (
-        pod.map_or("", |p| p.pod_uid.as_str()),
-        pod.and_then(|p| p.container_id.as_deref()).unwrap_or(""),
-    )
+    (pod.map_or("", |p| p.pod_uid.as_str()), pod.and_then(|p| p.container_id.as_deref()).unwrap_or(""))
 }
 
 fn names_of(registry: &Registry, pod: Option<&PodRef>) -> Names {

@@ -4,10 +4,7 @@
 
 mod harness;
 
-use std::{
-    collections::BTreeSet, io::Write as _, os::unix::fs::PermissionsExt as _, process::Command,
-    time::Duration,
-};
+use std::{collections::BTreeSet, io::Write as _, os::unix::fs::PermissionsExt as _, process::Command, time::Duration};
 
 use harness::{cid, metric, require_root, sh, AgentProcess, KubePod};
 
@@ -16,14 +13,8 @@ const UID: &str = "0c9e8d7f-6a5b-4c3d-9e2f-1a0b9c8d7e6f";
 /// Programs of ours that are loaded in the kernel right now (names are cut
 /// to 15 bytes by the kernel).
 fn our_programs_loaded() -> usize {
-    const OURS: [&str; 6] = [
-        "sched_process_e",
-        "sched_process_f",
-        "mark_victim",
-        "cgroup_mkdir",
-        "cgroup_rmdir",
-        "cgroup_attach_t",
-    ];
+    const OURS: [&str; 6] =
+        ["sched_process_e", "sched_process_f", "mark_victim", "cgroup_mkdir", "cgroup_rmdir", "cgroup_attach_t"];
     aya::programs::loaded_programs()
         .filter_map(Result::ok)
         .filter(|p| p.name_as_str().is_some_and(|n| OURS.contains(&n)))
@@ -50,7 +41,10 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     // Two OOM kills of a workload container's children in a kubelet-shaped
     // pod (its first container is the sandbox, left idle).
     let mut pod = KubePod::build("agent", UID, false, 2);
-    pod.start_init(1, "dd if=/dev/zero of=/dev/null bs=256M count=1; dd if=/dev/zero of=/dev/null bs=256M count=1; exec sleep 1000");
+    pod.start_init(
+        1,
+        "dd if=/dev/zero of=/dev/null bs=256M count=1; dd if=/dev/zero of=/dev/null bs=256M count=1; exec sleep 1000",
+    );
     pod.trigger(1);
 
     let pod_series = format!(
@@ -64,7 +58,11 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
         let exits = metric(&m1, "sandwatch_events_total{kind=\"exit\"}").unwrap_or(0.0);
         // Per-pod series count OOM events, closed within a second; kernel
         // counts reach the host outcome at the next tick.
-        if ooms - ooms0 >= 2.0 && exits - exits0 >= 2.0 && host_exits(&m1) - host0 >= 20.0 && metric(&m1, &pod_series) >= Some(2.0) {
+        if ooms - ooms0 >= 2.0
+            && exits - exits0 >= 2.0
+            && host_exits(&m1) - host0 >= 20.0
+            && metric(&m1, &pod_series) >= Some(2.0)
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -97,12 +95,7 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("promtool (Debian package prometheus, installed by cargo xtask setup)");
-    promtool
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(m1.as_bytes())
-        .expect("feed promtool");
+    promtool.stdin.take().expect("stdin").write_all(m1.as_bytes()).expect("feed promtool");
     let out = promtool.wait_with_output().expect("promtool");
     assert!(
         out.status.success(),
@@ -128,8 +121,16 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
         .collect();
     let documented: BTreeSet<String> = rows.iter().map(|(n, _)| n.clone()).collect();
     let always: BTreeSet<String> = rows.iter().filter(|(_, later)| !later).map(|(n, _)| n.clone()).collect();
-    assert!(served.is_subset(&documented), "README metric table lacks {:?}", served.difference(&documented).collect::<Vec<_>>());
-    assert!(always.is_subset(&served), "README documents what /metrics lacks: {:?}", always.difference(&served).collect::<Vec<_>>());
+    assert!(
+        served.is_subset(&documented),
+        "README metric table lacks {:?}",
+        served.difference(&documented).collect::<Vec<_>>()
+    );
+    assert!(
+        always.is_subset(&served),
+        "README documents what /metrics lacks: {:?}",
+        always.difference(&served).collect::<Vec<_>>()
+    );
 
     let (status, log) = agent.terminate(Duration::from_secs(10));
     assert!(status.success(), "exit 0 after SIGTERM, got {status}: {log}");
@@ -197,10 +198,7 @@ fn invalid_environment_values_are_one_line_and_exit_2() {
         ("SANDWATCH_OOM_STORM_CLEAR", "20", "must be below --oom-storm-threshold"),
         ("SANDWATCH_LOG_LEVEL", "loud", "--log-level"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_sandwatch"))
-            .env(var, value)
-            .output()
-            .expect("run sandwatch");
+        let out = Command::new(env!("CARGO_BIN_EXE_sandwatch")).env(var, value).output().expect("run sandwatch");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{var}={value}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{var}: one line: {stderr:?}");
@@ -221,7 +219,12 @@ fn agent_in_a_private_cgroup_namespace_rediscovers_running_pods() {
     let agent = AgentProcess::start_wrapped(&["unshare", "--cgroup", "--"], &[]);
     let m0 = agent.metrics();
     assert_eq!(metric(&m0, "sandwatch_tracked_sandboxes"), Some(1.0), "pod found at start-up: {}", agent.log_text());
-    assert_eq!(metric(&m0, "sandwatch_tracked_processes"), Some(1.0), "its init found at start-up: {}", agent.log_text());
+    assert_eq!(
+        metric(&m0, "sandwatch_tracked_processes"),
+        Some(1.0),
+        "its init found at start-up: {}",
+        agent.log_text()
+    );
 
     pod.trigger(1);
     let series = "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}";
@@ -338,7 +341,9 @@ fn json_logs_are_one_object_per_line_with_the_events_fields() {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|r| r["kind"] == "oom_kill")
         .unwrap_or_else(|| panic!("no oom_kill record: {body}"));
-    for key in ["pod_uid", "container_id", "victim_role", "qos_class", "pid", "comm", "rss_bytes", "limit_bytes", "outcome"] {
+    for key in
+        ["pod_uid", "container_id", "victim_role", "qos_class", "pid", "comm", "rss_bytes", "limit_bytes", "outcome"]
+    {
         assert!(!record[key].is_null(), "record lacks {key}: {record}");
         assert_eq!(record[key], oom[key], "{key}: record {record} vs log {oom}");
     }
@@ -364,7 +369,10 @@ fn no_tracefs_on_the_node_is_one_line_saying_how_to_mount_it() {
          exec setpriv --bounding-set -sys_admin --inh-caps -all -- {} --listen 127.0.0.1:0",
         env!("CARGO_BIN_EXE_sandwatch")
     );
-    let out = Command::new("unshare").args(["--mount", "--propagation", "private", "sh", "-c", &script]).output().expect("unshare (util-linux)");
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare (util-linux)");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");

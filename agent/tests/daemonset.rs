@@ -141,7 +141,11 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
         eprintln!("note ({}): {note}", rt.version);
     }
     cg.set_memory_limit(&pod_cgroup, plan.memory_limit as u64);
-    assert_eq!(plan.image, format!("sandwatch:{}", env!("CARGO_PKG_VERSION")), "the manifest runs this version's image");
+    assert_eq!(
+        plan.image,
+        format!("sandwatch:{}", env!("CARGO_PKG_VERSION")),
+        "the manifest runs this version's image"
+    );
     assert!(!plan.host_network, "the pod has its own network (Prometheus scrapes the pod IP)");
     let readiness = plan.readiness.clone().expect("a readiness probe");
     let liveness = plan.liveness.clone().expect("a liveness probe");
@@ -158,8 +162,10 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
 
     // The kubelet's probes, at the manifest's periods.
     let stop = Arc::new(AtomicBool::new(false));
-    let ready_prober = run_prober(PodNetwork::of(pod.pid).keep(), pod.ip.clone(), readiness.clone(), pod.started, stop.clone());
-    let live_prober = run_prober(PodNetwork::of(pod.pid).keep(), pod.ip.clone(), liveness.clone(), pod.started, stop.clone());
+    let ready_prober =
+        run_prober(PodNetwork::of(pod.pid).keep(), pod.ip.clone(), readiness.clone(), pod.started, stop.clone());
+    let live_prober =
+        run_prober(PodNetwork::of(pod.pid).keep(), pod.ip.clone(), liveness.clone(), pod.started, stop.clone());
     // How soon it is ready, looked at closely (the kubelet sees it at its
     // next readiness probe).
     let ready_in = loop {
@@ -171,7 +177,8 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
         assert_eq!(state, 1, "the agent's container is not running (exit {code}, {reason}); its log:\n{}", log());
         std::thread::sleep(Duration::from_millis(50));
     };
-    let scrape = || PodNetwork::get(&netns, agent_addr, "/metrics", Duration::from_secs(5)).map(|(_, b)| b).unwrap_or_default();
+    let scrape =
+        || PodNetwork::get(&netns, agent_addr, "/metrics", Duration::from_secs(5)).map(|(_, b)| b).unwrap_or_default();
     let wait_for = |what: &str, ok: &dyn Fn(&str) -> bool| -> String {
         let start = Instant::now();
         loop {
@@ -196,8 +203,14 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
     let batch_uid = "7a1b2c3d-2222-4e5f-8a9b-0c1d2e3f4a5b";
     let web = cri.run_pod("web", "shop", web_uid, &format!("{}/kubepods/burstable/pod{web_uid}", workloads.path));
     let hog = cri.run_container(&web, "hog", Some(32 << 20), "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
-    let batch = cri.run_pod("batch", "shop", batch_uid, &format!("{}/kubepods/burstable/pod{batch_uid}", workloads.path));
-    let worker = cri.run_container(&batch, "worker", Some(32 << 20), "dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 3600");
+    let batch =
+        cri.run_pod("batch", "shop", batch_uid, &format!("{}/kubepods/burstable/pod{batch_uid}", workloads.path));
+    let worker = cri.run_container(
+        &batch,
+        "worker",
+        Some(32 << 20),
+        "dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 3600",
+    );
     let series = |container: &str, container_id: &str, role: &str, uid: &str, pod: &str| {
         format!(
             "sandwatch_pod_oom_kills_total{{container=\"{container}\",container_id=\"{container_id}\",namespace=\"shop\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\"}}"
@@ -208,12 +221,24 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
     let text = wait_for("both OOM kills with the CRI's names", &|t| {
         metric(t, &hog_series) == Some(1.0) && metric(t, &worker_series) == Some(1.0)
     });
-    assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}"), Some(1.0), "{text}");
-    assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"), Some(1.0), "{text}");
+    assert_eq!(
+        metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"),
+        Some(1.0),
+        "{text}"
+    );
     assert_eq!(cri.status(&hog).reason, "OOMKilled");
     // The records name the node from the downward API.
-    let (_, events) = PodNetwork::get(&netns, agent_addr, "/events?kind=oom_kill", Duration::from_secs(5)).expect("/events");
-    assert!(events.lines().any(|l| l.contains("\"node\":\"sandwatch-test-node\"") && l.contains("\"container\":\"hog\"")), "{events}");
+    let (_, events) =
+        PodNetwork::get(&netns, agent_addr, "/events?kind=oom_kill", Duration::from_secs(5)).expect("/events");
+    assert!(
+        events.lines().any(|l| l.contains("\"node\":\"sandwatch-test-node\"") && l.contains("\"container\":\"hog\"")),
+        "{events}"
+    );
 
     // An exit storm: the agent stays within its limit.
     let agent_cgroup = {
@@ -221,9 +246,14 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
         cg.layout.task_path(&text).map(|p| cg.layout.host_path(p)).expect("memory cgroup of the agent")
     };
     exit_storm(50_000);
-    let text = wait_for("the storm counted", &|t| metric(t, "sandwatch_events_dropped_total{stage=\"kernel\"}").is_some());
+    let text =
+        wait_for("the storm counted", &|t| metric(t, "sandwatch_events_dropped_total{stage=\"kernel\"}").is_some());
     for stage in ["kernel", "channel", "decode"] {
-        assert_eq!(metric(&text, &format!("sandwatch_events_dropped_total{{stage=\"{stage}\"}}")), Some(0.0), "{stage}");
+        assert_eq!(
+            metric(&text, &format!("sandwatch_events_dropped_total{{stage=\"{stage}\"}}")),
+            Some(0.0),
+            "{stage}"
+        );
     }
     let peak = cgroup_peak(&cg, &agent_cgroup);
     let hwm = status_kib(pod.pid, "VmHWM:");
@@ -245,14 +275,23 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
     let (ready_log, live_log) = (ready_prober.join().expect("prober"), live_prober.join().expect("prober"));
     let ready_at = ready_log.ready_at(&readiness).unwrap_or_else(|| panic!("never ready: {ready_log:?}"));
     assert!(ready_at <= Duration::from_secs(10), "the kubelet saw it ready after {ready_at:?}: {ready_log:?}");
-    assert!(!live_log.would_restart(&liveness), "the liveness probe failed {}×: {live_log:?}", liveness.failure_threshold);
+    assert!(
+        !live_log.would_restart(&liveness),
+        "the liveness probe failed {}×: {live_log:?}",
+        liveness.failure_threshold
+    );
     assert!(live_log.results.iter().any(|(_, ok)| *ok), "{live_log:?}");
 
     // StopContainer with the pod's grace: SIGTERM, exit 0 in time, the
     // programs detached.
     let took = kubelet.stop(&pod.container_id, plan.grace);
     let (state, code, reason) = kubelet.status(&pod.container_id);
-    eprintln!("{}: stopped in {:.2} s (grace {} s), exit {code} ({reason})", rt.version, took.as_secs_f64(), plan.grace.as_secs());
+    eprintln!(
+        "{}: stopped in {:.2} s (grace {} s), exit {code} ({reason})",
+        rt.version,
+        took.as_secs_f64(),
+        plan.grace.as_secs()
+    );
     assert_eq!((state, code), (2, 0), "exit 0 on SIGTERM ({reason}); its log:\n{}", log());
     assert!(took < plan.grace, "it took the whole grace period ({took:?}): SIGKILLed");
     assert_eq!(our_programs(), programs_before, "its programs are detached");

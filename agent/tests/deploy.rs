@@ -23,11 +23,9 @@ fn run(cmd: &mut Command) -> String {
 #[test]
 fn manifests_validate_strictly_against_kubernetes_schemas() {
     let files = ["namespace.yaml", "daemonset.yaml", "service.yaml", "servicemonitor.yaml", "prometheusrule.yaml"];
-    let out = run(
-        Command::new("python3")
-            .args(["-m", "kubernetes_validate", "--strict"])
-            .args(files.map(|f| repo(&format!("deploy/kubernetes/{f}")))),
-    );
+    let out = run(Command::new("python3")
+        .args(["-m", "kubernetes_validate", "--strict"])
+        .args(files.map(|f| repo(&format!("deploy/kubernetes/{f}")))));
     for resource in ["namespace/sandwatch", "serviceaccount/sandwatch", "daemonset/sandwatch", "service/sandwatch"] {
         assert!(out.contains(&format!("passed for resource {resource} ")), "{resource} not validated:\n{out}");
     }
@@ -64,11 +62,7 @@ fn every_alert_has_a_unit_test_and_a_runbook() {
         assert!(runbooks.contains(&format!("\n## {alert}\n")), "docs/runbooks.md has no section {alert}");
     }
     let block = |name: &str| {
-        rules
-            .split("- alert: ")
-            .find(|b| b.starts_with(&format!("{name}\n")))
-            .map(str::to_string)
-            .unwrap_or_default()
+        rules.split("- alert: ").find(|b| b.starts_with(&format!("{name}\n"))).map(str::to_string).unwrap_or_default()
     };
     for alert in rules.lines().filter_map(|l| l.trim().strip_prefix("- alert: ")) {
         let b = block(alert);
@@ -88,19 +82,18 @@ fn prometheusrule_carries_exactly_the_rules_file() {
         .collect();
     let manifest = read("deploy/kubernetes/prometheusrule.yaml");
     let spec = manifest.split_once("\nspec:\n").map(|(_, s)| s).unwrap_or_default();
-    assert_eq!(spec, expected, "regenerate deploy/kubernetes/prometheusrule.yaml from rules.yml (spec = rules indented by two)");
+    assert_eq!(
+        spec, expected,
+        "regenerate deploy/kubernetes/prometheusrule.yaml from rules.yml (spec = rules indented by two)"
+    );
 }
 
 #[test]
 fn dashboard_is_current_grafana_json_with_variables() {
     let dash: serde_json::Value = serde_json::from_str(&read("dashboards/sandwatch.json")).expect("dashboard JSON");
     assert!(dash["schemaVersion"].as_u64().is_some_and(|v| v >= 39));
-    let vars: Vec<&str> = dash["templating"]["list"]
-        .as_array()
-        .expect("variables")
-        .iter()
-        .filter_map(|v| v["name"].as_str())
-        .collect();
+    let vars: Vec<&str> =
+        dash["templating"]["list"].as_array().expect("variables").iter().filter_map(|v| v["name"].as_str()).collect();
     assert_eq!(vars, ["datasource", "node", "namespace"]);
     let panels = dash["panels"].as_array().expect("panels");
     let mut queries = 0;

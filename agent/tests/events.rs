@@ -191,7 +191,8 @@ fn the_stream_carries_oom_kills_and_sandbox_deaths_and_keeps_them_for_newcomers(
     assert_eq!((death.pid, death.comm.as_deref(), death.cause.as_deref()), (Some(sandbox), Some("pause"), Some("oom")));
     assert_eq!(death.pod_uid.as_deref(), Some(UID));
     assert_eq!(death.victim_role.as_deref(), Some("sandbox"));
-    let pause_kill = got.iter().find(|r| r.kind == "oom_kill" && r.pid == Some(sandbox)).unwrap_or_else(|| panic!("{got:#?}"));
+    let pause_kill =
+        got.iter().find(|r| r.kind == "oom_kill" && r.pid == Some(sandbox)).unwrap_or_else(|| panic!("{got:#?}"));
     assert_eq!(pause_kill.victim_role.as_deref(), Some("sandbox"));
 
     // A newcomer reads the history at once and the response ends.
@@ -312,7 +313,10 @@ fn sandwatch_events_shows_the_kills_on_a_terminal() {
     let line = screen2.lines().find(|l| l.contains("sandbox_death")).unwrap_or_default();
     for title in ["KIND", "NAMESPACE/POD", "ROLE", "PID", "COMM"] {
         let col = header.find(title).unwrap_or(0);
-        assert!(line.as_bytes().get(col).is_some_and(|b| *b != b' ') && line.as_bytes()[col - 1] == b' ', "{title}:\n{header}\n{line}");
+        assert!(
+            line.as_bytes().get(col).is_some_and(|b| *b != b' ') && line.as_bytes()[col - 1] == b' ',
+            "{title}:\n{header}\n{line}"
+        );
     }
     drop(tmux);
 
@@ -323,7 +327,8 @@ fn sandwatch_events_shows_the_kills_on_a_terminal() {
     assert_eq!(text.lines().count(), 2, "header and the death:\n{text}");
     assert!(!text.contains('\x1b'), "no colour off a terminal");
     let out = sandwatch(&["events", "--url", &url, "--no-follow", "-o", "json"]);
-    let records: Vec<Record> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("record")).collect();
+    let records: Vec<Record> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("record")).collect();
     assert!(records.iter().any(|r| r.kind == "oom_kill" && r.pid.map(|p| p.to_string()) == Some(app.clone())));
 
     // A wrong filter is the agent's one line.
@@ -351,7 +356,8 @@ fn sandwatch_events_without_an_agent_says_so_in_one_line() {
             let Ok((mut s, _)) = listener.accept() else { return };
             let mut buf = [0u8; 1024];
             let _ = s.read(&mut buf);
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 13\r\n\r\n<html></html>");
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 13\r\n\r\n<html></html>");
         }
     });
     let url = format!("http://{addr}");
@@ -429,7 +435,11 @@ fn fifty_stuck_followers_cost_the_pipeline_nothing_and_their_losses_are_counted(
     assert_eq!(published, total(&text, "sandwatch_event_records_total{") - records_before, "quiet now");
     assert_eq!(metric(&text2, "sandwatch_event_records_total{kind=\"oom_kill\"}"), Some(f64::from(KILLS)), "{text2}");
     for stage in ["kernel", "channel", "decode"] {
-        assert_eq!(metric(&text2, &format!("sandwatch_events_dropped_total{{stage=\"{stage}\"}}")), Some(0.0), "{stage}: {text2}");
+        assert_eq!(
+            metric(&text2, &format!("sandwatch_events_dropped_total{{stage=\"{stage}\"}}")),
+            Some(0.0),
+            "{stage}: {text2}"
+        );
     }
     for kind in ["exit", "oom_kill"] {
         let produced = metric(&text2, &format!("sandwatch_kernel_events_total{{kind=\"{kind}\"}}"));
@@ -454,7 +464,12 @@ fn fifty_stuck_followers_cost_the_pipeline_nothing_and_their_losses_are_counted(
             }
             received + missed >= published as u64
         });
-        assert_eq!(received + missed, published as u64, "follower {i}: {received} read + {missed} missed of {published}: {:?}", got.last());
+        assert_eq!(
+            received + missed,
+            published as u64,
+            "follower {i}: {received} read + {missed} missed of {published}: {:?}",
+            got.last()
+        );
         missed_total += missed as f64;
     }
     assert_eq!(missed_total, dropped, "the counter is the sum of what each missed");
@@ -465,8 +480,5 @@ fn fifty_stuck_followers_cost_the_pipeline_nothing_and_their_losses_are_counted(
 
 /// Sum of a family's samples whose line starts with `prefix`.
 fn total(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(prefix))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
 }

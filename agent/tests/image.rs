@@ -36,7 +36,8 @@ impl OciArchive {
     }
 
     fn json(&self, name: &str) -> Value {
-        let bytes = self.files.get(name).unwrap_or_else(|| panic!("{name} missing from the archive: {:?}", self.files.keys()));
+        let bytes =
+            self.files.get(name).unwrap_or_else(|| panic!("{name} missing from the archive: {:?}", self.files.keys()));
         serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{name}: {e}"))
     }
 
@@ -50,7 +51,9 @@ impl OciArchive {
         let index = self.json("index.json");
         let digest = index["manifests"][0]["digest"].as_str().expect("manifest digest").to_string();
         let manifest: Value = serde_json::from_slice(self.blob(&digest)).expect("manifest");
-        let config: Value = serde_json::from_slice(self.blob(manifest["config"]["digest"].as_str().expect("config digest"))).expect("config");
+        let config: Value =
+            serde_json::from_slice(self.blob(manifest["config"]["digest"].as_str().expect("config digest")))
+                .expect("config");
         (digest, manifest, config)
     }
 
@@ -89,8 +92,10 @@ impl OciArchive {
 /// makes it and sets SANDWATCH_IMAGE_REBUILD).
 fn rebuilt_archive() -> PathBuf {
     let path = std::env::var("SANDWATCH_IMAGE_REBUILD").unwrap_or_else(|_| {
-        panic!("SANDWATCH_IMAGE_REBUILD is not set: `cargo xtask test` builds the image twice and sets it \
-                (by hand: `cargo xtask image --target-dir target/image-rebuild`)")
+        panic!(
+            "SANDWATCH_IMAGE_REBUILD is not set: `cargo xtask test` builds the image twice and sets it \
+                (by hand: `cargo xtask image --target-dir target/image-rebuild`)"
+        )
     });
     PathBuf::from(path)
 }
@@ -191,7 +196,8 @@ fn the_dockerfile_built_by_buildah_makes_the_same_image() {
         assert!(out.status.success(), "buildah {args:?}:\n{text}");
         text
     };
-    let revision = our_config["config"]["Labels"]["org.opencontainers.image.revision"].as_str().unwrap_or("").to_string();
+    let revision =
+        our_config["config"]["Labels"]["org.opencontainers.image.revision"].as_str().unwrap_or("").to_string();
     let tag = "localhost/sandwatch-dockerfile:test";
     let policy_arg = policy.display().to_string();
     buildah(&[

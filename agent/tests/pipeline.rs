@@ -51,10 +51,7 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
         wait_for_comm(child.id(), "sleep");
         // SAFETY: kill(2) of our own child, by pid.
         unsafe { libc::kill(child.id() as i32, signo) };
-        expected.insert(
-            child.id(),
-            ExitStatus::Signal { signo: signo as u8, core_dumped: false },
-        );
+        expected.insert(child.id(), ExitStatus::Signal { signo: signo as u8, core_dumped: false });
         children.push(child);
     }
     for mut c in children {
@@ -67,10 +64,7 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
 
     let pids: Vec<u32> = expected.keys().copied().collect();
     let ours = |e: &Event| matches!(e, Event::Exit(x) if pids.contains(&x.tgid));
-    let mut exits = collect(&mut pipeline.events, Duration::from_secs(10), ours, |kept| {
-        kept.len() >= pids.len()
-    })
-    .await;
+    let mut exits = collect(&mut pipeline.events, Duration::from_secs(10), ours, |kept| kept.len() >= pids.len()).await;
     // A grace period in which a duplicate would show up.
     exits.extend(collect(&mut pipeline.events, Duration::from_millis(500), ours, |_| false).await);
 
@@ -91,7 +85,13 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
     for pid in &pids {
         assert_eq!(seen.get(pid), Some(&1), "exactly one exit event for pid {pid}: {exits:?}");
     }
-    let host_exits = collect(&mut pipeline.events, Duration::from_millis(300), |e| matches!(e, Event::Exit(x) if x.tgid == host_pid), |_| false).await;
+    let host_exits = collect(
+        &mut pipeline.events,
+        Duration::from_millis(300),
+        |e| matches!(e, Event::Exit(x) if x.tgid == host_pid),
+        |_| false,
+    )
+    .await;
     assert!(host_exits.is_empty(), "a host process's exit is not streamed: {host_exits:?}");
     let counted = pipeline.kernel.unstreamed().host_exits - host_before;
     assert!(counted >= 1, "the host process's exit is counted in the kernel");
@@ -200,7 +200,11 @@ async fn multi_threaded_process_ends_exactly_once() {
         assert_eq!(exits.len(), 1, "round {round}: only the process's end is streamed: {exits:?}");
         assert_eq!(ended.len(), 1, "round {round}: exactly one exit ends the process: {exits:?}");
         let thread_exits = pipeline.kernel.unstreamed().thread_exits - thread_exits_before;
-        assert!(thread_exits >= threads as u64 - 1, "round {round}: the other {} threads' exits counted, {thread_exits}", threads - 1);
+        assert!(
+            thread_exits >= threads as u64 - 1,
+            "round {round}: the other {} threads' exits counted, {thread_exits}",
+            threads - 1
+        );
         for e in &exits {
             let Event::Exit(x) = e else { unreachable!() };
             assert_eq!(x.status, ExitStatus::Signal { signo: libc::SIGKILL as u8, core_dumped: false }, "{x:?}");
@@ -239,13 +243,7 @@ async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
     let kinds: Vec<EventKind> = events.iter().map(Event::kind).collect();
     assert_eq!(
         kinds,
-        [
-            EventKind::CgroupMkdir,
-            EventKind::CgroupAttach,
-            EventKind::OomKill,
-            EventKind::Exit,
-            EventKind::CgroupRmdir
-        ],
+        [EventKind::CgroupMkdir, EventKind::CgroupAttach, EventKind::OomKill, EventKind::Exit, EventKind::CgroupRmdir],
         "{events:#?}"
     );
     for e in &events {
@@ -289,10 +287,7 @@ async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
 /// delivered or counted as dropped, exactly.
 #[tokio::test(flavor = "current_thread")]
 async fn overrun_ring_buffer_accounts_for_every_event_per_kind() {
-    let mut pipeline = start(ProbeOptions {
-        ring_buffer_bytes: 4096,
-        ..ProbeOptions::default()
-    });
+    let mut pipeline = start(ProbeOptions { ring_buffer_bytes: 4096, ..ProbeOptions::default() });
     let kinds = [EventKind::Exit, EventKind::CgroupMkdir, EventKind::CgroupRmdir];
     let snapshot = |p: &Pipeline| kinds.map(|k| (p.kernel.read(k as u32), p.stats.received(k)));
     let before = snapshot(&pipeline);
@@ -305,7 +300,10 @@ async fn overrun_ring_buffer_accounts_for_every_event_per_kind() {
     const CGROUPS: u64 = 64;
     let cg = TestCgroup::create("overrun");
     let exits = |n: u64| {
-        let script = format!("echo $$ > {} && i=0; while [ $i -lt {n} ]; do /bin/true; i=$((i+1)); done", cg.procs_file(&cg.path).display());
+        let script = format!(
+            "echo $$ > {} && i=0; while [ $i -lt {n} ]; do /bin/true; i=$((i+1)); done",
+            cg.procs_file(&cg.path).display()
+        );
         let status = std::process::Command::new("sh").args(["-c", &script]).status().expect("sh");
         assert!(status.success());
     };
@@ -322,16 +320,12 @@ async fn overrun_ring_buffer_accounts_for_every_event_per_kind() {
     // agree and stay put (other activity on the machine may add events).
     let mut settled = None;
     for _ in 0..250 {
-        let _ = tokio::time::timeout(Duration::from_millis(20), async {
-            while pipeline.events.next().await.is_some() {}
-        })
-        .await;
+        let _ =
+            tokio::time::timeout(Duration::from_millis(20), async { while pipeline.events.next().await.is_some() {} })
+                .await;
         let now = snapshot(&pipeline);
         let stable = now.iter().zip(snapshot(&pipeline).iter()).all(|(a, b)| a.0 == b.0);
-        let agree = now
-            .iter()
-            .zip(before.iter())
-            .all(|((k, r), (k0, r0))| r - r0 == k.0 - k0.0);
+        let agree = now.iter().zip(before.iter()).all(|((k, r), (k0, r0))| r - r0 == k.0 - k0.0);
         if stable && agree {
             settled = Some(now);
             break;
@@ -404,7 +398,12 @@ fn memlock_is_raised_before_5_11_and_refused_without_cap_sys_resource() {
     }
     let exe = std::env::current_exe().expect("test binary");
     let out = std::process::Command::new(exe)
-        .args(["memlock_is_raised_before_5_11_and_refused_without_cap_sys_resource", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "memlock_is_raised_before_5_11_and_refused_without_cap_sys_resource",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(WITHOUT_SYS_RESOURCE, "1")
         .output()
         .expect("run the test binary again");
@@ -416,7 +415,10 @@ fn memlock_is_raised_before_5_11_and_refused_without_cap_sys_resource() {
         .unwrap_or_else(|| panic!("no RESULT line: {text}"));
     if old_kernel {
         assert!(
-            result.starts_with("refused: ") && result.contains("RLIMIT_MEMLOCK") && result.contains("CAP_SYS_RESOURCE") && !result.contains('\n'),
+            result.starts_with("refused: ")
+                && result.contains("RLIMIT_MEMLOCK")
+                && result.contains("CAP_SYS_RESOURCE")
+                && !result.contains('\n'),
             "{result}"
         );
         // With the capability (this process) the same kernel loads.

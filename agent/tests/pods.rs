@@ -148,7 +148,9 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
     let a_victims: Vec<(u32, TaskRole)> = reports
         .iter()
         .filter_map(|r| match r {
-            Report::Oom(o) if o.pod.as_ref().is_some_and(|p| p.pod_uid == uid && p.container_id == Some(cid(2))) => Some((o.victim.pid, o.role)),
+            Report::Oom(o) if o.pod.as_ref().is_some_and(|p| p.pod_uid == uid && p.container_id == Some(cid(2))) => {
+                Some((o.victim.pid, o.role))
+            }
             _ => None,
         })
         .collect();
@@ -201,7 +203,8 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         .expect("sandbox death");
     assert_eq!(death.sandbox_death, Some(DeathCause::Oom));
     assert_eq!(death.pod.as_ref().map(|p| p.pod_uid.clone()), Some(uid.clone()));
-    let sandbox_cgroup = watch.watchdog.registry().sandbox(&uid).and_then(|s| s.sandbox_container.as_ref()).map(|c| c.cgroup_id);
+    let sandbox_cgroup =
+        watch.watchdog.registry().sandbox(&uid).and_then(|s| s.sandbox_container.as_ref()).map(|c| c.cgroup_id);
     assert_eq!(sandbox_cgroup, Some(pod.cgroup_id(SANDBOX)), "the sandbox container is the first one");
 
     // OOM events close once their burst of victims is over; the agent's
@@ -230,9 +233,7 @@ async fn teardown(watch: &mut Watch, pod: KubePod) {
     let pod_path = pod.pod_path.clone();
     let a_init = pod.init_pid(A);
     drop(pod);
-    let reports = watch
-        .until(Duration::from_secs(5), |_| false)
-        .await;
+    let reports = watch.until(Duration::from_secs(5), |_| false).await;
     // Container A's init (now `sleep`) was killed before its cgroup went.
     let a_exit = reports
         .iter()
@@ -249,13 +250,16 @@ async fn teardown(watch: &mut Watch, pod: KubePod) {
     assert_eq!(metric(&text, "sandwatch_tracked_containers"), Some(0.0), "{text}");
     assert_eq!(metric(&text, "sandwatch_tracked_processes"), Some(0.0), "{text}");
     // The pod's OOM series stay for late events, then go with the pod.
-    let pod_series = |text: &str| text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(UID)).count();
+    let pod_series = |text: &str| {
+        text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(UID)).count()
+    };
     assert!(pod_series(&text) > 0, "{text}");
     let ttl = ChurnSettings::default().pod_series_ttl_secs * 1_000_000_000;
     watch.watchdog.metrics.tick(sandwatch::watchdog::boottime_ns() + ttl);
     let text = watch.text();
     assert_eq!(pod_series(&text), 0, "a gone pod's series go after the grace: {text}");
-    assert!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}").is_some_and(|v| v >= 1.0));
+    assert!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}")
+        .is_some_and(|v| v >= 1.0));
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -337,23 +341,54 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     if v2 {
         let mut roles: Vec<TaskRole> = victims.iter().map(|(_, r)| *r).collect();
         roles.sort_by_key(|r| r.label());
-        assert_eq!(roles, [TaskRole::ContainerGroup, TaskRole::ContainerGroup, TaskRole::ContainerGroup, TaskRole::ContainerInit], "{victims:?}");
+        assert_eq!(
+            roles,
+            [TaskRole::ContainerGroup, TaskRole::ContainerGroup, TaskRole::ContainerGroup, TaskRole::ContainerInit],
+            "{victims:?}"
+        );
         assert!(victims.iter().any(|(pid, role)| *pid == init && *role == TaskRole::ContainerInit), "{victims:?}");
-        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"container\"}"), Some(1.0), "{text}");
-        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_group\"}"), Some(3.0));
-        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}"), Some(1.0));
-        assert_eq!(pod_series(&text, UID_GROUP, "container_init"), Some(1.0), "the event, once, as the container's death: {text}");
+        assert_eq!(
+            metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"container\"}"),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_group\"}"),
+            Some(3.0)
+        );
+        assert_eq!(
+            metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}"),
+            Some(1.0)
+        );
+        assert_eq!(
+            pod_series(&text, UID_GROUP, "container_init"),
+            Some(1.0),
+            "the event, once, as the container's death: {text}"
+        );
         assert_eq!(pod_series(&text, UID_GROUP, "container_child"), None, "no child-kill series: {text}");
-        assert_eq!(metric(&text, "sandwatch_oom_kills_window{window=\"60s\"}"), Some(1.0), "one event in the churn window");
-        assert_eq!(metric(&text, "sandwatch_task_exits_total{outcome=\"handled\",role=\"container_init\"}"), Some(1.0), "one container death");
+        assert_eq!(
+            metric(&text, "sandwatch_oom_kills_window{window=\"60s\"}"),
+            Some(1.0),
+            "one event in the churn window"
+        );
+        assert_eq!(
+            metric(&text, "sandwatch_task_exits_total{outcome=\"handled\",role=\"container_init\"}"),
+            Some(1.0),
+            "one container death"
+        );
         assert!(metric(&text, "sandwatch_oom_group_containers").is_some_and(|v| v >= 1.0), "{text}");
     } else {
         let kills = single_mode_kills(&victims, init, grouped.oom_kills(1), "cgroup v1 kills one process at a time");
-        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(kills as f64), "{text}");
+        assert_eq!(
+            metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"),
+            Some(kills as f64),
+            "{text}"
+        );
         assert_eq!(metric(&text, "sandwatch_oom_group_containers"), Some(0.0));
     }
     assert_eq!(metric(&text, "sandwatch_oom_storm"), Some(0.0));
-    let process_events_before = metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
+    let process_events_before =
+        metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
 
     // Single-process mode: the child, the container lives on.
     single.trigger(1);
@@ -366,7 +401,8 @@ async fn group_kill_is_one_event_of_a_whole_container() {
         reports.extend(watch.until(Duration::from_secs(5), |rs| victims_of(rs, UID_SINGLE).len() >= missing).await);
     }
     let single_init = single.init_pid(1);
-    let kills = single_mode_kills(&victims_of(&reports, UID_SINGLE), single_init, single.oom_kills(1), "one process per OOM");
+    let kills =
+        single_mode_kills(&victims_of(&reports, UID_SINGLE), single_init, single.oom_kills(1), "one process per OOM");
     std::thread::sleep(Duration::from_millis(300));
     watch.watchdog.tick();
     let text = watch.text();
@@ -376,7 +412,8 @@ async fn group_kill_is_one_event_of_a_whole_container() {
         let init_alive = std::path::Path::new(&format!("/proc/{single_init}")).exists();
         assert!(init_alive, "the container's init lives on");
     }
-    let scope_process = metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
+    let scope_process =
+        metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
     assert_eq!(scope_process - process_events_before, kills as f64, "each kill its own event: {text}");
     drop(grouped);
     drop(single);
@@ -422,7 +459,9 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     let born = KubePod::build("resync-born", UID_BORN, false, 2);
     let lost = watch.losing(Duration::from_millis(500), cgroup_change).await;
     assert!(lost >= 6, "the teardown's and the creation's mkdir and rmdir kept away: {lost}");
-    let stale = |w: &Watch| w.watchdog.registry().sandbox(UID_GONE).is_some() && w.watchdog.registry().sandbox(UID_BORN).is_none();
+    let stale = |w: &Watch| {
+        w.watchdog.registry().sandbox(UID_GONE).is_some() && w.watchdog.registry().sandbox(UID_BORN).is_none()
+    };
     assert!(stale(&watch), "without those events the registry is stale");
     watch.watchdog.tick();
     assert!(stale(&watch), "no loss counted, no re-read");
@@ -436,7 +475,8 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     assert_eq!(born_sandbox.containers.len(), 1, "and its app container");
     let text = watch.text();
     assert_eq!(metric(&text, "sandwatch_cgroup_resyncs_total"), Some(1.0), "{text}");
-    let change = |c: &str| metric(&text, &format!("sandwatch_cgroup_resync_changes_total{{change=\"{c}\"}}")).unwrap_or(0.0);
+    let change =
+        |c: &str| metric(&text, &format!("sandwatch_cgroup_resync_changes_total{{change=\"{c}\"}}")).unwrap_or(0.0);
     assert!(change("created") >= 3.0 && change("removed") >= 3.0, "pod and two containers each way: {text}");
     assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(1.0), "{text}");
 
@@ -454,7 +494,10 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     watch.watchdog.tick();
     let lost = watch.losing(Duration::from_millis(500), |e| matches!(e, Event::CgroupRmdir(_))).await;
     assert!(lost >= 3, "the late pod's rmdirs kept away: {lost}");
-    assert!(watch.watchdog.registry().sandbox(UID_LATE).is_none(), "a mkdir of a cgroup gone before the read does not bring it back");
+    assert!(
+        watch.watchdog.registry().sandbox(UID_LATE).is_none(),
+        "a mkdir of a cgroup gone before the read does not bring it back"
+    );
     let text = watch.text();
     assert_eq!(metric(&text, "sandwatch_cgroup_resyncs_total"), Some(2.0), "{text}");
     let removed = metric(&text, "sandwatch_cgroup_resync_changes_total{change=\"removed\"}").unwrap_or(0.0);

@@ -44,21 +44,12 @@ fn prometheus_sees_an_oom_storm_exactly() {
 
     // increase() evaluated at the newest scrape: the series start at 0, so
     // nothing is extrapolated and the answer is exact.
-    let last = prom
-        .scalar("max(timestamp(sandwatch_oom_kills_total))", None)
-        .expect("a scrape timestamp");
+    let last = prom.scalar("max(timestamp(sandwatch_oom_kills_total))", None).expect("a scrape timestamp");
     let increase = prom.scalar("sum(increase(sandwatch_oom_kills_total[10m]))", Some(last));
     assert_eq!(increase, Some(4.0));
-    let split = prom.query(
-        "sum by (victim_role) (increase(sandwatch_oom_kills_total{qos_class=\"burstable\"}[10m]))",
-        Some(last),
-    );
-    let role = |name: &str| {
-        split
-            .iter()
-            .find(|(labels, _)| labels["victim_role"] == name)
-            .map(|(_, v)| *v)
-    };
+    let split = prom
+        .query("sum by (victim_role) (increase(sandwatch_oom_kills_total{qos_class=\"burstable\"}[10m]))", Some(last));
+    let role = |name: &str| split.iter().find(|(labels, _)| labels["victim_role"] == name).map(|(_, v)| *v);
     assert_eq!(role("container_child"), Some(3.0), "{split:?}");
     assert_eq!(role("container_init"), Some(1.0), "{split:?}");
     assert_eq!(role("sandbox"), Some(0.0), "{split:?}");
@@ -127,7 +118,8 @@ fn a_torn_down_pods_series_goes_stale_after_the_ttl() {
     }
     assert!(!agent.metrics().contains(UID_TTL), "the agent no longer serves it");
     // Prometheus kept its last value, and the node-wide count every kill.
-    let last = prom.scalar(&format!("max_over_time(sandwatch_pod_oom_kills_total{{pod_uid=\"{UID_TTL}\"}}[10m])"), None);
+    let last =
+        prom.scalar(&format!("max_over_time(sandwatch_pod_oom_kills_total{{pod_uid=\"{UID_TTL}\"}}[10m])"), None);
     assert_eq!(last, Some(1.0));
     let kills = prom.scalar("sum(sandwatch_oom_kills_total)", None).expect("node-wide kills");
     assert_eq!(kills - kills0, 1.0);
@@ -137,10 +129,9 @@ fn a_torn_down_pods_series_goes_stale_after_the_ttl() {
 /// Grafana's variables replaced the way Grafana would for "All".
 fn shipped_queries() -> Vec<(String, String)> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let dash: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("{root}/dashboards/sandwatch.json")).expect("dashboard"),
-    )
-    .expect("dashboard JSON");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{root}/dashboards/sandwatch.json")).expect("dashboard"))
+            .expect("dashboard JSON");
     let mut out = Vec::new();
     for panel in dash["panels"].as_array().into_iter().flatten() {
         for target in panel["targets"].as_array().into_iter().flatten() {

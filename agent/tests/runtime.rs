@@ -32,7 +32,12 @@ fn wait_metric(agent: &AgentProcess, series: &str, timeout: Duration, ok: impl F
             panic!(
                 "{series} = {:?} after {timeout:?}\nmetrics:\n{}\nagent log:\n{}",
                 metric(&text, series),
-                text.lines().filter(|l| l.starts_with("sandwatch_runtime") || l.contains("late_exit") || l.contains("oom_mismatch")).collect::<Vec<_>>().join("\n"),
+                text.lines()
+                    .filter(|l| l.starts_with("sandwatch_runtime")
+                        || l.contains("late_exit")
+                        || l.contains("oom_mismatch"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 agent.log_text()
             );
         }
@@ -107,11 +112,21 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     // out of its 32 MiB.
     let (sandbox, workload) = (cid(0xa1), cid(0xa2));
     ctrd.run(&sandbox, &pod.container_path(&sandbox), None, "exec sleep 3600");
-    ctrd.run(&workload, &pod.container_path(&workload), Some(32 << 20), "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
+    ctrd.run(
+        &workload,
+        &pod.container_path(&workload),
+        Some(32 << 20),
+        "exec dd if=/dev/zero of=/dev/null bs=64M count=1",
+    );
 
     // The kernel's OOM kill of the init, containerd's OOM event for the
     // same container, and containerd's TaskExit after the kernel's exit.
-    wait_metric(&agent, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}", Duration::from_secs(30), |v| v == 1.0);
+    wait_metric(
+        &agent,
+        "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}",
+        Duration::from_secs(30),
+        |v| v == 1.0,
+    );
     wait_metric(&agent, "sandwatch_runtime_oom_matched_total", Duration::from_secs(30), |v| v == 1.0);
     wait_metric(&agent, "sandwatch_runtime_exit_lag_seconds_count", Duration::from_secs(30), |v| v == 1.0);
     let text = agent.metrics();
@@ -119,8 +134,15 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     // of the lines tested is in 2.0.0-2.0.5).
     let info: Vec<&str> = text.lines().filter(|l| l.starts_with("sandwatch_runtime_info{")).collect();
     assert_eq!(info.len(), 1, "{info:?}");
-    assert!(info[0].contains(&format!("version=\"{}\"", rt.release())) && info[0].ends_with(" 1"), "{info:?} for {}", rt.version);
-    assert_eq!(metric(&text, "sandwatch_runtime_known_issue{issue=\"containerd#12038\",runtime=\"containerd\"}"), Some(0.0));
+    assert!(
+        info[0].contains(&format!("version=\"{}\"", rt.release())) && info[0].ends_with(" 1"),
+        "{info:?} for {}",
+        rt.version
+    );
+    assert_eq!(
+        metric(&text, "sandwatch_runtime_known_issue{issue=\"containerd#12038\",runtime=\"containerd\"}"),
+        Some(0.0)
+    );
     let lag = metric(&text, "sandwatch_runtime_exit_lag_seconds_sum").expect("lag sum");
     assert!((0.0..5.0).contains(&lag), "an idle containerd reports an exit within seconds, lag {lag} s");
     // On cgroup v1 containerd reports every OOM invocation in the cgroup
@@ -131,10 +153,18 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     // Past the match window nothing is left unmatched on either side.
     std::thread::sleep(Duration::from_secs(5));
     let text = agent.metrics();
-    assert_eq!(metric(&text, "sandwatch_oom_mismatch_total{direction=\"kernel_only\"}"), Some(0.0), "{}", agent.log_text());
+    assert_eq!(
+        metric(&text, "sandwatch_oom_mismatch_total{direction=\"kernel_only\"}"),
+        Some(0.0),
+        "{}",
+        agent.log_text()
+    );
     assert_eq!(metric(&text, "sandwatch_oom_mismatch_total{direction=\"runtime_only\"}"), Some(0.0));
     assert_eq!(metric(&text, "sandwatch_runtime_exits_unmatched_total"), Some(0.0));
-    assert_eq!(metric(&text, "sandwatch_late_exit_events_total{reason=\"container_missing\",source=\"runtime\"}"), Some(0.0));
+    assert_eq!(
+        metric(&text, "sandwatch_late_exit_events_total{reason=\"container_missing\",source=\"runtime\"}"),
+        Some(0.0)
+    );
     assert_eq!(metric(&text, "sandwatch_runtime_events_malformed_total"), Some(0.0));
     drop(ctrd);
     drop(agent);
@@ -198,7 +228,12 @@ fn containerd_crash_is_counted_and_the_stream_comes_back(rt: &Runtime) {
     let status = ctrd.wait_exit();
     use std::os::unix::process::ExitStatusExt as _;
     assert_eq!(status.code(), Some(2), "the Go runtime exits 2 on SIGSEGV: {status:?}");
-    wait_metric(&agent, "sandwatch_runtime_crashes_total{reason=\"panic\",runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 1.0);
+    wait_metric(
+        &agent,
+        "sandwatch_runtime_crashes_total{reason=\"panic\",runtime=\"containerd\"}",
+        Duration::from_secs(10),
+        |v| v == 1.0,
+    );
     wait_metric(&agent, "sandwatch_runtime_up{runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 0.0);
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(10), |v| v == 0.0);
     assert!(agent.log_text().contains("container runtime containerd"), "{}", agent.log_text());
@@ -206,7 +241,9 @@ fn containerd_crash_is_counted_and_the_stream_comes_back(rt: &Runtime) {
 
     ctrd.spawn();
     wait_metric(&agent, "sandwatch_runtime_up{runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 1.0);
-    wait_metric(&agent, "sandwatch_runtime_restarts_total{runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_runtime_restarts_total{runtime=\"containerd\"}", Duration::from_secs(10), |v| {
+        v == 1.0
+    });
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(40), |v| v == 1.0);
     let text = agent.metrics();
     assert!(metric(&text, "sandwatch_runtime_events_reconnects_total").is_some_and(|v| v >= 1.0));
@@ -214,7 +251,10 @@ fn containerd_crash_is_counted_and_the_stream_comes_back(rt: &Runtime) {
     let records = agent.records();
     let crash = records.iter().find(|r| r.kind == "runtime_crash").unwrap_or_else(|| panic!("{records:#?}"));
     assert_eq!((crash.runtime.as_deref(), crash.reason.as_deref()), (Some("containerd"), Some("panic")));
-    assert!(records.iter().any(|r| r.kind == "runtime_restart" && r.runtime.as_deref() == Some("containerd")), "{records:#?}");
+    assert!(
+        records.iter().any(|r| r.kind == "runtime_restart" && r.runtime.as_deref() == Some("containerd")),
+        "{records:#?}"
+    );
     drop(ctrd);
     drop(agent);
 }
@@ -234,7 +274,9 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
         "--oom-match-window-seconds",
         "3",
     ]);
-    wait_metric(&agent, "sandwatch_runtime_metadata_refreshes_total{result=\"error\"}", Duration::from_secs(10), |v| v >= 1.0);
+    wait_metric(&agent, "sandwatch_runtime_metadata_refreshes_total{result=\"error\"}", Duration::from_secs(10), |v| {
+        v >= 1.0
+    });
     assert_eq!(metric(&agent.metrics(), "sandwatch_runtime_metadata_up"), Some(0.0));
     let mut ctrd = Containerd::start_cri(rt, "cri");
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
@@ -277,14 +319,18 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     wait_metric(&agent, "sandwatch_sandbox_deaths_total{cause=\"signal\"}", Duration::from_secs(30), |v| v == 1.0);
     // Logs name what is known when they are written: the pod by now.
     let log = agent.log_text();
-    assert!(log.lines().any(|l| l.contains("sandbox death (signal)") && l.contains("(shop/web)") && l.contains("(POD)")), "{log}");
+    assert!(
+        log.lines().any(|l| l.contains("sandbox death (signal)") && l.contains("(shop/web)") && l.contains("(POD)")),
+        "{log}"
+    );
 
     // The runtime goes away: metadata is down, names already learned stay;
     // back with the runtime.
     ctrd.signal(libc::SIGTERM);
     let _ = ctrd.wait_exit();
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(30), |v| v == 0.0);
-    assert!(metric(&agent.metrics(), "sandwatch_runtime_metadata_refreshes_total{result=\"error\"}").is_some_and(|v| v >= 1.0));
+    assert!(metric(&agent.metrics(), "sandwatch_runtime_metadata_refreshes_total{result=\"error\"}")
+        .is_some_and(|v| v >= 1.0));
     ctrd.spawn();
     cri.reconnect();
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
@@ -309,7 +355,8 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     let cgroups = RuntimePod::new("cri-group", UID_GROUP);
     let ctrd = Containerd::start_cri(rt, "cri-group");
     let socket = ctrd.socket.display().to_string();
-    let agent = AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
+    let agent =
+        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     let pod = cri.run_pod("batch", "jobs", UID_GROUP, &cgroups.pod_path);
@@ -331,20 +378,39 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
         )
     };
     if v2 {
-        wait_metric(&agent, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"container\"}", Duration::from_secs(60), |v| v == 1.0);
+        wait_metric(
+            &agent,
+            "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"container\"}",
+            Duration::from_secs(60),
+            |v| v == 1.0,
+        );
         wait_metric(&agent, &series("container_init"), Duration::from_secs(30), |v| v == 1.0);
         std::thread::sleep(Duration::from_secs(2));
         let text = agent.metrics();
-        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_group\"}"), Some(3.0), "{text}");
-        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}"), Some(1.0));
+        assert_eq!(
+            metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_group\"}"),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}"),
+            Some(1.0)
+        );
         assert_eq!(metric(&text, &series("container_child")), None, "no child-kill series: {text}");
         assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(0.0));
         assert_eq!(cri.status(&worker).reason, "OOMKilled", "the container died");
     } else {
         wait_metric(&agent, &series("container_child"), Duration::from_secs(60), |v| v == 1.0);
         let text = agent.metrics();
-        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(1.0), "{text}");
-        assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_group\"}"), Some(0.0));
+        assert_eq!(
+            metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_group\"}"),
+            Some(0.0)
+        );
         assert_eq!(cri.status(&worker).state, 1, "the container lives on");
     }
     cri.remove_pod(&pod.id);
@@ -394,14 +460,8 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     let mut pods = RuntimePod::new("churn", &format!("{:08x}-0000-4c3d-8e9f-0a1b2c3d4e5f", 0));
     let socket = Containerd::socket_for("churn").display().to_string();
     let ctrd = Containerd::start_cri(rt, "churn");
-    let agent = AgentProcess::start(&[
-        "--containerd-socket",
-        &socket,
-        "--cri-socket",
-        &socket,
-        "--cri-refresh-seconds",
-        "1",
-    ]);
+    let agent =
+        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(30), |v| v == 1.0);
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(30), |v| v == 1.0);
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
@@ -434,7 +494,11 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
         started.len(),
         failed.first()
     );
-    assert!(victims > 0.0, "containerd {}: a {CHURN_LIMIT}-byte pod limit killed nothing; the churn did not happen", rt.version);
+    assert!(
+        victims > 0.0,
+        "containerd {}: a {CHURN_LIMIT}-byte pod limit killed nothing; the churn did not happen",
+        rt.version
+    );
     assert!(failed.len() as f64 <= victims, "every failed start was an OOM kill: {failed:?}");
     if let (Some(before), Some(after)) = (cgroup_kills_before, cgroup_kills()) {
         assert_eq!(after - before, victims, "the pods' parent's memory.events says as many OOM kills as /proc/vmstat");
@@ -443,7 +507,10 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     // Every OOM kill was of a sandbox starting: an OOM death each.
     wait_metric(&agent, "sandwatch_sandbox_deaths_total{cause=\"oom\"}", Duration::from_secs(30), |v| v == victims);
     let text = agent.metrics();
-    assert_eq!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}"), Some(victims));
+    assert_eq!(
+        metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}"),
+        Some(victims)
+    );
 
     // The rest die at teardown: one death per start, never two.
     for id in &started {
@@ -464,8 +531,16 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     std::thread::sleep(Duration::from_secs(11));
     let text = agent.metrics();
     assert_eq!(deaths(&text), starts, "containerd {}: one sandbox death per start\n{}", rt.version, agent.log_text());
-    assert_eq!(metric(&text, "sandwatch_sandbox_deaths_total{cause=\"oom\"}"), Some(victims), "no other deaths read as OOM");
-    for dropped in ["sandwatch_events_dropped_total", "sandwatch_kernel_events_dropped_total", "sandwatch_runtime_events_dropped_total"] {
+    assert_eq!(
+        metric(&text, "sandwatch_sandbox_deaths_total{cause=\"oom\"}"),
+        Some(victims),
+        "no other deaths read as OOM"
+    );
+    for dropped in [
+        "sandwatch_events_dropped_total",
+        "sandwatch_kernel_events_dropped_total",
+        "sandwatch_runtime_events_dropped_total",
+    ] {
         let lost: f64 = text
             .lines()
             .filter(|l| l.starts_with(dropped))
@@ -478,13 +553,16 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     // Names on every per-pod series and every sandbox-death line.
     let series: Vec<&str> = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).collect();
     assert!(!series.is_empty());
-    let unnamed: Vec<&&str> = series.iter().filter(|l| !l.contains("namespace=\"churn\"") || l.contains("pod=\"\"")).collect();
+    let unnamed: Vec<&&str> =
+        series.iter().filter(|l| !l.contains("namespace=\"churn\"") || l.contains("pod=\"\"")).collect();
     let log = agent.log_text();
     let deaths_logged: Vec<&str> = log.lines().filter(|l| l.contains("sandbox death (")).collect();
     let unnamed_deaths: Vec<&&str> = deaths_logged.iter().filter(|l| !l.contains("(churn/pause-")).collect();
     let late = |source: &str| -> f64 {
         text.lines()
-            .filter(|l| l.starts_with("sandwatch_late_exit_events_total{") && l.contains(&format!("source=\"{source}\"")))
+            .filter(|l| {
+                l.starts_with("sandwatch_late_exit_events_total{") && l.contains(&format!("source=\"{source}\""))
+            })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     };
@@ -514,7 +592,10 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     let death_records: Vec<_> = records.iter().filter(|r| r.kind == "sandbox_death").collect();
     assert_eq!(death_records.len() as f64, starts, "{death_records:#?}");
     assert!(
-        death_records.iter().all(|r| r.namespace.as_deref() == Some("churn") && r.pod.as_deref().is_some_and(|p| p.starts_with("pause-"))),
+        death_records
+            .iter()
+            .all(|r| r.namespace.as_deref() == Some("churn")
+                && r.pod.as_deref().is_some_and(|p| p.starts_with("pause-"))),
         "sandbox death records without names: {death_records:#?}"
     );
     let oom_deaths = death_records.iter().filter(|r| r.cause.as_deref() == Some("oom")).count() as f64;

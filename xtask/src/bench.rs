@@ -274,7 +274,8 @@ fn run_storm(setup: Setup, bin: &Path, args: &Args, with_stats: bool) -> Result<
     let idle_window = window.min(Duration::from_secs(5));
     let idle0 = tool.pid().map_or(0, cpu_ns);
     std::thread::sleep(idle_window);
-    let idle = tool.pid().map_or(0, cpu_ns).saturating_sub(idle0) as f64 * window.as_secs_f64() / idle_window.as_secs_f64();
+    let idle =
+        tool.pid().map_or(0, cpu_ns).saturating_sub(idle0) as f64 * window.as_secs_f64() / idle_window.as_secs_f64();
     let mut result = Storm {
         wall,
         cpu_ns: cpu as f64,
@@ -373,11 +374,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn report(args: &Args, storms: &BTreeMap<Setup, Vec<Storm>>, costs: &BTreeMap<Setup, Storm>) {
     let forks = f64::from(args.forks);
-    let baseline: Vec<f64> = storms.get(&Setup::Baseline).map(|v| v.iter().map(|s| s.wall.as_secs_f64()).collect()).unwrap_or_default();
+    let baseline: Vec<f64> =
+        storms.get(&Setup::Baseline).map(|v| v.iter().map(|s| s.wall.as_secs_f64()).collect()).unwrap_or_default();
     println!();
-    println!("Exit storm, {} × {} fork+exit, median of {} rounds (ratios to the baseline of the same round):", args.rounds, args.forks, args.rounds);
+    println!(
+        "Exit storm, {} × {} fork+exit, median of {} rounds (ratios to the baseline of the same round):",
+        args.rounds, args.forks, args.rounds
+    );
     println!();
-    println!("| setup | wall time vs baseline | user-space CPU per exit | kernel ns per hook (fork + exit) | peak RSS |");
+    println!(
+        "| setup | wall time vs baseline | user-space CPU per exit | kernel ns per hook (fork + exit) | peak RSS |"
+    );
     println!("|---|---|---|---|---|");
     for setup in Setup::ALL.into_iter().filter(|s| storms.contains_key(s)) {
         let runs = storms.get(&setup).cloned().unwrap_or_default();
@@ -417,14 +424,21 @@ fn report(args: &Args, storms: &BTreeMap<Setup, Vec<Storm>>, costs: &BTreeMap<Se
     println!("| measure | value | target | |");
     println!("|---|---|---|---|");
     println!("| exits generated / seen by the kernel programs (streamed or counted) / lost | {generated} / {seen} / {lost} | 0 lost | {} |", verdict(lost == 0.0 && seen >= generated));
-    println!("| storm wall time with / without sandwatch (median) | ×{ratio:.3} ({:+.1} %) | ≤ +2 % | {} |", (ratio - 1.0) * 100.0, verdict(ratio <= 1.02));
+    println!(
+        "| storm wall time with / without sandwatch (median) | ×{ratio:.3} ({:+.1} %) | ≤ +2 % | {} |",
+        (ratio - 1.0) * 100.0,
+        verdict(ratio <= 1.02)
+    );
     println!("| sandwatch CPU per exit (median; its whole CPU from the storm's start to 500 ms after) | {:.2} µs | ≤ 0.5 µs | {} |", cpu / 1e3, verdict(cpu <= 500.0));
     println!(
         "| sandwatch idle over as long a time, per exit of the storm (idle work: {:.1} ms CPU per s) | {:.2} µs | | |",
         idle_per_s / 1e6,
         idle / 1e3
     );
-    println!("| kernel ns per fork + exit (BPF run-time statistics) | {kernel:.0} ns | ≤ 400 ns | {} |", verdict(kernel <= 400.0));
+    println!(
+        "| kernel ns per fork + exit (BPF run-time statistics) | {kernel:.0} ns | ≤ 400 ns | {} |",
+        verdict(kernel <= 400.0)
+    );
     println!("| sandwatch peak RSS (VmHWM, start-up included) | {rss:.1} MiB | ≤ 16 MiB | {} |", verdict(rss <= 16.0));
 }
 
@@ -504,7 +518,13 @@ fn at_scale(bin: &Path, args: &Args) -> Result<String> {
     let kill_start = Instant::now();
     for dir in pods.containers.iter().skip(1).step_by(2).take(kills) {
         let status = Command::new("sh")
-            .args(["-c", &format!("echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs=64M count=1", dir.join("cgroup.procs").display())])
+            .args([
+                "-c",
+                &format!(
+                    "echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs=64M count=1",
+                    dir.join("cgroup.procs").display()
+                ),
+            ])
             .stderr(Stdio::null())
             .status()?;
         if status.success() {
@@ -521,7 +541,8 @@ fn at_scale(bin: &Path, args: &Args) -> Result<String> {
     let text = agent.metrics()?;
     let m = |s: &str| crate::node::metric(&text, s).unwrap_or(0.0);
     let counted = m(series) - oom0;
-    let lost = m("sandwatch_events_dropped_total{stage=\"kernel\"}") + m("sandwatch_events_dropped_total{stage=\"channel\"}");
+    let lost =
+        m("sandwatch_events_dropped_total{stage=\"kernel\"}") + m("sandwatch_events_dropped_total{stage=\"channel\"}");
     let kept = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
     let evicted = m("sandwatch_pod_series_evicted_total");
     let mut scrapes = Vec::new();

@@ -65,7 +65,8 @@ impl Suite {
             return Ok(());
         }
         for sub in ["lists/partial", "cache/archives/partial"] {
-            std::fs::create_dir_all(self.dir.join(sub)).with_context(|| format!("cannot create {}", self.dir.display()))?;
+            std::fs::create_dir_all(self.dir.join(sub))
+                .with_context(|| format!("cannot create {}", self.dir.display()))?;
         }
         // An empty dpkg status: this apt knows nothing installed.
         std::fs::write(self.dir.join("status"), "")?;
@@ -122,17 +123,21 @@ impl Suite {
         let downloads = self.dir.join("downloads");
         std::fs::create_dir_all(&downloads)?;
         eprintln!("debs: downloading {package} {version} from Debian {}", self.name);
-        run_cmd(Command::new("apt-get")
-            .args(self.apt_options())
-            .args(["download", &format!("{package}={version}")])
-            .current_dir(&downloads))?;
+        run_cmd(
+            Command::new("apt-get")
+                .args(self.apt_options())
+                .args(["download", &format!("{package}={version}")])
+                .current_dir(&downloads),
+        )?;
         let deb = std::fs::read_dir(&downloads)?
             .flatten()
             .map(|e| e.path())
-            .find(|p| p.file_name().is_some_and(|n| {
-                let n = n.to_string_lossy();
-                n.starts_with(&format!("{package}_")) && n.ends_with(".deb")
-            }))
+            .find(|p| {
+                p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with(&format!("{package}_")) && n.ends_with(".deb")
+                })
+            })
             .with_context(|| format!("apt-get download left no {package}_*.deb in {}", downloads.display()))?;
         let staging = self.dir.join(format!("{package}.partial"));
         let _ = std::fs::remove_dir_all(&staging);
@@ -175,7 +180,9 @@ fn mirror_in(sources: &str) -> Option<String> {
         .lines()
         .filter(|l| !l.trim_start().starts_with('#'))
         .flat_map(str::split_whitespace)
-        .find(|w| (w.starts_with("http://") || w.starts_with("https://")) && w.trim_end_matches('/').ends_with("/debian"))
+        .find(|w| {
+            (w.starts_with("http://") || w.starts_with("https://")) && w.trim_end_matches('/').ends_with("/debian")
+        })
         .map(|w| w.trim_end_matches('/').to_string())
 }
 

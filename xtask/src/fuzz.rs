@@ -30,11 +30,7 @@ impl Args {
     /// (at most 60 s each), so CI never fails on a new random find; new
     /// finds come from `cargo xtask fuzz`.
     pub fn short() -> Self {
-        Self {
-            seconds: 60,
-            runs: Some(200_000),
-            target: None,
-        }
+        Self { seconds: 60, runs: Some(200_000), target: None }
     }
 }
 

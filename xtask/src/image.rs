@@ -92,12 +92,15 @@ pub fn build(args: &Args) -> Result<Image> {
     let version = env!("CARGO_PKG_VERSION");
     let reference = format!("{REPOSITORY}:{version}");
     let bytes = std::fs::read(&binary)?;
-    let layer_tar = tar(&[
-        Entry::Dir("usr/"),
-        Entry::Dir("usr/local/"),
-        Entry::Dir("usr/local/bin/"),
-        Entry::File(BINARY, &bytes, 0o755),
-    ], source.time)?;
+    let layer_tar = tar(
+        &[
+            Entry::Dir("usr/"),
+            Entry::Dir("usr/local/"),
+            Entry::Dir("usr/local/bin/"),
+            Entry::File(BINARY, &bytes, 0o755),
+        ],
+        source.time,
+    )?;
     let diff_id = sha256(&layer_tar);
     let layer = gzip(&layer_tar)?;
     let labels = source.labels(version);
@@ -139,10 +142,7 @@ pub fn build(args: &Args) -> Result<Image> {
     let (config_path, layer_path, manifest_path) = (blob(&config), blob(&layer), blob(&manifest));
     let mut blobs = [(config_path, &config), (layer_path, &layer), (manifest_path, &manifest)];
     blobs.sort();
-    let mut entries = vec![
-        Entry::Dir("blobs/"),
-        Entry::Dir("blobs/sha256/"),
-    ];
+    let mut entries = vec![Entry::Dir("blobs/"), Entry::Dir("blobs/sha256/")];
     entries.extend(blobs.iter().map(|(path, data)| Entry::File(path, data, 0o644)));
     entries.push(Entry::File("index.json", &index, 0o644));
     entries.push(Entry::File("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#, 0o644));
@@ -220,7 +220,8 @@ struct Source {
 
 impl Source {
     fn of(root: &Path) -> Result<Self> {
-        let git = |args: &[&str]| output(Command::new("git").args(args).current_dir(root)).map(|s| s.trim().to_string());
+        let git =
+            |args: &[&str]| output(Command::new("git").args(args).current_dir(root)).map(|s| s.trim().to_string());
         let commit = git(&["rev-parse", "HEAD"]).context("`git rev-parse HEAD` failed: the image names its commit")?;
         let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
         let time: u64 = git(&["log", "-1", "--format=%ct"]).and_then(|t| t.parse().ok()).context("commit time")?;

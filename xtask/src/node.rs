@@ -103,7 +103,6 @@ pub fn workers() -> u32 {
     std::thread::available_parallelism().map_or(2, |n| n.get() as u32)
 }
 
-
 /// A cgroup inside this process's own memory cgroup (v1) or unified
 /// cgroup (v2). Dropping it kills what is left inside and removes it and
 /// every cgroup made under it, deepest first.
@@ -155,8 +154,7 @@ impl OwnCgroup {
 
     pub fn limit_memory(&self, dir: &Path, bytes: u64) -> Result<()> {
         let file = if self.v2 { "memory.max" } else { "memory.limit_in_bytes" };
-        std::fs::write(dir.join(file), bytes.to_string())
-            .with_context(|| format!("cannot limit {}", dir.display()))
+        std::fs::write(dir.join(file), bytes.to_string()).with_context(|| format!("cannot limit {}", dir.display()))
     }
 
     /// Kills what is inside `dir` (only processes we started can be there)
@@ -228,11 +226,7 @@ impl Agent {
             .stderr(stderr)
             .spawn()
             .with_context(|| format!("cannot start {}", bin.display()))?;
-        let mut agent = Self {
-            child,
-            addr,
-            log: log.map(Path::to_path_buf),
-        };
+        let mut agent = Self { child, addr, log: log.map(Path::to_path_buf) };
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(30) {
             if let Some(status) = agent.child.try_wait()? {
@@ -252,10 +246,7 @@ impl Agent {
     }
 
     pub fn log_text(&self) -> String {
-        self.log
-            .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .unwrap_or_default()
+        self.log.as_ref().and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default()
     }
 
     pub fn metrics(&self) -> Result<String> {

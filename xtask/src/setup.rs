@@ -87,8 +87,7 @@ fn ensure_runtimes() -> Result<()> {
         let link = links.join(format!("containerd-{suite}"));
         if std::fs::read_link(&link).ok().as_deref() != Some(unpacked.as_path()) {
             let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&unpacked, &link)
-                .with_context(|| format!("cannot link {}", link.display()))?;
+            std::os::unix::fs::symlink(&unpacked, &link).with_context(|| format!("cannot link {}", link.display()))?;
         }
         say(format!("containerd from Debian {suite} at {}", link.display()));
     }
@@ -99,8 +98,8 @@ const CARGO_FUZZ_VERSION: &str = "0.13.2";
 
 /// cargo-fuzz drives libFuzzer for `cargo xtask fuzz`.
 fn ensure_cargo_fuzz() -> Result<()> {
-    let present = output(Command::new("cargo").args(["fuzz", "--version"]))
-        .is_some_and(|v| v.contains(CARGO_FUZZ_VERSION));
+    let present =
+        output(Command::new("cargo").args(["fuzz", "--version"])).is_some_and(|v| v.contains(CARGO_FUZZ_VERSION));
     if present {
         say(format!("cargo-fuzz {CARGO_FUZZ_VERSION} present"));
         return Ok(());
@@ -122,8 +121,8 @@ const KUBERNETES_VALIDATE: (&str, &str, &str) = ("kubernetes-validate", "kuberne
 /// Installs a PyPI package (name, module, version) unless `python3 -m
 /// module --version` already answers.
 fn ensure_pip((package, module, version): (&str, &str, &str)) -> Result<()> {
-    let present = output(Command::new("python3").args(["-m", module, "--version"]))
-        .is_some_and(|v| v.contains(version));
+    let present =
+        output(Command::new("python3").args(["-m", module, "--version"])).is_some_and(|v| v.contains(version));
     if present {
         say(format!("{package} {version} present"));
         return Ok(());
@@ -164,8 +163,8 @@ fn ensure_nightly() -> Result<String> {
             version().context("nightly installed but `rustc +nightly -vV` fails")?
         }
     };
-    let installed = output(rustup().args(["component", "list", "--toolchain", "nightly", "--installed"]))
-        .unwrap_or_default();
+    let installed =
+        output(rustup().args(["component", "list", "--toolchain", "nightly", "--installed"])).unwrap_or_default();
     if installed.lines().any(|l| l.starts_with("rust-src")) {
         say("rust-src for nightly present");
     } else {
@@ -191,11 +190,7 @@ fn dpkg_installed(package: &str) -> bool {
 }
 
 fn ensure_apt(packages: &[String]) -> Result<()> {
-    let missing: Vec<&str> = packages
-        .iter()
-        .map(String::as_str)
-        .filter(|p| !dpkg_installed(p))
-        .collect();
+    let missing: Vec<&str> = packages.iter().map(String::as_str).filter(|p| !dpkg_installed(p)).collect();
     if missing.is_empty() {
         say(format!("apt packages present: {}", packages.join(" ")));
         return Ok(());
@@ -205,10 +200,12 @@ fn ensure_apt(packages: &[String]) -> Result<()> {
     }
     say(format!("installing apt packages: {}", missing.join(" ")));
     run_cmd(Command::new("apt-get").args(["update", "-qq"]))?;
-    run_cmd(Command::new("apt-get")
-        .args(["install", "-y", "-qq", "--no-install-recommends"])
-        .args(&missing)
-        .env("DEBIAN_FRONTEND", "noninteractive"))
+    run_cmd(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
 }
 
 fn bpf_linker_path() -> Option<PathBuf> {
@@ -221,8 +218,7 @@ fn bpf_linker_path() -> Option<PathBuf> {
 /// LLVM `llvm`.
 fn bpf_linker_matches(llvm: u32) -> bool {
     let Some(path) = bpf_linker_path() else { return false };
-    let version_ok = output(Command::new(&path).arg("--version"))
-        .is_some_and(|v| v.contains(BPF_LINKER_VERSION));
+    let version_ok = output(Command::new(&path).arg("--version")).is_some_and(|v| v.contains(BPF_LINKER_VERSION));
     let linked = output(Command::new("ldd").arg(&path)).unwrap_or_default();
     version_ok && linked.contains(&format!("libLLVM.so.{llvm}"))
 }
@@ -233,23 +229,22 @@ fn ensure_bpf_linker(llvm: u32) -> Result<()> {
         return Ok(());
     }
     say(format!("installing bpf-linker {BPF_LINKER_VERSION} against LLVM {llvm}"));
-    let path = format!(
-        "/usr/lib/llvm-{llvm}/bin:{}",
-        std::env::var("PATH").unwrap_or_default()
-    );
-    run_cmd(Command::new("cargo")
-        .args([
-            "install",
-            "bpf-linker",
-            "--locked",
-            "--force",
-            "--version",
-            BPF_LINKER_VERSION,
-            "--no-default-features",
-            "--features",
-            &format!("llvm-{llvm}"),
-        ])
-        .env("PATH", path))?;
+    let path = format!("/usr/lib/llvm-{llvm}/bin:{}", std::env::var("PATH").unwrap_or_default());
+    run_cmd(
+        Command::new("cargo")
+            .args([
+                "install",
+                "bpf-linker",
+                "--locked",
+                "--force",
+                "--version",
+                BPF_LINKER_VERSION,
+                "--no-default-features",
+                "--features",
+                &format!("llvm-{llvm}"),
+            ])
+            .env("PATH", path),
+    )?;
     if !bpf_linker_matches(llvm) {
         bail!("bpf-linker was installed but is not on PATH or not linked against LLVM {llvm}");
     }

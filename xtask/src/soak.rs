@@ -261,11 +261,8 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
 
     let Soak { agent, starts, mut log_texts, .. } = soak;
     log_texts.push(agent.stop()?);
-    let bad: Vec<&str> = log_texts
-        .iter()
-        .flat_map(|t| t.lines())
-        .filter(|l| l.contains("panicked") || l.contains(" ERROR "))
-        .collect();
+    let bad: Vec<&str> =
+        log_texts.iter().flat_map(|t| t.lines()).filter(|l| l.contains("panicked") || l.contains(" ERROR ")).collect();
 
     println!();
     println!("| soak, {} min | value | check |", args.minutes);
@@ -276,9 +273,15 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
     println!("| produced == delivered + dropped, per kind | {} | yes |", if balanced { "yes" } else { "no" });
     println!("| channel / decode drops | {channel_drops} / {decode_drops} | decode 0 |");
     println!("| cgroup tree re-reads after lost cgroup events (last agent) / changes applied | {resyncs} / {recovered} | registry empty after teardown |");
-    println!("| RSS after warm-up → end | {:.1} → {:.1} MiB ({:+.1} %) | < +10 % |", rss_base as f64 / 1024.0, rss_end as f64 / 1024.0, growth * 100.0);
+    println!(
+        "| RSS after warm-up → end | {:.1} → {:.1} MiB ({:+.1} %) | < +10 % |",
+        rss_base as f64 / 1024.0,
+        rss_end as f64 / 1024.0,
+        growth * 100.0
+    );
     println!("| panic or error lines in agent logs | {} | 0 |", bad.len());
-    if ooms_counted != oom_expected || overload_drops <= 0.0 || decode_drops > 0.0 || growth >= 0.10 || !bad.is_empty() {
+    if ooms_counted != oom_expected || overload_drops <= 0.0 || decode_drops > 0.0 || growth >= 0.10 || !bad.is_empty()
+    {
         bail!("soak failed: {bad:?}");
     }
     Ok(())

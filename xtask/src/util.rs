@@ -9,10 +9,7 @@ use anyhow::{bail, Context as _, Result};
 
 pub fn workspace_root() -> Result<PathBuf> {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .parent()
-        .map(Path::to_path_buf)
-        .context("xtask has no parent directory")
+    manifest.parent().map(Path::to_path_buf).context("xtask has no parent directory")
 }
 
 pub fn is_root() -> bool {
@@ -40,9 +37,7 @@ pub fn run(cmd: &mut Command) -> Result<()> {
 /// Runs a command and returns its stdout, or None if it could not run or failed.
 pub fn output(cmd: &mut Command) -> Option<String> {
     let out = cmd.output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The cargo that runs xtask.
@@ -62,13 +57,15 @@ pub struct TrackedFiles(std::collections::BTreeMap<String, String>);
 impl TrackedFiles {
     pub fn snapshot() -> Result<Self> {
         let root = workspace_root()?;
-        let status = output(Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]).current_dir(&root))
-            .context("`git status` failed: is this a git checkout?")?;
+        let status =
+            output(Command::new("git").args(["status", "--porcelain", "--untracked-files=no"]).current_dir(&root))
+                .context("`git status` failed: is this a git checkout?")?;
         let files = status
             .lines()
             .filter_map(|l| l.get(3..))
             .map(|path| {
-                let hash = output(Command::new("git").args(["hash-object", path]).current_dir(&root)).unwrap_or_default();
+                let hash =
+                    output(Command::new("git").args(["hash-object", path]).current_dir(&root)).unwrap_or_default();
                 (path.to_string(), hash.trim().to_string())
             })
             .collect();

@@ -90,12 +90,18 @@ pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
     let mut total = Tally::default();
     let mut failures = Vec::new();
     let timeout = Duration::from_secs(args.timeout_minutes * 60);
-    let mut boot_one = |kernel: &Kernel, initramfs: &Path, what: &str, memory_mib: u32| match boot(&dir, kernel, initramfs, timeout, what, memory_mib) {
+    let mut boot_one = |kernel: &Kernel, initramfs: &Path, what: &str, memory_mib: u32| match boot(
+        &dir, kernel, initramfs, timeout, what, memory_mib,
+    ) {
         Ok(outcome) => {
             println!("vm {} (cgroup v2{what}): {}", kernel.release, outcome.tally.summary());
             total.add(outcome.tally);
             if let Some(why) = outcome.failure() {
-                failures.push(format!("kernel {} (cgroup v2{what}): {why}; serial log {}", kernel.release, outcome.log.display()));
+                failures.push(format!(
+                    "kernel {} (cgroup v2{what}): {why}; serial log {}",
+                    kernel.release,
+                    outcome.log.display()
+                ));
             }
         }
         Err(e) => failures.push(format!("kernel {} (cgroup v2{what}): {e:#}", kernel.release)),
@@ -152,20 +158,23 @@ impl Extras {
         for bin in ["containerd", "containerd-shim-runc-v2", "ctr"] {
             files.push((unpacked.join("usr/bin").join(bin), link.join("usr/bin").join(bin)));
         }
-        let runc = output(Command::new("sh").args(["-c", "command -v runc"])).map(|s| s.trim().to_string()).unwrap_or_default();
+        let runc = output(Command::new("sh").args(["-c", "command -v runc"]))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
         if runc.is_empty() {
             bail!("runc missing: run `cargo xtask setup`");
         }
         files.push((std::fs::canonicalize(&runc)?, PathBuf::from(&runc)));
         let agent = root.join("target/debug/sandwatch");
         files.push((agent.clone(), agent));
-        let package_root = kernel.vmlinuz.ancestors().find(|a| a.join("lib/modules").is_dir()).context("kernel modules")?;
+        let package_root =
+            kernel.vmlinuz.ancestors().find(|a| a.join("lib/modules").is_dir()).context("kernel modules")?;
         let module = package_root.join("lib/modules").join(&kernel.release).join("kernel/fs/overlayfs/overlay.ko.xz");
         let unpacked_module = dir.join(format!("overlay-{}.ko", kernel.release));
-        run_cmd(Command::new("sh").args([
-            "-c",
-            &format!("xz -dc '{}' > '{}'", module.display(), unpacked_module.display()),
-        ]))
+        run_cmd(
+            Command::new("sh")
+                .args(["-c", &format!("xz -dc '{}' > '{}'", module.display(), unpacked_module.display())]),
+        )
         .with_context(|| format!("cannot unpack {}", module.display()))?;
         files.push((unpacked_module, PathBuf::from("/lib/modules/overlay.ko")));
         Ok(Self {
@@ -247,11 +256,7 @@ fn build_test_binaries(root: &Path, tests: &[&str]) -> Result<Vec<(String, PathB
     for t in tests {
         cmd.args(["--test", t]);
     }
-    let out = cmd
-        .current_dir(root)
-        .stderr(Stdio::inherit())
-        .output()
-        .context("cannot run cargo test --no-run")?;
+    let out = cmd.current_dir(root).stderr(Stdio::inherit()).output().context("cannot run cargo test --no-run")?;
     if !out.status.success() {
         bail!("building the VM test binaries failed");
     }
@@ -278,7 +283,13 @@ fn json_string(line: &str, key: &str) -> Option<String> {
     Some(line[start..start + len].to_string())
 }
 
-fn build_initramfs(dir: &Path, name: &str, binaries: &[(String, PathBuf)], filter: Option<&str>, extras: &Extras) -> Result<PathBuf> {
+fn build_initramfs(
+    dir: &Path,
+    name: &str,
+    binaries: &[(String, PathBuf)],
+    filter: Option<&str>,
+    extras: &Extras,
+) -> Result<PathBuf> {
     let stage = dir.join(name);
     let _ = std::fs::remove_dir_all(&stage);
     for d in ["bin", "proc", "sys", "dev", "tmp", "tests", "etc", "run"] {
@@ -465,7 +476,14 @@ impl Outcome {
     }
 }
 
-fn boot(dir: &Path, kernel: &Kernel, initramfs: &Path, timeout: Duration, what: &str, memory_mib: u32) -> Result<Outcome> {
+fn boot(
+    dir: &Path,
+    kernel: &Kernel,
+    initramfs: &Path,
+    timeout: Duration,
+    what: &str,
+    memory_mib: u32,
+) -> Result<Outcome> {
     let tag = if what.is_empty() { String::new() } else { "-runtime".to_string() };
     let log_path = dir.join(format!("{}{tag}.log", kernel.release));
     let mut log = std::fs::File::create(&log_path)?;

@@ -105,13 +105,13 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
     let target = Target::parse(&args.url)?;
     let url = args.url.clone();
     let unreachable = |reason: String| ClientError::Unreachable { url: url.clone(), reason };
-    let stream = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(target.authority.as_str()))
-        .await
-        .map_err(|_| unreachable("no answer within 5 s".into()))?
-        .map_err(|e| unreachable(e.to_string()))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| unreachable(e.to_string()))?;
+    let stream =
+        tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(target.authority.as_str()))
+            .await
+            .map_err(|_| unreachable("no answer within 5 s".into()))?
+            .map_err(|e| unreachable(e.to_string()))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| unreachable(e.to_string()))?;
     tokio::spawn(conn);
     let request = Request::get(target.events_path(args))
         .header(hyper::header::HOST, target.authority.as_str())
@@ -122,12 +122,8 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
         .map_err(|_| unreachable("no answer within 10 s".into()))?
         .map_err(|e| unreachable(e.to_string()))?;
     let status = response.status();
-    let content_type = response
-        .headers()
-        .get(hyper::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let content_type =
+        response.headers().get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let mut body = response.into_body();
     if status != StatusCode::OK || !content_type.starts_with(NDJSON) {
         let first = match body.collect().await {
@@ -139,7 +135,9 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
             StatusCode::BAD_REQUEST | StatusCode::SERVICE_UNAVAILABLE if ours => {
                 ClientError::Refused { url, message: first }
             }
-            StatusCode::OK => ClientError::NotSandwatch { url, why: format!("/events answered {content_type:?}, not {NDJSON}") },
+            StatusCode::OK => {
+                ClientError::NotSandwatch { url, why: format!("/events answered {content_type:?}, not {NDJSON}") }
+            }
             _ => ClientError::NotSandwatch { url, why: format!("/events answered HTTP {status}") },
         });
     }
@@ -187,7 +185,8 @@ struct Target {
 
 impl Target {
     fn parse(url: &str) -> Result<Self, ClientError> {
-        let uri: Uri = url.parse().map_err(|_| ClientError::Url(format!("{url:?} is not a URL (e.g. http://127.0.0.1:9432)")))?;
+        let uri: Uri =
+            url.parse().map_err(|_| ClientError::Url(format!("{url:?} is not a URL (e.g. http://127.0.0.1:9432)")))?;
         match uri.scheme_str() {
             Some("http") => {}
             Some(other) => return Err(ClientError::Url(format!("{url}: only http:// is spoken, not {other}://"))),
@@ -354,21 +353,19 @@ fn detail(r: &Record) -> String {
             }
         }
         "sandbox_death" => parts.push(format!("cause={}", r.cause.as_deref().unwrap_or("?"))),
-        "late_exit" => parts.push(format!(
-            "{} ({})",
-            r.reason.as_deref().unwrap_or("?"),
-            r.source.as_deref().unwrap_or("?")
-        )),
+        "late_exit" => {
+            parts.push(format!("{} ({})", r.reason.as_deref().unwrap_or("?"), r.source.as_deref().unwrap_or("?")))
+        }
         "runtime_crash" | "runtime_restart" => {
             parts.push(r.runtime.clone().unwrap_or_default());
             parts.extend(r.reason.clone());
         }
-        "oom_storm_start" | "oom_storm_end" => parts.push(format!(
-            "{} OOM events in {}s",
-            r.count.unwrap_or(0),
-            r.window_seconds.unwrap_or(0)
-        )),
-        "events_dropped" => parts.push(format!("{} lost at {}", r.count.unwrap_or(0), r.stage.as_deref().unwrap_or("?"))),
+        "oom_storm_start" | "oom_storm_end" => {
+            parts.push(format!("{} OOM events in {}s", r.count.unwrap_or(0), r.window_seconds.unwrap_or(0)))
+        }
+        "events_dropped" => {
+            parts.push(format!("{} lost at {}", r.count.unwrap_or(0), r.stage.as_deref().unwrap_or("?")))
+        }
         "missed" => parts.push(format!("{} records missed: this client read too slowly", r.count.unwrap_or(0))),
         _ => {}
     }
@@ -499,12 +496,22 @@ mod tests {
         r.trigger_pid = Some(77);
         r.trigger_comm = Some("java".into());
         assert_eq!(detail(&r), "by 77 java");
-        let late = Record { kind: "late_exit".into(), reason: Some("container_missing".into()), source: Some("runtime".into()), ..Record::default() };
+        let late = Record {
+            kind: "late_exit".into(),
+            reason: Some("container_missing".into()),
+            source: Some("runtime".into()),
+            ..Record::default()
+        };
         assert_eq!(detail(&late), "container_missing (runtime)");
-        let storm = Record { kind: "oom_storm_start".into(), count: Some(12), window_seconds: Some(60), ..Record::default() };
+        let storm =
+            Record { kind: "oom_storm_start".into(), count: Some(12), window_seconds: Some(60), ..Record::default() };
         assert_eq!(detail(&storm), "12 OOM events in 60s");
-        let unknown = Record { kind: "from_the_future".into(), time: "2026-12-01T08:03:46Z".into(), ..Record::default() };
-        assert_eq!(Table { colour: true, width: None }.row(&unknown).split_whitespace().nth(1), Some("from_the_future"));
+        let unknown =
+            Record { kind: "from_the_future".into(), time: "2026-12-01T08:03:46Z".into(), ..Record::default() };
+        assert_eq!(
+            Table { colour: true, width: None }.row(&unknown).split_whitespace().nth(1),
+            Some("from_the_future")
+        );
     }
 
     #[test]
@@ -517,7 +524,10 @@ mod tests {
             ..Record::default()
         };
         let row = Table { colour: false, width: None }.row(&r);
-        assert!(row.contains("uid:0c9e8d7f") && row.contains(&"ab".repeat(6)) && !row.contains(&"ab".repeat(7)), "{row}");
+        assert!(
+            row.contains("uid:0c9e8d7f") && row.contains(&"ab".repeat(6)) && !row.contains(&"ab".repeat(7)),
+            "{row}"
+        );
     }
 
     #[test]

@@ -64,8 +64,12 @@ mod tests {
 
     #[test]
     fn no_subcommand_is_the_agent_and_events_is_the_client() {
-        assert!(matches!(parse(["sandwatch", "--listen", "127.0.0.1:1"]), Ok(Invocation::Agent(c)) if c.listen.port() == 1));
-        let Ok(Invocation::Events(a)) = parse(["sandwatch", "events", "--kind", "oom_kill,sandbox_death", "-o", "json", "--no-follow"]) else {
+        assert!(
+            matches!(parse(["sandwatch", "--listen", "127.0.0.1:1"]), Ok(Invocation::Agent(c)) if c.listen.port() == 1)
+        );
+        let Ok(Invocation::Events(a)) =
+            parse(["sandwatch", "events", "--kind", "oom_kill,sandbox_death", "-o", "json", "--no-follow"])
+        else {
             panic!("events parses");
         };
         assert_eq!(a.kind, ["oom_kill", "sandbox_death"]);
@@ -85,7 +89,9 @@ mod tests {
             parse(["sandwatch", "--oom-storm-threshold", "2", "--oom-storm-clear", "3"]),
             Err(ConfigExit::Invalid(l)) if l.contains("--oom-storm-clear")
         ));
-        assert!(matches!(parse(["sandwatch", "events", "--output", "yaml"]), Err(ConfigExit::Invalid(l)) if l.contains("yaml")));
+        assert!(
+            matches!(parse(["sandwatch", "events", "--output", "yaml"]), Err(ConfigExit::Invalid(l)) if l.contains("yaml"))
+        );
         assert!(matches!(parse(["sandwatch", "--help"]), Err(ConfigExit::Info(t)) if t.contains("events")));
     }
 }

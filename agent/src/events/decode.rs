@@ -3,8 +3,8 @@
 //! [`DecodeError`] with a bounded label, never a panic.
 
 use agent_common::{
-    CgroupEvent, EventHeader, EventKind, ExitEvent, OomKillEvent, CGROUP_PATH_LEN, COMM_LEN,
-    FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED,
+    CgroupEvent, EventHeader, EventKind, ExitEvent, OomKillEvent, CGROUP_PATH_LEN, COMM_LEN, FLAG_NO_RSS,
+    FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,19 +48,14 @@ impl ExitStatus {
         if signo == 0 {
             ExitStatus::Code(((status >> 8) & 0xff) as u8)
         } else {
-            ExitStatus::Signal {
-                signo,
-                core_dumped: status & 0x80 != 0,
-            }
+            ExitStatus::Signal { signo, core_dumped: status & 0x80 != 0 }
         }
     }
 
     pub fn to_wait_status(self) -> u32 {
         match self {
             ExitStatus::Code(c) => u32::from(c) << 8,
-            ExitStatus::Signal { signo, core_dumped } => {
-                u32::from(signo) | if core_dumped { 0x80 } else { 0 }
-            }
+            ExitStatus::Signal { signo, core_dumped } => u32::from(signo) | if core_dumped { 0x80 } else { 0 },
         }
     }
 }
@@ -189,11 +184,7 @@ impl Event {
 fn read<T: Copy>(bytes: &[u8], kind: EventKind) -> Result<T, DecodeError> {
     let need = core::mem::size_of::<T>();
     if bytes.len() < need {
-        return Err(DecodeError::Truncated {
-            kind,
-            len: bytes.len(),
-            need,
-        });
+        return Err(DecodeError::Truncated { kind, len: bytes.len(), need });
     }
     // SAFETY: length checked above; T is a repr(C) plain-data record from
     // agent-common, valid for any bit pattern; read_unaligned needs no alignment.
@@ -307,8 +298,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
 
 fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
     // SAFETY: T is a padding-free repr(C) record (sizes asserted in agent-common).
-    unsafe { core::slice::from_raw_parts((v as *const T).cast::<u8>(), core::mem::size_of::<T>()) }
-        .to_vec()
+    unsafe { core::slice::from_raw_parts((v as *const T).cast::<u8>(), core::mem::size_of::<T>()) }.to_vec()
 }
 
 fn comm_bytes(s: &str) -> [u8; COMM_LEN] {
@@ -321,11 +311,7 @@ fn comm_bytes(s: &str) -> [u8; COMM_LEN] {
 /// Encodes an event the way the kernel programs write it. Used by tests,
 /// benchmarks and fuzzing to produce records.
 pub fn encode(event: &Event) -> Vec<u8> {
-    let header = |ts_ns, flags| EventHeader {
-        kind: event.kind() as u32,
-        flags,
-        ts_ns,
-    };
+    let header = |ts_ns, flags| EventHeader { kind: event.kind() as u32, flags, ts_ns };
     match event {
         Event::Exit(e) => bytes_of(&ExitEvent {
             header: header(
@@ -448,25 +434,12 @@ mod tests {
     }
 
     fn cgroup(path: &str) -> CgroupChange {
-        CgroupChange {
-            ts_ns: 1,
-            hierarchy_id: 4,
-            level: 3,
-            cgroup_id: 42,
-            path: path.into(),
-            truncated: false,
-        }
+        CgroupChange { ts_ns: 1, hierarchy_id: 4, level: 3, cgroup_id: 42, path: path.into(), truncated: false }
     }
 
     #[test]
     fn every_event_type_round_trips() {
-        let rss = OomRss {
-            total_vm_kb: 1,
-            anon_rss_kb: 2,
-            file_rss_kb: 3,
-            shmem_rss_kb: 4,
-            pgtables_kb: 5,
-        };
+        let rss = OomRss { total_vm_kb: 1, anon_rss_kb: 2, file_rss_kb: 3, shmem_rss_kb: 4, pgtables_kb: 5 };
         let events = [
             exit(),
             Event::Exit(Exit {
@@ -510,14 +483,8 @@ mod tests {
     fn wait_status_decodes_codes_signals_and_core_dumps() {
         assert_eq!(ExitStatus::from_wait_status(0), ExitStatus::Code(0));
         assert_eq!(ExitStatus::from_wait_status(42 << 8), ExitStatus::Code(42));
-        assert_eq!(
-            ExitStatus::from_wait_status(9),
-            ExitStatus::Signal { signo: 9, core_dumped: false }
-        );
-        assert_eq!(
-            ExitStatus::from_wait_status(11 | 0x80),
-            ExitStatus::Signal { signo: 11, core_dumped: true }
-        );
+        assert_eq!(ExitStatus::from_wait_status(9), ExitStatus::Signal { signo: 9, core_dumped: false });
+        assert_eq!(ExitStatus::from_wait_status(11 | 0x80), ExitStatus::Signal { signo: 11, core_dumped: true });
     }
 
     #[test]

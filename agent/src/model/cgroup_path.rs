@@ -56,9 +56,7 @@ const RUNTIME_PREFIXES: [&str; 4] = ["cri-containerd-", "crio-", "docker-", "cri
 /// Parses a cgroup path; `None` means "not a pod".
 pub fn parse(path: &str) -> Option<PodCgroup> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    let top = parts
-        .iter()
-        .position(|p| *p == "kubepods" || *p == "kubepods.slice")?;
+    let top = parts.iter().position(|p| *p == "kubepods" || *p == "kubepods.slice")?;
     let rest = &parts[top + 1..];
     if parts[top] == "kubepods" {
         parse_cgroupfs(rest)
@@ -105,10 +103,7 @@ fn parse_systemd(rest: &[&str]) -> Option<PodCgroup> {
 /// A pod UID: 32 hex digits, dashed (8-4-4-4-12) or not (static pods use a
 /// hash). `_` counts as `-`.
 fn canonical_uid(raw: &str) -> Option<String> {
-    let uid: String = raw
-        .chars()
-        .map(|c| if c == '_' { '-' } else { c.to_ascii_lowercase() })
-        .collect();
+    let uid: String = raw.chars().map(|c| if c == '_' { '-' } else { c.to_ascii_lowercase() }).collect();
     let hex = uid.chars().filter(char::is_ascii_hexdigit).count();
     let dashes: Vec<usize> = uid.match_indices('-').map(|(i, _)| i).collect();
     let dashed_ok = uid.len() == 36 && dashes == [8, 13, 18, 23];
@@ -132,11 +127,7 @@ mod tests {
     const CID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
     fn pod(qos: QosClass, container: Option<&str>) -> Option<PodCgroup> {
-        Some(PodCgroup {
-            qos,
-            pod_uid: UID.to_string(),
-            container_id: container.map(str::to_string),
-        })
+        Some(PodCgroup { qos, pod_uid: UID.to_string(), container_id: container.map(str::to_string) })
     }
 
     #[test]

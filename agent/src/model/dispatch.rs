@@ -44,11 +44,8 @@ impl LateReason {
         }
     }
 
-    pub const ALL: [LateReason; 3] = [
-        LateReason::SandboxTornDown,
-        LateReason::ContainerMissing,
-        LateReason::TaskMissing,
-    ];
+    pub const ALL: [LateReason; 3] =
+        [LateReason::SandboxTornDown, LateReason::ContainerMissing, LateReason::TaskMissing];
 }
 
 /// The one outcome of a dispatched event.
@@ -212,19 +209,14 @@ fn locate(reg: &Registry, cgroup_id: Option<u64>, untracked: bool) -> Place {
     };
     if let Some(owner) = reg.owner(id) {
         return match owner {
-            CgroupOwner::Container { pod_uid, container_id } => Place::Container {
-                pod_uid: pod_uid.clone(),
-                container_id: container_id.clone(),
-            },
+            CgroupOwner::Container { pod_uid, container_id } => {
+                Place::Container { pod_uid: pod_uid.clone(), container_id: container_id.clone() }
+            }
             // A process in the pod cgroup itself, outside any container.
             CgroupOwner::Pod { pod_uid } => Place::Verdict(
                 Outcome::Handled,
                 TaskRole::ContainerChild,
-                reg.sandbox(pod_uid).map(|s| PodRef {
-                    pod_uid: pod_uid.clone(),
-                    qos: Some(s.qos),
-                    container_id: None,
-                }),
+                reg.sandbox(pod_uid).map(|s| PodRef { pod_uid: pod_uid.clone(), qos: Some(s.qos), container_id: None }),
             ),
         };
     }
@@ -234,16 +226,8 @@ fn locate(reg: &Registry, cgroup_id: Option<u64>, untracked: bool) -> Place {
             CgroupOwner::Pod { pod_uid } => (pod_uid, None),
         };
         let sandbox = reg.sandbox(pod_uid);
-        let reason = if sandbox.is_some() {
-            LateReason::ContainerMissing
-        } else {
-            LateReason::SandboxTornDown
-        };
-        let pod = PodRef {
-            pod_uid: pod_uid.clone(),
-            qos: sandbox.map(|s| s.qos),
-            container_id,
-        };
+        let reason = if sandbox.is_some() { LateReason::ContainerMissing } else { LateReason::SandboxTornDown };
+        let pod = PodRef { pod_uid: pod_uid.clone(), qos: sandbox.map(|s| s.qos), container_id };
         return Place::Verdict(Outcome::Late(reason), TaskRole::Unknown, Some(pod));
     }
     if reg.is_host_cgroup(id) || untracked {
@@ -271,11 +255,8 @@ pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport
         report.pod = Some(PodRef { pod_uid, qos: None, container_id: Some(container_id) });
         return report;
     };
-    report.pod = Some(PodRef {
-        pod_uid: pod_uid.clone(),
-        qos: Some(sandbox.qos),
-        container_id: Some(container_id.clone()),
-    });
+    report.pod =
+        Some(PodRef { pod_uid: pod_uid.clone(), qos: Some(sandbox.qos), container_id: Some(container_id.clone()) });
     let Some(container) = sandbox.container_mut(&container_id) else {
         report.outcome = Outcome::Late(LateReason::ContainerMissing);
         return report;
@@ -376,18 +357,16 @@ pub fn oom_kill(reg: &mut Registry, oom: &OomVictim, now_ns: u64) -> OomReport {
         report.outcome = Outcome::Late(LateReason::SandboxTornDown);
         return report;
     };
-    report.pod = Some(PodRef {
-        pod_uid: pod_uid.clone(),
-        qos: Some(sandbox.qos),
-        container_id: Some(container_id.clone()),
-    });
+    report.pod =
+        Some(PodRef { pod_uid: pod_uid.clone(), qos: Some(sandbox.qos), container_id: Some(container_id.clone()) });
     let Some(container) = sandbox.container(&container_id) else {
         report.outcome = Outcome::Late(LateReason::ContainerMissing);
         return report;
     };
     // While a container starts, every runc stage stands for its init:
     // killing any of them kills the start.
-    let is_init = container.is_init(&oom.key, &oom.comm) || (container.starting() && RuncStage::of(&oom.comm).is_some());
+    let is_init =
+        container.is_init(&oom.key, &oom.comm) || (container.starting() && RuncStage::of(&oom.comm).is_some());
     let mut role = container.role;
     if is_init && role == ContainerRole::Workload && oom.comm == "pause" {
         sandbox.promote_pause(&container_id);

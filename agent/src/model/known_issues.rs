@@ -63,11 +63,7 @@ impl KnownIssue {
 /// reported (`None` if it did not parse) has it.
 pub fn exposure(runtime: &str, version: &str) -> Vec<(&'static KnownIssue, bool)> {
     let parsed = Version::parse(version);
-    KNOWN_ISSUES
-        .iter()
-        .filter(|i| i.runtime == runtime)
-        .map(|i| (i, parsed.is_some_and(|v| i.affects(v))))
-        .collect()
+    KNOWN_ISSUES.iter().filter(|i| i.runtime == runtime).map(|i| (i, parsed.is_some_and(|v| i.affects(v)))).collect()
 }
 
 #[cfg(test)]

@@ -63,11 +63,7 @@ pub struct MetadataLimits {
 
 impl Default for MetadataLimits {
     fn default() -> Self {
-        Self {
-            max_pods: 4096,
-            max_containers: 16384,
-            ttl_ns: 300 * 1_000_000_000,
-        }
+        Self { max_pods: 4096, max_containers: 16384, ttl_ns: 300 * 1_000_000_000 }
     }
 }
 
@@ -83,10 +79,7 @@ pub struct MetadataStore {
 
 impl MetadataStore {
     pub fn new(limits: MetadataLimits) -> Self {
-        Self {
-            limits,
-            ..Self::default()
-        }
+        Self { limits, ..Self::default() }
     }
 
     /// Takes a listing: what it names is (re)stamped `now`; what it no
@@ -199,12 +192,10 @@ mod tests {
 
     #[test]
     fn bounds_drop_the_least_recently_listed_and_count_it() {
-        let mut store = MetadataStore::new(MetadataLimits { max_pods: 3, max_containers: 2, ..MetadataLimits::default() });
+        let mut store =
+            MetadataStore::new(MetadataLimits { max_pods: 3, max_containers: 2, ..MetadataLimits::default() });
         store.apply(&Snapshot { pods: vec![pod(1), pod(2)], containers: vec![container(1, 1)] }, 0);
-        store.apply(
-            &Snapshot { pods: vec![pod(3), pod(4)], containers: vec![container(2, 3), container(3, 4)] },
-            SEC,
-        );
+        store.apply(&Snapshot { pods: vec![pod(3), pod(4)], containers: vec![container(2, 3), container(3, 4)] }, SEC);
         assert_eq!((store.pods(), store.containers()), (3, 2));
         assert_eq!(store.evicted, 2);
         assert_eq!(store.names("uid-4", Some("c-3")).container, "app-3");

@@ -14,8 +14,8 @@ mod tests;
 
 pub use cgroup_path::{PodCgroup, QosClass};
 pub use dispatch::{
-    DeathCause, Dispatcher, ExitReport, LateReason, OomReport, OomVictim, Outcome, PodRef, Report,
-    Source, TaskExit, TaskRole, Trigger,
+    DeathCause, Dispatcher, ExitReport, LateReason, OomReport, OomVictim, Outcome, PodRef, Report, Source, TaskExit,
+    TaskRole, Trigger,
 };
 pub use metadata::Names;
 pub use oom_events::{OomEvent, OomScope};

@@ -132,7 +132,11 @@ mod tests {
         OomReport {
             outcome: Outcome::Handled,
             role,
-            pod: container.map(|c| PodRef { pod_uid: "p".into(), qos: Some(QosClass::Burstable), container_id: Some(c.into()) }),
+            pod: container.map(|c| PodRef {
+                pod_uid: "p".into(),
+                qos: Some(QosClass::Burstable),
+                container_id: Some(c.into()),
+            }),
             victim: TaskKey::new(pid, 0),
             victim_comm: "x".into(),
             trigger: (trigger != pid).then(|| Trigger { pid: trigger, tgid: trigger, comm: "dd".into(), cgroup_id: 1 }),
@@ -145,19 +149,30 @@ mod tests {
         let mut events = OomEvents::default();
         // The chosen victim (dd, the trigger itself), then the others.
         let mut roles = Vec::new();
-        for (pid, role) in [(13, TaskRole::ContainerChild), (10, TaskRole::ContainerInit), (11, TaskRole::ContainerChild), (12, TaskRole::ContainerChild)] {
+        for (pid, role) in [
+            (13, TaskRole::ContainerChild),
+            (10, TaskRole::ContainerInit),
+            (11, TaskRole::ContainerChild),
+            (12, TaskRole::ContainerChild),
+        ] {
             let mut r = victim(pid, 13, Some("c"), role);
             events.victim(&mut r, 100 * MS + u64::from(pid), false);
             roles.push(r.role);
         }
         // Mode unknown: the first victim keeps its role, the rest are the group's.
-        assert_eq!(roles, [TaskRole::ContainerChild, TaskRole::ContainerInit, TaskRole::ContainerGroup, TaskRole::ContainerGroup]);
+        assert_eq!(
+            roles,
+            [TaskRole::ContainerChild, TaskRole::ContainerInit, TaskRole::ContainerGroup, TaskRole::ContainerGroup]
+        );
         events.expire(200 * MS);
         assert!(events.take_closed().is_empty(), "still within the gap");
         events.expire(400 * MS);
         let closed = events.take_closed();
         assert_eq!(closed.len(), 1);
-        assert_eq!((closed[0].scope, closed[0].victims, closed[0].report.role), (OomScope::Container, 4, TaskRole::ContainerInit));
+        assert_eq!(
+            (closed[0].scope, closed[0].victims, closed[0].report.role),
+            (OomScope::Container, 4, TaskRole::ContainerInit)
+        );
     }
 
     #[test]

@@ -31,10 +31,7 @@ pub struct TaskKey {
 
 impl TaskKey {
     pub fn new(pid: u32, start_ns: u64) -> Self {
-        Self {
-            pid,
-            start_ticks: start_ns / TICK_NS,
-        }
+        Self { pid, start_ticks: start_ns / TICK_NS }
     }
 
     /// Same process, as far as both sides know.
@@ -181,10 +178,7 @@ impl Sandbox {
 
     /// The container with this id, sandbox or workload.
     pub fn container(&self, id: &str) -> Option<&Container> {
-        self.sandbox_container
-            .as_ref()
-            .filter(|c| c.id == id)
-            .or_else(|| self.containers.get(id))
+        self.sandbox_container.as_ref().filter(|c| c.id == id).or_else(|| self.containers.get(id))
     }
 
     pub fn container_mut(&mut self, id: &str) -> Option<&mut Container> {
@@ -298,10 +292,7 @@ pub struct Registry {
 
 impl Registry {
     pub fn new(limits: Limits) -> Self {
-        Self {
-            limits,
-            ..Self::default()
-        }
+        Self { limits, ..Self::default() }
     }
 
     pub fn sandbox(&self, pod_uid: &str) -> Option<&Sandbox> {
@@ -382,11 +373,7 @@ impl Registry {
 
     /// Containers whose OOM kills take the whole container (`memory.oom.group`).
     pub fn oom_group_containers(&self) -> usize {
-        self.sandboxes
-            .values()
-            .flat_map(Sandbox::all_containers)
-            .filter(|c| c.oom_group == Some(true))
-            .count()
+        self.sandboxes.values().flat_map(Sandbox::all_containers).filter(|c| c.oom_group == Some(true)).count()
     }
 
     /// The container owning `cgroup_id` (its own cgroup, or one below it).
@@ -400,7 +387,9 @@ impl Registry {
     /// Records what `memory.oom.group` of the container owning `cgroup_id` says.
     pub fn set_oom_group(&mut self, cgroup_id: u64, on: bool) {
         let Some(CgroupOwner::Container { pod_uid, container_id }) = self.cgroups.get(&cgroup_id) else { return };
-        let Some(container) = self.sandboxes.get_mut(pod_uid).and_then(|s| s.container_mut(container_id)) else { return };
+        let Some(container) = self.sandboxes.get_mut(pod_uid).and_then(|s| s.container_mut(container_id)) else {
+            return;
+        };
         if container.oom_group != Some(on) {
             container.oom_group = Some(on);
             self.generation += 1;
@@ -409,11 +398,7 @@ impl Registry {
 
     /// Container inits currently alive and known.
     pub fn tracked_processes(&self) -> usize {
-        self.sandboxes
-            .values()
-            .flat_map(Sandbox::all_containers)
-            .filter(|c| c.init.is_some())
-            .count()
+        self.sandboxes.values().flat_map(Sandbox::all_containers).filter(|c| c.init.is_some()).count()
     }
 
     pub fn generation(&self) -> u64 {
@@ -453,10 +438,8 @@ impl Registry {
             self.evictions.sandboxes_refused += 1;
             return;
         }
-        let sandbox = self
-            .sandboxes
-            .entry(pod.pod_uid.clone())
-            .or_insert_with(|| Sandbox::new(pod.pod_uid.clone(), pod.qos));
+        let sandbox =
+            self.sandboxes.entry(pod.pod_uid.clone()).or_insert_with(|| Sandbox::new(pod.pod_uid.clone(), pod.qos));
         match pod.container_id {
             None => {
                 sandbox.cgroup_id = Some(cgroup_id);
@@ -471,11 +454,7 @@ impl Registry {
                 } else {
                     // The sandbox rule: the pod's first container cgroup is
                     // its sandbox until an init named `pause` says otherwise.
-                    let role = if sandbox.had_container {
-                        ContainerRole::Workload
-                    } else {
-                        ContainerRole::Sandbox
-                    };
+                    let role = if sandbox.had_container { ContainerRole::Workload } else { ContainerRole::Sandbox };
                     sandbox.had_container = true;
                     let mut container = Container::new(container_id.clone(), cgroup_id, role, path);
                     if let Some(i) = self.early_inits.iter().position(|(id, _)| *id == container_id) {
@@ -496,13 +475,7 @@ impl Registry {
                         None => {}
                     }
                 }
-                self.cgroups.insert(
-                    cgroup_id,
-                    CgroupOwner::Container {
-                        pod_uid: pod.pod_uid,
-                        container_id,
-                    },
-                );
+                self.cgroups.insert(cgroup_id, CgroupOwner::Container { pod_uid: pod.pod_uid, container_id });
             }
         }
         self.tombstones.remove(&cgroup_id);
@@ -578,20 +551,11 @@ impl Registry {
                 // The pod is gone, with whatever containers it still had.
                 if let Some(sandbox) = self.sandboxes.remove(pod_uid) {
                     self.gone_pods.push(pod_uid.clone());
-                    let left: Vec<(u64, String)> = sandbox
-                        .all_containers()
-                        .map(|c| (c.cgroup_id, c.id.clone()))
-                        .collect();
+                    let left: Vec<(u64, String)> =
+                        sandbox.all_containers().map(|c| (c.cgroup_id, c.id.clone())).collect();
                     for (id, container_id) in left {
                         self.cgroups.remove(&id);
-                        self.bury(
-                            id,
-                            CgroupOwner::Container {
-                                pod_uid: pod_uid.clone(),
-                                container_id,
-                            },
-                            now_ns,
-                        );
+                        self.bury(id, CgroupOwner::Container { pod_uid: pod_uid.clone(), container_id }, now_ns);
                     }
                 }
             }
@@ -600,13 +564,7 @@ impl Registry {
     }
 
     fn bury(&mut self, cgroup_id: u64, owner: CgroupOwner, now_ns: u64) {
-        self.tombstones.insert(
-            cgroup_id,
-            Tombstone {
-                owner,
-                removed_ns: now_ns,
-            },
-        );
+        self.tombstones.insert(cgroup_id, Tombstone { owner, removed_ns: now_ns });
         self.tombstone_order.push_back((cgroup_id, now_ns));
         while self.tombstones.len() > self.limits.max_tombstones {
             let Some((id, at)) = self.tombstone_order.pop_front() else { break };

@@ -46,12 +46,7 @@ fn oom(key: TaskKey, cgroup: u64, comm: &str, ts: u64) -> OomVictim {
         cgroup_id: Some(cgroup),
         untracked: false,
         comm: comm.to_string(),
-        trigger: Trigger {
-            pid: key.pid,
-            tgid: key.pid,
-            comm: comm.to_string(),
-            cgroup_id: cgroup,
-        },
+        trigger: Trigger { pid: key.pid, tgid: key.pid, comm: comm.to_string(), cgroup_id: cgroup },
         ts_ns: ts,
     }
 }
@@ -137,7 +132,9 @@ fn sandbox_starting_as(comm: &str) -> Registry {
 #[test]
 fn sandbox_killed_while_it_starts_is_a_sandbox_death_once() {
     let (parent, child, init) = (TaskKey::new(10, 5 * SEC), TaskKey::new(11, 5 * SEC), TaskKey::new(12, 5 * SEC));
-    for (parent_first, attached_as) in [(true, "runc"), (false, "runc"), (true, "runc:[0:PARENT]"), (false, "runc:[0:PARENT]")] {
+    for (parent_first, attached_as) in
+        [(true, "runc"), (false, "runc"), (true, "runc:[0:PARENT]"), (false, "runc:[0:PARENT]")]
+    {
         let mut reg = sandbox_starting_as(attached_as);
         let mut deaths = Vec::new();
         let bootstrap = |reg: &mut Registry| {
@@ -217,7 +214,11 @@ fn runc_exec_into_a_running_container_is_a_child() {
     assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None));
     // Without a TaskStart the second process joining says the same.
     let mut reg = sandbox_starting();
-    task_exit(&mut reg, &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
+    task_exit(
+        &mut reg,
+        &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC),
+        6 * SEC,
+    );
     reg.task_attached(101, TaskKey::new(50, 9 * SEC), "runc:[0:PARENT]");
     let r = task_exit(&mut reg, &exit(TaskKey::new(52, 9 * SEC), 101, KILLED, "runc:[2:INIT]", 9 * SEC), 9 * SEC);
     assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None));
@@ -232,7 +233,11 @@ fn an_init_named_before_its_cgroup_appears_is_kept() {
     reg.cgroup_created(100, &pod_path(1));
     reg.cgroup_created(101, &container_path(1, 1));
     reg.task_attached(101, TaskKey::new(10, 5 * SEC), "runc");
-    task_exit(&mut reg, &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
+    task_exit(
+        &mut reg,
+        &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC),
+        6 * SEC,
+    );
     let r = task_exit(&mut reg, &exit(TaskKey::new(12, 5 * SEC), 101, KILLED, "sleep", 9 * SEC), 9 * SEC);
     assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Signal)));
 }
@@ -285,7 +290,11 @@ fn victims_are_classified_and_a_sandbox_oom_death_is_seen() {
 #[test]
 fn sandbox_death_causes_signal_and_exit() {
     let mut reg = pod_with_two_containers();
-    let r = task_exit(&mut reg, &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Signal { signo: 15, core_dumped: false }, "pause", SEC), SEC);
+    let r = task_exit(
+        &mut reg,
+        &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Signal { signo: 15, core_dumped: false }, "pause", SEC),
+        SEC,
+    );
     assert_eq!(r.sandbox_death, Some(DeathCause::Signal));
     let mut reg = pod_with_two_containers();
     let r = task_exit(&mut reg, &exit(TaskKey::new(10, 5 * SEC), 101, ExitStatus::Code(0), "pause", SEC), SEC);
@@ -323,7 +332,8 @@ fn sandbox_rule_first_container_unless_pause_says_otherwise() {
 #[test]
 fn runtime_names_the_sandbox_and_unnamed_containers_are_asked_for() {
     use super::metadata::{ContainerMeta, PodMeta, Snapshot};
-    let meta = |c: u32, name: &str, sandbox: bool| ContainerMeta { id: cid(c), name: name.into(), pod_uid: uid(4), sandbox };
+    let meta =
+        |c: u32, name: &str, sandbox: bool| ContainerMeta { id: cid(c), name: name.into(), pod_uid: uid(4), sandbox };
     let listing = Snapshot {
         pods: vec![PodMeta { uid: uid(4), namespace: "shop".into(), name: "web".into(), sandbox_id: cid(2) }],
         containers: vec![meta(2, "POD", true), meta(1, "app", false)],
@@ -390,10 +400,7 @@ fn host_unknown_and_expired_tombstones() {
 
 #[test]
 fn tombstones_are_capped_and_evictions_counted() {
-    let mut reg = Registry::new(Limits {
-        max_tombstones: 10,
-        ..Limits::default()
-    });
+    let mut reg = Registry::new(Limits { max_tombstones: 10, ..Limits::default() });
     for pod in 0..20u32 {
         reg.cgroup_created(u64::from(pod), &pod_path(pod));
         reg.cgroup_removed(u64::from(pod), u64::from(pod));
@@ -426,7 +433,8 @@ fn step() -> impl Strategy<Value = Step> {
     // runc's stages, the sandbox's program and anything else.
     let comm = proptest::sample::select(vec!["sh", "runc:[0:PARENT]", "runc:[1:CHILD]", "runc:[2:INIT]", "pause"]);
     prop_oneof![
-        (pod.clone(), proptest::option::of(container.clone())).prop_map(|(pod, container)| Step::Mkdir { pod, container }),
+        (pod.clone(), proptest::option::of(container.clone()))
+            .prop_map(|(pod, container)| Step::Mkdir { pod, container }),
         (pod.clone(), container.clone(), pid.clone(), start.clone(), comm.clone())
             .prop_map(|(pod, container, pid, start, comm)| Step::Attach { pod, container, pid, start, comm }),
         (pod.clone(), container.clone(), pid.clone(), start.clone(), comm.clone())
@@ -510,7 +518,8 @@ proptest! {
 #[test]
 fn an_untracked_task_is_the_hosts() {
     let mut reg = Registry::default();
-    let unnamed = TaskExit { cgroup_id: None, untracked: true, ..exit(TaskKey::new(70, 1), 0, KILLED, "containerd", 10) };
+    let unnamed =
+        TaskExit { cgroup_id: None, untracked: true, ..exit(TaskKey::new(70, 1), 0, KILLED, "containerd", 10) };
     let report = task_exit(&mut reg, &unnamed, 20);
     assert_eq!((report.outcome, report.role), (Outcome::Host, TaskRole::Host));
     let victim = OomVictim { cgroup_id: None, untracked: true, ..oom(TaskKey::new(71, 1), 0, "java", 10) };

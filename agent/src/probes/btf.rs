@@ -109,10 +109,7 @@ pub struct Btf {
 }
 
 fn u32_at(b: &[u8], at: usize) -> Result<u32, BtfError> {
-    b.get(at..at + 4)
-        .and_then(|s| s.try_into().ok())
-        .map(u32::from_le_bytes)
-        .ok_or(BtfError::Malformed("truncated"))
+    b.get(at..at + 4).and_then(|s| s.try_into().ok()).map(u32::from_le_bytes).ok_or(BtfError::Malformed("truncated"))
 }
 
 /// The fixed part of a type record.
@@ -295,22 +292,17 @@ impl Btf {
         if let Some(&(_, _, bits)) = members.iter().find(|(n, _, _)| *n == member_off) {
             return Some(bits);
         }
-        members
-            .iter()
-            .filter(|(n, _, _)| *n == 0)
-            .find_map(|&(_, ty, bits)| {
-                let inner = self.skip_modifiers(ty)?;
-                bits.checked_add(self.find_member(inner, member_off, depth + 1)?)
-            })
+        members.iter().filter(|(n, _, _)| *n == 0).find_map(|&(_, ty, bits)| {
+            let inner = self.skip_modifiers(ty)?;
+            bits.checked_add(self.find_member(inner, member_off, depth + 1)?)
+        })
     }
 
     fn skip_modifiers(&self, mut id: u32) -> Option<u32> {
         for _ in 0..16 {
             let h = self.head(id)?;
             match h.kind {
-                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
-                    id = h.size_or_type
-                }
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => id = h.size_or_type,
                 _ => return Some(id),
             }
         }

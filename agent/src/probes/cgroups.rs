@@ -36,10 +36,8 @@ pub struct CgroupLayout {
 
 impl CgroupLayout {
     pub fn detect() -> Result<Self, CgroupError> {
-        let mounts = std::fs::read_to_string("/proc/mounts")
-            .map_err(|e| CgroupError::Read("/proc/mounts", e))?;
-        let cgroups = std::fs::read_to_string("/proc/cgroups")
-            .map_err(|e| CgroupError::Read("/proc/cgroups", e))?;
+        let mounts = std::fs::read_to_string("/proc/mounts").map_err(|e| CgroupError::Read("/proc/mounts", e))?;
+        let cgroups = std::fs::read_to_string("/proc/cgroups").map_err(|e| CgroupError::Read("/proc/cgroups", e))?;
         let mut layout = Self::from_tables(&mounts, &cgroups)?;
         layout.ns_root = find_ns_root(&layout);
         Ok(layout)
@@ -61,8 +59,7 @@ impl CgroupLayout {
         let mut v2_mount = None;
         for line in mounts.lines() {
             let cols: Vec<_> = line.split_whitespace().collect();
-            let (Some(dir), Some(fstype), Some(opts)) = (cols.get(1), cols.get(2), cols.get(3))
-            else {
+            let (Some(dir), Some(fstype), Some(opts)) = (cols.get(1), cols.get(2), cols.get(3)) else {
                 continue;
             };
             if *fstype == "cgroup" && opts.split(',').any(|o| o == "memory") {
@@ -80,11 +77,7 @@ impl CgroupLayout {
             }
         }
         v2_mount
-            .map(|mount| Self {
-                mode: CgroupMode::V2,
-                mount,
-                ns_root: "/".to_string(),
-            })
+            .map(|mount| Self { mode: CgroupMode::V2, mount, ns_root: "/".to_string() })
             .ok_or(CgroupError::UnknownLayout)
     }
 
@@ -202,9 +195,8 @@ fn find_ns_root(layout: &CgroupLayout) -> String {
         std::fs::read_to_string(layout.dir(rel).join("cgroup.procs"))
             .is_ok_and(|procs| procs.lines().any(|l| l.trim() == me))
     };
-    let Some(own_rel) = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
-        .and_then(|t| layout.task_path(&t).map(str::to_string))
+    let Some(own_rel) =
+        std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|t| layout.task_path(&t).map(str::to_string))
     else {
         return "/".to_string();
     };

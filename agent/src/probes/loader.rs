@@ -5,8 +5,8 @@
 use std::{collections::HashMap, path::Path};
 
 use agent_common::{
-    names, unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, COMM_LEN, MAX_RUNTIME_COMMS,
-    PIDS_PER_SLOT,
+    names, unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, COMM_LEN,
+    MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
 };
 use aya::{
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
@@ -37,27 +37,17 @@ pub enum LoadError {
     #[error("loading the eBPF object failed: {0}")]
     Object(#[from] aya::EbpfError),
     #[error("eBPF program {name} failed to load or attach: {source}")]
-    Program {
-        name: &'static str,
-        source: aya::programs::ProgramError,
-    },
+    Program { name: &'static str, source: aya::programs::ProgramError },
     #[error("eBPF map {0} is missing from the object")]
     MissingMap(&'static str),
     #[error("eBPF map {name}: {source}")]
-    Map {
-        name: &'static str,
-        source: aya::maps::MapError,
-    },
+    Map { name: &'static str, source: aya::maps::MapError },
     #[error("mapping the eBPF map POD_PIDS into memory failed: {0}")]
     MapMemory(std::io::Error),
     #[error("ring buffer size {0} must be a power of two and a multiple of the page size")]
     RingBufferSize(u32),
     #[error("Linux {kernel} charges eBPF maps to RLIMIT_MEMLOCK ({limit}) and raising it failed ({source}): the agent needs CAP_SYS_RESOURCE on kernels before 5.11")]
-    Memlock {
-        kernel: String,
-        limit: String,
-        source: std::io::Error,
-    },
+    Memlock { kernel: String, limit: String, source: std::io::Error },
 }
 
 /// What the loader may be told.
@@ -211,10 +201,7 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
 }
 
 fn pid_max() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/pid_max")
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .unwrap_or(32768)
+    std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(32768)
 }
 
 fn task_table_size(requested: Option<u32>) -> u32 {
@@ -242,9 +229,7 @@ impl Probes {
             return Err(LoadError::RingBufferSize(rb));
         }
         match KernelVersion::current() {
-            Ok(v) if v < KernelVersion::new(5, 8, 0) => {
-                return Err(LoadError::UnsupportedKernel(format!("{v:?}")))
-            }
+            Ok(v) if v < KernelVersion::new(5, 8, 0) => return Err(LoadError::UnsupportedKernel(format!("{v:?}"))),
             // Before 5.11 map memory counts against RLIMIT_MEMLOCK (64 KiB
             // by default), far below the ring buffer; later kernels charge
             // the memory cgroup instead.
@@ -278,19 +263,20 @@ impl Probes {
         let comms = runtime_comms(&opts.runtime_names);
         let tasks = task_table_size(opts.task_table_entries);
         let pod_pids = pod_pid_slots(&layout);
-        let (ebpf, confinement) = with_reads_only_beneath(&[Path::new("/proc"), Path::new("/sys/devices/system/cpu")], || {
-            EbpfLoader::new()
-                .btf(None)
-                .override_global(names::TP_OFFSETS, &tp_offsets, true)
-                .override_global(names::TASK_OFFSETS, &task, true)
-                .override_global(names::PROBE_CONFIG, &config, true)
-                .override_global(names::RUNTIME_COMMS, &comms, true)
-                .map_max_entries(names::EVENTS, rb)
-                .map_max_entries(names::TRACKED, TRACKED_CGROUPS)
-                .map_max_entries(names::TASKS, tasks)
-                .map_max_entries(names::POD_PIDS, pod_pids)
-                .load(OBJECT)
-        });
+        let (ebpf, confinement) =
+            with_reads_only_beneath(&[Path::new("/proc"), Path::new("/sys/devices/system/cpu")], || {
+                EbpfLoader::new()
+                    .btf(None)
+                    .override_global(names::TP_OFFSETS, &tp_offsets, true)
+                    .override_global(names::TASK_OFFSETS, &task, true)
+                    .override_global(names::PROBE_CONFIG, &config, true)
+                    .override_global(names::RUNTIME_COMMS, &comms, true)
+                    .map_max_entries(names::EVENTS, rb)
+                    .map_max_entries(names::TRACKED, TRACKED_CGROUPS)
+                    .map_max_entries(names::TASKS, tasks)
+                    .map_max_entries(names::POD_PIDS, pod_pids)
+                    .load(OBJECT)
+            });
         if let Confinement::Unconfined(why) = confinement {
             log::info!("loading with the kernel's BTF parsed by aya (~12 MiB more at start-up): no Landlock ({why})");
         }
@@ -327,21 +313,11 @@ impl Probes {
             libc::malloc_trim(0)
         };
         let events = take_map(&mut ebpf, names::EVENTS)?;
-        let events = RingBuf::try_from(events).map_err(|source| LoadError::Map {
-            name: names::EVENTS,
-            source,
-        })?;
+        let events = RingBuf::try_from(events).map_err(|source| LoadError::Map { name: names::EVENTS, source })?;
         let asleep = Array::try_from(take_map(&mut ebpf, names::READER)?)
             .map_err(|source| LoadError::Map { name: names::READER, source })?;
         let ring = Ring { events, asleep: ReaderFlag(asleep) };
-        Ok(Self {
-            ebpf,
-            ring: Some(ring),
-            logger,
-            tracker: Some(tracker),
-            layout,
-            attached,
-        })
+        Ok(Self { ebpf, ring: Some(ring), logger, tracker: Some(tracker), layout, attached })
     }
 
     /// The tracked-cgroup map and the task table, once: the watchdog feeds
@@ -367,7 +343,6 @@ impl Probes {
     pub fn programs_attached(&self) -> usize {
         self.attached
     }
-
 
     /// Per-kind kernel counters, read at scrape time.
     pub fn kernel_counters(&mut self) -> Result<KernelCounters, LoadError> {
@@ -497,7 +472,8 @@ impl PodPidMarks {
         if ptr == libc::MAP_FAILED {
             return Err(LoadError::MapMemory(std::io::Error::last_os_error()));
         }
-        let base = std::ptr::NonNull::new(ptr.cast::<u8>()).ok_or(LoadError::MapMemory(std::io::ErrorKind::InvalidData.into()))?;
+        let base = std::ptr::NonNull::new(ptr.cast::<u8>())
+            .ok_or(LoadError::MapMemory(std::io::ErrorKind::InvalidData.into()))?;
         Ok(Self { base, len, _map: map })
     }
 
@@ -523,11 +499,7 @@ fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoadE
 
 fn attach_tracepoint(ebpf: &mut Ebpf, name: &'static str, category: &str) -> Result<(), LoadError> {
     let err = |source| LoadError::Program { name, source };
-    let prog: &mut TracePoint = ebpf
-        .program_mut(name)
-        .ok_or(LoadError::MissingMap(name))?
-        .try_into()
-        .map_err(err)?;
+    let prog: &mut TracePoint = ebpf.program_mut(name).ok_or(LoadError::MissingMap(name))?.try_into().map_err(err)?;
     prog.load().map_err(err)?;
     prog.attach(category, name).map_err(err)?;
     Ok(())
@@ -535,11 +507,8 @@ fn attach_tracepoint(ebpf: &mut Ebpf, name: &'static str, category: &str) -> Res
 
 fn attach_raw_tracepoint(ebpf: &mut Ebpf, name: &'static str) -> Result<(), LoadError> {
     let err = |source| LoadError::Program { name, source };
-    let prog: &mut RawTracePoint = ebpf
-        .program_mut(name)
-        .ok_or(LoadError::MissingMap(name))?
-        .try_into()
-        .map_err(err)?;
+    let prog: &mut RawTracePoint =
+        ebpf.program_mut(name).ok_or(LoadError::MissingMap(name))?.try_into().map_err(err)?;
     prog.load().map_err(err)?;
     prog.attach(name).map_err(err)?;
     Ok(())
@@ -578,12 +547,7 @@ fn seed_tasks(
         }
         let Ok(stat) = std::fs::read_to_string(format!("{dir}/stat")) else { continue };
         let Some(start_ticks) = start_ticks(&stat) else { continue };
-        let info = TaskInfo {
-            cgroup_id,
-            start_ns: start_ticks * ticks_ns,
-            tgid,
-            _pad: 0,
-        };
+        let info = TaskInfo { cgroup_id, start_ns: start_ticks * ticks_ns, tgid, _pad: 0 };
         // Marked first: a table entry the programs cannot see is worse
         // than a mark without one.
         if let Some(m) = marks.as_deref_mut() {

@@ -81,7 +81,8 @@ fn restrict_reads(readable: &[&Path]) -> Result<(), String> {
     // SAFETY: the syscall returned a new fd that nothing else owns.
     let ruleset = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(ruleset as i32) };
     for dir in readable {
-        let c_dir = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| format!("{}: NUL in path", dir.display()))?;
+        let c_dir =
+            CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| format!("{}: NUL in path", dir.display()))?;
         // SAFETY: a NUL-terminated path; the fd is closed below.
         let fd = unsafe { libc::open(c_dir.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY) };
         if fd < 0 {
@@ -135,7 +136,8 @@ mod tests {
             (std::fs::read_to_string(allowed.join("f")), std::fs::read_to_string(dir.join("g")))
         });
         // A directory that is not there: nothing is confined.
-        let (missing, unconfined) = with_reads_only_beneath(&[&allowed, Path::new("/nonexistent")], || std::fs::read_to_string(dir.join("g")));
+        let (missing, unconfined) =
+            with_reads_only_beneath(&[&allowed, Path::new("/nonexistent")], || std::fs::read_to_string(dir.join("g")));
         // The caller's thread was never confined.
         let after = std::fs::read_to_string(dir.join("g"));
         std::fs::remove_dir_all(&dir).unwrap();
@@ -143,7 +145,10 @@ mod tests {
         assert_eq!(inside.unwrap(), "yes");
         assert_eq!(outside.unwrap_err().kind(), std::io::ErrorKind::PermissionDenied);
         assert_eq!(after.unwrap(), "no");
-        assert!(matches!(unconfined, Confinement::Unconfined(ref why) if why.contains("/nonexistent")), "{unconfined:?}");
+        assert!(
+            matches!(unconfined, Confinement::Unconfined(ref why) if why.contains("/nonexistent")),
+            "{unconfined:?}"
+        );
         assert_eq!(missing.unwrap(), "no");
     }
 }

@@ -3,11 +3,7 @@
 //! cgroup of the tracked hierarchy becomes a mkdir, and every process in a
 //! pod container an attach, oldest first (so the oldest is the init).
 
-use std::{
-    collections::HashMap,
-    os::unix::fs::MetadataExt as _,
-    path::Path,
-};
+use std::{collections::HashMap, os::unix::fs::MetadataExt as _, path::Path};
 
 use super::{cgroups::CgroupLayout, loader::start_ticks};
 use crate::{
@@ -83,10 +79,7 @@ fn walk(
 fn attachments(layout: &CgroupLayout, pod_cgroups: &HashMap<String, u64>, now_ns: u64) -> Vec<Event> {
     let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
     let mut found: Vec<(u64, u64, u32, String, String)> = Vec::new();
-    for pid in procs
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-    {
+    for pid in procs.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok())) {
         let base = Path::new("/proc").join(pid.to_string());
         let Ok(text) = std::fs::read_to_string(base.join("cgroup")) else { continue };
         let Some(path) = layout.task_path(&text).map(|p| layout.host_path(p)) else { continue };

@@ -22,15 +22,9 @@ pub enum TracefsError {
     #[error("tracepoint {0} is missing on this kernel (no {1})")]
     MissingTracepoint(&'static str, PathBuf),
     #[error("tracepoint {tracepoint} has no field {field} (kernel layout not supported)")]
-    MissingField {
-        tracepoint: &'static str,
-        field: &'static str,
-    },
+    MissingField { tracepoint: &'static str, field: &'static str },
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("malformed format file {path}: line {line:?}")]
     Malformed { path: PathBuf, line: String },
 }
@@ -100,11 +94,7 @@ const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing
 impl Tracefs {
     /// Finds tracefs, mounting it at /sys/kernel/tracing when it is missing.
     pub fn find_or_mount() -> Result<Self, TracefsError> {
-        if let Some(root) = CANDIDATES
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.join("events").is_dir())
-        {
+        if let Some(root) = CANDIDATES.iter().map(PathBuf::from).find(|p| p.join("events").is_dir()) {
             return Ok(Self { root });
         }
         let target = PathBuf::from(CANDIDATES[0]);
@@ -125,18 +115,13 @@ impl Tracefs {
     }
 
     /// Fields of `category/name`; a missing tracepoint is a typed error.
-    pub fn fields(
-        &self,
-        tracepoint: &'static str,
-    ) -> Result<HashMap<String, Field>, TracefsError> {
+    pub fn fields(&self, tracepoint: &'static str) -> Result<HashMap<String, Field>, TracefsError> {
         let path = self.root.join("events").join(tracepoint).join("format");
         if !path.exists() {
             return Err(TracefsError::MissingTracepoint(tracepoint, path));
         }
-        let text = std::fs::read_to_string(&path).map_err(|source| TracefsError::Read {
-            path: path.clone(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| TracefsError::Read { path: path.clone(), source })?;
         parse_format(&text).map_err(|line| TracefsError::Malformed { path, line })
     }
 
@@ -199,10 +184,7 @@ impl Lookup {
         self.fields
             .get(field)
             .map(|f| f.offset)
-            .ok_or(TracefsError::MissingField {
-                tracepoint: self.tracepoint,
-                field,
-            })
+            .ok_or(TracefsError::MissingField { tracepoint: self.tracepoint, field })
     }
 }
 
@@ -221,15 +203,7 @@ fn mount_tracefs(target: &Path) -> std::io::Result<()> {
     let fstype = to_c("tracefs")?;
     let source = to_c("nodev")?;
     // SAFETY: all pointers are valid NUL-terminated strings for the call.
-    let rc = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target_c.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
+    let rc = unsafe { libc::mount(source.as_ptr(), target_c.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
     if rc == 0 {
         Ok(())
     } else {

@@ -33,16 +33,43 @@ const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 pub enum RuntimeEvent {
     /// runc created a container's init (its pid), before it runs the
     /// container's program: the init is named from here on.
-    TaskCreate { container_id: String, pid: u32, published_ns: u64 },
+    TaskCreate {
+        container_id: String,
+        pid: u32,
+        published_ns: u64,
+    },
     /// A container's init started (its pid is the container's init).
-    TaskStart { container_id: String, pid: u32, published_ns: u64 },
+    TaskStart {
+        container_id: String,
+        pid: u32,
+        published_ns: u64,
+    },
     /// A task's process exited; `exec_id` is empty or the container id for
     /// the init, another id for an exec'd process.
-    TaskExit { container_id: String, exec_id: String, pid: u32, exit_status: u32, published_ns: u64 },
-    TaskOom { container_id: String, published_ns: u64 },
-    TaskDelete { container_id: String, pid: u32, published_ns: u64 },
-    ContainerCreate { container_id: String, published_ns: u64 },
-    ContainerDelete { container_id: String, published_ns: u64 },
+    TaskExit {
+        container_id: String,
+        exec_id: String,
+        pid: u32,
+        exit_status: u32,
+        published_ns: u64,
+    },
+    TaskOom {
+        container_id: String,
+        published_ns: u64,
+    },
+    TaskDelete {
+        container_id: String,
+        pid: u32,
+        published_ns: u64,
+    },
+    ContainerCreate {
+        container_id: String,
+        published_ns: u64,
+    },
+    ContainerDelete {
+        container_id: String,
+        published_ns: u64,
+    },
     /// The CRI's names of a container just created, read from its record
     /// (a sandbox that fails to start is never listed by the CRI).
     ContainerNamed(Snapshot),
@@ -66,8 +93,15 @@ impl RuntimeEvent {
 pub const TOPIC_LABELS: [&str; 7] =
     ["task_create", "task_start", "task_exit", "task_oom", "task_delete", "container_create", "container_delete"];
 
-const TOPICS: [&str; 7] =
-    ["/tasks/create", "/tasks/start", "/tasks/exit", "/tasks/oom", "/tasks/delete", "/containers/create", "/containers/delete"];
+const TOPICS: [&str; 7] = [
+    "/tasks/create",
+    "/tasks/start",
+    "/tasks/exit",
+    "/tasks/oom",
+    "/tasks/delete",
+    "/containers/create",
+    "/containers/delete",
+];
 
 /// Why an envelope could not become an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +143,9 @@ pub fn decode(env: &Envelope) -> Result<Option<RuntimeEvent>, EnvelopeError> {
             let e = TaskStart::decode(bytes).map_err(bad)?;
             RuntimeEvent::TaskStart { container_id: e.container_id, pid: e.pid, published_ns }
         }
-        "/tasks/oom" => RuntimeEvent::TaskOom { container_id: TaskOom::decode(bytes).map_err(bad)?.container_id, published_ns },
+        "/tasks/oom" => {
+            RuntimeEvent::TaskOom { container_id: TaskOom::decode(bytes).map_err(bad)?.container_id, published_ns }
+        }
         "/tasks/delete" => {
             let e = TaskDelete::decode(bytes).map_err(bad)?;
             RuntimeEvent::TaskDelete { container_id: e.container_id, pid: e.pid, published_ns }
@@ -133,7 +169,12 @@ pub struct StreamConfig {
 
 /// Follows containerd's events until `shutdown`, reconnecting with backoff
 /// (0.5 s doubling to 30 s, reset once a stream was established).
-pub async fn follow(config: StreamConfig, tx: mpsc::Sender<RuntimeEvent>, metrics: RuntimeStreamMetrics, shutdown: CancellationToken) {
+pub async fn follow(
+    config: StreamConfig,
+    tx: mpsc::Sender<RuntimeEvent>,
+    metrics: RuntimeStreamMetrics,
+    shutdown: CancellationToken,
+) {
     let mut retry = Retry::new("containerd events");
     loop {
         let result = tokio::select! {
@@ -171,10 +212,7 @@ async fn stream_once(
         Err(e) => log::warn!("containerd did not say its version: {}", e.message()),
     }
     let mut client = EventsClient::new(channel.clone());
-    let filters = TOPICS
-        .iter()
-        .map(|t| format!("namespace=={},topic==\"{t}\"", config.namespace))
-        .collect();
+    let filters = TOPICS.iter().map(|t| format!("namespace=={},topic==\"{t}\"", config.namespace)).collect();
     // containerd sends the response headers with the first event, so the
     // subscription is counted as up once the connection is.
     metrics.up.set(1);
@@ -194,7 +232,13 @@ async fn stream_once(
                 if let RuntimeEvent::ContainerCreate { container_id, .. } = &event {
                     // Read off the stream's path: a slow read never holds
                     // the events behind it.
-                    let lookup = lookup(channel.clone(), config.namespace.clone(), container_id.clone(), tx.clone(), metrics.clone());
+                    let lookup = lookup(
+                        channel.clone(),
+                        config.namespace.clone(),
+                        container_id.clone(),
+                        tx.clone(),
+                        metrics.clone(),
+                    );
                     tokio::spawn(lookup);
                 }
                 if tx.try_send(event).is_err() {
@@ -212,7 +256,13 @@ async fn stream_once(
 
 /// Reads a new container's record and passes on the CRI's names from its
 /// OCI spec annotations (counted by result; a full channel is a drop).
-async fn lookup(channel: Channel, namespace: String, id: String, tx: mpsc::Sender<RuntimeEvent>, metrics: RuntimeStreamMetrics) {
+async fn lookup(
+    channel: Channel,
+    namespace: String,
+    id: String,
+    tx: mpsc::Sender<RuntimeEvent>,
+    metrics: RuntimeStreamMetrics,
+) {
     let mut request = Request::new(GetContainerRequest { id: id.clone() });
     let Ok(ns) = namespace.parse() else { return };
     request.metadata_mut().insert("containerd-namespace", ns);
@@ -257,7 +307,12 @@ pub fn names_from_spec(container_id: &str, spec: &[u8]) -> Option<Snapshot> {
         sandbox_id,
     };
     let container = match kind {
-        "sandbox" => ContainerMeta { id: container_id.to_string(), name: SANDBOX_CONTAINER_NAME.to_string(), pod_uid: uid, sandbox: true },
+        "sandbox" => ContainerMeta {
+            id: container_id.to_string(),
+            name: SANDBOX_CONTAINER_NAME.to_string(),
+            pod_uid: uid,
+            sandbox: true,
+        },
         "container" => ContainerMeta {
             id: container_id.to_string(),
             name: get("io.kubernetes.cri.container-name")?.to_string(),
@@ -280,8 +335,14 @@ mod tests {
             "io.kubernetes.cri.sandbox-id":"s1","io.kubernetes.cri.sandbox-name":"web","io.kubernetes.cri.sandbox-namespace":"shop",
             "io.kubernetes.cri.sandbox-uid":"u1"}}"#;
         let got = names_from_spec("s1", sandbox).expect("sandbox names");
-        assert_eq!(got.pods[0], PodMeta { uid: "u1".into(), namespace: "shop".into(), name: "web".into(), sandbox_id: "s1".into() });
-        assert_eq!(got.containers[0], ContainerMeta { id: "s1".into(), name: "POD".into(), pod_uid: "u1".into(), sandbox: true });
+        assert_eq!(
+            got.pods[0],
+            PodMeta { uid: "u1".into(), namespace: "shop".into(), name: "web".into(), sandbox_id: "s1".into() }
+        );
+        assert_eq!(
+            got.containers[0],
+            ContainerMeta { id: "s1".into(), name: "POD".into(), pod_uid: "u1".into(), sandbox: true }
+        );
         let container = br#"{"annotations":{"io.kubernetes.cri.container-type":"container","io.kubernetes.cri.container-name":"app",
             "io.kubernetes.cri.sandbox-id":"s1","io.kubernetes.cri.sandbox-name":"web","io.kubernetes.cri.sandbox-namespace":"shop",
             "io.kubernetes.cri.sandbox-uid":"u1"}}"#;
@@ -292,7 +353,8 @@ mod tests {
         assert_eq!(names_from_spec("x", br#"{"annotations":{}}"#), None);
         assert_eq!(names_from_spec("x", br#"{"process":{}}"#), None);
         assert_eq!(names_from_spec("x", b"\xff\x00garbage"), None);
-        let no_uid = br#"{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-name":"web"}}"#;
+        let no_uid =
+            br#"{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-name":"web"}}"#;
         assert_eq!(names_from_spec("x", no_uid), None);
     }
 

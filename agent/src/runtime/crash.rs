@@ -20,8 +20,14 @@ pub fn crash_reason(status: ExitStatus) -> Option<&'static str> {
         ExitStatus::Signal { signo, .. } => match i32::from(signo) {
             libc::SIGTERM | libc::SIGINT | libc::SIGHUP => None,
             libc::SIGKILL => Some("killed"),
-            libc::SIGSEGV | libc::SIGBUS | libc::SIGABRT | libc::SIGILL | libc::SIGFPE | libc::SIGSYS
-            | libc::SIGTRAP | libc::SIGQUIT => Some("fatal_signal"),
+            libc::SIGSEGV
+            | libc::SIGBUS
+            | libc::SIGABRT
+            | libc::SIGILL
+            | libc::SIGFPE
+            | libc::SIGSYS
+            | libc::SIGTRAP
+            | libc::SIGQUIT => Some("fatal_signal"),
             _ => Some("signal"),
         },
     }
@@ -104,10 +110,7 @@ impl RuntimeProcesses {
 
     /// (runtime, up) for every configured runtime.
     pub fn up(&self) -> Vec<(String, bool)> {
-        self.names
-            .iter()
-            .map(|r| (r.clone(), self.live.get(r).is_some_and(|p| !p.is_empty())))
-            .collect()
+        self.names.iter().map(|r| (r.clone(), self.live.get(r).is_some_and(|p| !p.is_empty()))).collect()
     }
 }
 

@@ -114,10 +114,7 @@ pub fn snapshot(sandboxes: Vec<PodSandbox>, containers: Vec<Container>) -> Snaps
         out.pods.push(PodMeta { uid: meta.uid, namespace: meta.namespace, name: meta.name, sandbox_id: sb.id });
     }
     for c in containers {
-        let pod_uid = uid_of
-            .get(&c.pod_sandbox_id)
-            .cloned()
-            .or_else(|| c.labels.get("io.kubernetes.pod.uid").cloned());
+        let pod_uid = uid_of.get(&c.pod_sandbox_id).cloned().or_else(|| c.labels.get("io.kubernetes.pod.uid").cloned());
         let (Some(pod_uid), Some(meta)) = (pod_uid, c.metadata) else { continue };
         out.containers.push(ContainerMeta { id: c.id, name: meta.name, pod_uid, sandbox: false });
     }
@@ -241,7 +238,12 @@ mod tests {
     fn sandbox(id: &str, uid: &str, name: &str) -> PodSandbox {
         PodSandbox {
             id: id.into(),
-            metadata: Some(PodSandboxMetadata { name: name.into(), uid: uid.into(), namespace: "shop".into(), attempt: 0 }),
+            metadata: Some(PodSandboxMetadata {
+                name: name.into(),
+                uid: uid.into(),
+                namespace: "shop".into(),
+                attempt: 0,
+            }),
             ..PodSandbox::default()
         }
     }
@@ -265,13 +267,15 @@ mod tests {
         );
         assert_eq!(
             snap.pods,
-            vec![PodMeta { uid: "uid-1".into(), namespace: "shop".into(), name: "web".into(), sandbox_id: "sb1".into() }]
+            vec![PodMeta {
+                uid: "uid-1".into(),
+                namespace: "shop".into(),
+                name: "web".into(),
+                sandbox_id: "sb1".into()
+            }]
         );
-        let named: Vec<(&str, &str, &str, bool)> = snap
-            .containers
-            .iter()
-            .map(|c| (c.id.as_str(), c.name.as_str(), c.pod_uid.as_str(), c.sandbox))
-            .collect();
+        let named: Vec<(&str, &str, &str, bool)> =
+            snap.containers.iter().map(|c| (c.id.as_str(), c.name.as_str(), c.pod_uid.as_str(), c.sandbox)).collect();
         assert_eq!(
             named,
             vec![("sb1", "POD", "uid-1", true), ("c1", "app", "uid-1", false), ("c3", "late", "uid-9", false)]

@@ -143,12 +143,7 @@ pub struct Record {
 impl Record {
     /// A record of `kind` at wall-clock `time`, every other field unset.
     pub fn new(kind: Kind, node: &str, time: SystemTime) -> Self {
-        Self {
-            time: rfc3339(time),
-            node: node.to_string(),
-            kind: kind.label().to_string(),
-            ..Self::default()
-        }
+        Self { time: rfc3339(time), node: node.to_string(), kind: kind.label().to_string(), ..Self::default() }
     }
 
     /// One JSON line.
@@ -275,12 +270,8 @@ impl EventHub {
     /// Keeps `record` in the history and offers it to every subscriber
     /// that wants it; never waits.
     pub fn publish(&self, kind: Kind, record: &Record) {
-        let entry = Arc::new(Entry {
-            kind,
-            namespace: record.namespace.clone(),
-            pod: record.pod.clone(),
-            line: record.line(),
-        });
+        let entry =
+            Arc::new(Entry { kind, namespace: record.namespace.clone(), pod: record.pod.clone(), line: record.line() });
         self.metrics.records.with_label_values(&[kind.label()]).inc();
         let Ok(mut inner) = self.inner.lock() else { return };
         if inner.history.len() >= HISTORY {
@@ -319,10 +310,7 @@ impl EventHub {
         inner.subscribers.push(Subscriber { id, filter, tx, missed: missed.clone() });
         self.metrics.subscribers.set(inner.subscribers.len() as i64);
         let slot = Slot { id, hub: self.inner.clone(), gauge: self.metrics.subscribers.clone() };
-        Ok(Subscription {
-            history,
-            live: Some(Live { rx, missed, node: self.node.clone(), _slot: slot }),
-        })
+        Ok(Subscription { history, live: Some(Live { rx, missed, node: self.node.clone(), _slot: slot }) })
     }
 
     /// At shutdown: followers get what is queued for them, then their
@@ -415,7 +403,8 @@ mod tests {
     }
 
     fn oom(pod: &str) -> Record {
-        let mut r = Record::new(Kind::OomKill, "node-a", SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_576_226_123));
+        let mut r =
+            Record::new(Kind::OomKill, "node-a", SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_576_226_123));
         r.namespace = Some("shop".into());
         r.pod = Some(pod.into());
         r.pid = Some(42);
@@ -428,9 +417,7 @@ mod tests {
 
     fn metric(registry: &Registry, name: &str) -> f64 {
         let text = crate::telemetry::metrics::render(registry).unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or(-1.0)
+        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(-1.0)
     }
 
     #[test]
@@ -446,8 +433,7 @@ mod tests {
 
     #[test]
     fn newer_kinds_and_fields_still_read() {
-        let r: Record =
-            serde_json::from_str(r#"{"time":"t","node":"n","kind":"future_thing","extra":1}"#).unwrap();
+        let r: Record = serde_json::from_str(r#"{"time":"t","node":"n","kind":"future_thing","extra":1}"#).unwrap();
         assert_eq!(r.kind, "future_thing");
     }
 

@@ -27,10 +27,7 @@ pub fn registry(
     let registry = Registry::new();
     registry.register(Box::new(PipelineCollector::new(stats, kernel)?))?;
 
-    let attached = IntGauge::new(
-        "sandwatch_programs_attached",
-        "eBPF programs loaded and attached by this agent.",
-    )?;
+    let attached = IntGauge::new("sandwatch_programs_attached", "eBPF programs loaded and attached by this agent.")?;
     attached.set(programs_attached as i64);
     registry.register(Box::new(attached))?;
 
@@ -38,9 +35,7 @@ pub fn registry(
         Opts::new("sandwatch_build_info", "Version of sandwatch and release of the kernel it runs on."),
         &["version", "kernel"],
     )?;
-    build
-        .with_label_values(&[env!("CARGO_PKG_VERSION"), kernel_release])
-        .set(1);
+    build.with_label_values(&[env!("CARGO_PKG_VERSION"), kernel_release]).set(1);
     registry.register(Box::new(build))?;
     Ok(registry)
 }
@@ -71,10 +66,7 @@ fn counter_vec(name: &str, help: &str, label: &str) -> Result<IntCounterVec, pro
 }
 
 impl PipelineCollector {
-    fn new(
-        stats: Arc<PipelineStats>,
-        kernel: Option<Arc<KernelCounters>>,
-    ) -> Result<Self, prometheus::Error> {
+    fn new(stats: Arc<PipelineStats>, kernel: Option<Arc<KernelCounters>>) -> Result<Self, prometheus::Error> {
         let families = Families {
             received: counter_vec(
                 "sandwatch_events_total",
@@ -140,12 +132,7 @@ impl PipelineCollector {
         .chain(families.drains.desc().into_iter().cloned())
         .chain(families.reader_asleep.desc().into_iter().cloned())
         .collect();
-        Ok(Self {
-            stats,
-            kernel,
-            families: Mutex::new(families),
-            descs,
-        })
+        Ok(Self { stats, kernel, families: Mutex::new(families), descs })
     }
 }
 
@@ -192,21 +179,13 @@ impl Collector for PipelineCollector {
             set(&f.drains, cause.label(), s.reader_drains(cause));
         }
         f.reader_asleep.set(i64::from(s.reader_asleep()));
-        [
-            &f.received,
-            &f.kernel_events,
-            &f.kernel_dropped,
-            &f.dropped,
-            &f.decode_errors,
-            &f.unattributed,
-            &f.unstreamed,
-        ]
-        .iter()
-        .flat_map(|v| v.collect())
-        .chain(f.tracking_refused.collect())
-        .chain(f.drains.collect())
-        .chain(f.reader_asleep.collect())
-        .collect()
+        [&f.received, &f.kernel_events, &f.kernel_dropped, &f.dropped, &f.decode_errors, &f.unattributed, &f.unstreamed]
+            .iter()
+            .flat_map(|v| v.collect())
+            .chain(f.tracking_refused.collect())
+            .chain(f.drains.collect())
+            .chain(f.reader_asleep.collect())
+            .collect()
     }
 }
 

@@ -40,9 +40,8 @@ const EVICTION_KINDS: [&str; 5] = ["sandbox", "container", "tombstone", "host_cg
 const NO_QOS: &str = "none";
 
 /// 100 µs … 10 s.
-const DELAY_BUCKETS: [f64; 16] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
+const DELAY_BUCKETS: [f64; 16] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// How the OOM-churn window and the per-pod series behave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,13 +63,7 @@ pub struct ChurnSettings {
 
 impl Default for ChurnSettings {
     fn default() -> Self {
-        Self {
-            window_secs: 60,
-            storm_threshold: 10,
-            storm_clear: 5,
-            max_pod_series: 500,
-            pod_series_ttl_secs: 900,
-        }
+        Self { window_secs: 60, storm_threshold: 10, storm_clear: 5, max_pod_series: 500, pod_series_ttl_secs: 900 }
     }
 }
 
@@ -105,11 +98,7 @@ impl PodSeries {
         self.seq += 1;
         self.text = None;
         if !self.last_update.contains_key(&labels) && self.last_update.len() >= self.max {
-            let oldest = self
-                .last_update
-                .iter()
-                .min_by_key(|(_, seq)| **seq)
-                .map(|(l, _)| l.clone());
+            let oldest = self.last_update.iter().min_by_key(|(_, seq)| **seq).map(|(l, _)| l.clone());
             if let Some(oldest) = oldest {
                 self.last_update.remove(&oldest);
                 let refs: Vec<&str> = oldest.iter().map(String::as_str).collect();
@@ -271,13 +260,7 @@ impl PodMetrics {
         registry.register(Box::new(expired.clone()))?;
         registry.register(Box::new(window.clone()))?;
         registry.register(Box::new(storm_gauge.clone()))?;
-        let mut churn = Churn {
-            settings,
-            kills_ns: VecDeque::new(),
-            storm: false,
-            window,
-            storm_gauge,
-        };
+        let mut churn = Churn { settings, kills_ns: VecDeque::new(), storm: false, window, storm_gauge };
         let _ = churn.update(0);
         let m = Self {
             oom_kills: IntCounterVec::new(
@@ -411,9 +394,7 @@ impl PodMetrics {
             None => self.task_exits.with_label_values(&[r.role.label(), r.outcome.label()]).inc(),
         }
         if let Outcome::Late(reason) = r.outcome {
-            self.late_exits
-                .with_label_values(&[reason.label(), r.source.label()])
-                .inc();
+            self.late_exits.with_label_values(&[reason.label(), r.source.label()]).inc();
         }
         if let Some(cause) = r.sandbox_death {
             self.sandbox_deaths.with_label_values(&[cause.label()]).inc();
@@ -571,7 +552,12 @@ mod tests {
 
     fn observe(m: &PodMetrics, r: &OomReport, now_ns: u64) {
         m.observe_oom(r);
-        let event = OomEvent { scope: OomScope::Process, qos: r.pod.as_ref().and_then(|p| p.qos), report: r.clone(), victims: 1 };
+        let event = OomEvent {
+            scope: OomScope::Process,
+            qos: r.pod.as_ref().and_then(|p| p.qos),
+            report: r.clone(),
+            victims: 1,
+        };
         m.observe_oom_event(&event, now_ns);
         m.observe_pod_oom(r, &Names::default());
     }
@@ -626,12 +612,18 @@ mod tests {
 
     #[test]
     fn the_kept_pod_family_text_follows_every_change() {
-        let (served, m) = metrics(ChurnSettings { max_pod_series: 2, pod_series_ttl_secs: 10, ..ChurnSettings::default() });
-        let count = |text: &str, pod: &str| value(text, &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"c\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\"}}"));
+        let (served, m) =
+            metrics(ChurnSettings { max_pod_series: 2, pod_series_ttl_secs: 10, ..ChurnSettings::default() });
+        let count = |text: &str, pod: &str| {
+            value(text, &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"c\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\"}}"))
+        };
         assert_eq!(&*m.pod_series_text().unwrap(), "", "no series, no family");
         observe(&m, &report(1), 0);
         let first = m.pod_series_text().unwrap();
-        assert!(std::sync::Arc::ptr_eq(&first, &m.pod_series_text().unwrap()), "unchanged: the same text, not rendered again");
+        assert!(
+            std::sync::Arc::ptr_eq(&first, &m.pod_series_text().unwrap()),
+            "unchanged: the same text, not rendered again"
+        );
         assert_eq!(count(&first, "pod-1"), Some(1.0), "{first}");
         assert!(first.starts_with("# HELP sandwatch_pod_oom_kills_total "), "{first}");
         // An increment, an eviction and an expiry each show at the next scrape.
@@ -712,7 +704,10 @@ mod tests {
         assert!(text.contains("pod_uid=\"pod-2\""), "{text}");
         assert_eq!(value(&text, "sandwatch_pod_series_expired_total"), Some(1.0));
         // The node-wide counter keeps everything.
-        assert_eq!(value(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"), Some(2.0));
+        assert_eq!(
+            value(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"),
+            Some(2.0)
+        );
     }
 
     #[test]
@@ -728,7 +723,13 @@ mod tests {
 
     #[test]
     fn storm_rises_at_threshold_and_falls_with_hysteresis() {
-        let s = ChurnSettings { window_secs: 10, storm_threshold: 4, storm_clear: 1, max_pod_series: 10, ..ChurnSettings::default() };
+        let s = ChurnSettings {
+            window_secs: 10,
+            storm_threshold: 4,
+            storm_clear: 1,
+            max_pod_series: 10,
+            ..ChurnSettings::default()
+        };
         let (registry, m) = metrics(s);
         let storm = |r: &Served| value(&r.text(), "sandwatch_oom_storm");
         let window = |r: &Served| value(&r.text(), "sandwatch_oom_kills_window{window=\"10s\"}");
@@ -746,7 +747,10 @@ mod tests {
         assert_eq!(m.tick(11 * SEC + SEC / 2), None);
         assert_eq!((storm(&registry), window(&registry)), (Some(1.0), Some(2.0)));
         // One left: the storm is over, once.
-        assert_eq!(m.tick(12 * SEC + SEC / 2), Some(StormEdge { started: false, events_in_window: 1, window_secs: 10 }));
+        assert_eq!(
+            m.tick(12 * SEC + SEC / 2),
+            Some(StormEdge { started: false, events_in_window: 1, window_secs: 10 })
+        );
         assert_eq!((storm(&registry), window(&registry)), (Some(0.0), Some(1.0)));
         assert_eq!(m.tick(100 * SEC), None);
         assert_eq!(window(&registry), Some(0.0));

@@ -81,7 +81,9 @@ impl RuntimeInfo {
             self.known_issue.with_label_values(&[runtime, issue.issue]).set(i64::from(exposed));
         }
         if known_issues::Version::parse(version).is_none() {
-            log::warn!("container runtime {runtime} reports version {version:?}, which does not parse: known issues unknown");
+            log::warn!(
+                "container runtime {runtime} reports version {version:?}, which does not parse: known issues unknown"
+            );
         }
     }
 }
@@ -220,7 +222,10 @@ impl RuntimeMetrics {
                 &["runtime", "reason"],
             )?,
             restarts: IntCounterVec::new(
-                Opts::new("sandwatch_runtime_restarts_total", "Container runtime processes started after the runtime was down."),
+                Opts::new(
+                    "sandwatch_runtime_restarts_total",
+                    "Container runtime processes started after the runtime was down.",
+                ),
                 &["runtime"],
             )?,
             runtime_up: IntGaugeVec::new(

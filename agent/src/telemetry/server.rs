@@ -39,12 +39,7 @@ impl ServerState {
     }
 
     pub fn agent(registry: Registry, events: Option<Arc<EventHub>>, pods: Option<PodMetrics>) -> Arc<Self> {
-        Arc::new(Self {
-            registry,
-            ready: AtomicBool::new(false),
-            events,
-            pods,
-        })
+        Arc::new(Self { registry, ready: AtomicBool::new(false), events, pods })
     }
 
     /// What `/metrics` serves.
@@ -92,9 +87,8 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, shutdown: Can
                 let state = state.clone();
                 async move { Ok::<_, Infallible>(route(&state, &req)) }
             });
-            let conn = http1::Builder::new()
-                .max_buf_size(MAX_CONNECTION_BUFFER)
-                .serve_connection(TokioIo::new(stream), svc);
+            let conn =
+                http1::Builder::new().max_buf_size(MAX_CONNECTION_BUFFER).serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             let ended = tokio::select! {
                 ended = conn.as_mut() => ended,
@@ -125,7 +119,13 @@ fn limit_send_buffer(stream: &tokio::net::TcpStream) {
     let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: setsockopt on a socket we own, with a valid int and its size.
     let rc = unsafe {
-        libc::setsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, (&SEND_BUFFER as *const libc::c_int).cast(), size)
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&SEND_BUFFER as *const libc::c_int).cast(),
+            size,
+        )
     };
     if rc != 0 {
         log::debug!("cannot set SO_SNDBUF: {}", std::io::Error::last_os_error());
@@ -193,7 +193,8 @@ pub fn parse_query(query: &str) -> Result<(Filter, bool), String> {
     let mut follow = false;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(raw).ok_or_else(|| format!("query parameter {key}: bad percent-encoding in {raw:?}"))?;
+        let value =
+            percent_decode(raw).ok_or_else(|| format!("query parameter {key}: bad percent-encoding in {raw:?}"))?;
         match key {
             "follow" => {
                 follow = match value.as_str() {

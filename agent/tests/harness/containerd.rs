@@ -92,8 +92,9 @@ impl Containerd {
         let (bin, conf) = (dir.join("cni/bin"), dir.join("cni/conf"));
         std::fs::create_dir_all(&bin).expect("cni bin dir");
         std::fs::create_dir_all(&conf).expect("cni conf dir");
-        std::fs::copy("/usr/lib/cni/loopback", bin.join("loopback"))
-            .expect("/usr/lib/cni/loopback (Debian package containernetworking-plugins, installed by cargo xtask setup)");
+        std::fs::copy("/usr/lib/cni/loopback", bin.join("loopback")).expect(
+            "/usr/lib/cni/loopback (Debian package containernetworking-plugins, installed by cargo xtask setup)",
+        );
         let which = |tool: &str| -> String {
             let out = Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().expect("sh");
             let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -267,7 +268,8 @@ esac
         let rootfs = self.dir.join("image-rootfs");
         std::fs::create_dir_all(rootfs.join("bin")).expect("rootfs");
         std::fs::create_dir_all(layout.join("blobs/sha256")).expect("layout");
-        std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("busybox-static missing: run `cargo xtask setup`");
+        std::fs::copy("/bin/busybox", rootfs.join("bin/busybox"))
+            .expect("busybox-static missing: run `cargo xtask setup`");
         for applet in ["sh", "sleep", "dd", "cat"] {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).expect("symlink");
         }
@@ -366,7 +368,8 @@ impl Drop for Containerd {
         self.signal(libc::SIGCONT);
         // Whatever runs in the namespace, CRI pods included.
         let listed = self.ctr(&["containers", "ls", "-q"]);
-        let mut ids: Vec<String> = String::from_utf8_lossy(&listed.stdout).split_whitespace().map(String::from).collect();
+        let mut ids: Vec<String> =
+            String::from_utf8_lossy(&listed.stdout).split_whitespace().map(String::from).collect();
         ids.extend(self.containers.clone());
         ids.sort();
         ids.dedup();
@@ -394,11 +397,7 @@ fn hierarchy_roots() -> Vec<PathBuf> {
         return vec![base.to_path_buf()];
     }
     let Ok(mounts) = std::fs::read_dir(base) else { return Vec::new() };
-    mounts
-        .flatten()
-        .map(|m| m.path())
-        .filter(|p| !p.is_symlink() && p.join("cgroup.procs").exists())
-        .collect()
+    mounts.flatten().map(|m| m.path()).filter(|p| !p.is_symlink() && p.join("cgroup.procs").exists()).collect()
 }
 
 /// Removes `rel` (relative to the hierarchy root) and everything below it

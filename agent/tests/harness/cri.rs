@@ -64,9 +64,20 @@ impl Cri {
 
     /// RunPodSandbox, whose failure (e.g. the sandbox OOM-killed as it
     /// starts) is the runtime's message.
-    pub fn try_run_pod(&mut self, name: &str, namespace: &str, uid: &str, cgroup_parent: &str) -> Result<CriPod, String> {
+    pub fn try_run_pod(
+        &mut self,
+        name: &str,
+        namespace: &str,
+        uid: &str,
+        cgroup_parent: &str,
+    ) -> Result<CriPod, String> {
         let config = PodSandboxConfig {
-            metadata: Some(PodSandboxMetadata { name: name.into(), uid: uid.into(), namespace: namespace.into(), attempt: 0 }),
+            metadata: Some(PodSandboxMetadata {
+                name: name.into(),
+                uid: uid.into(),
+                namespace: namespace.into(),
+                attempt: 0,
+            }),
             // No hostname: with the node's network there is no private UTS
             // namespace to set one in (runc refuses).
             log_directory: self.log_dir.join(uid).display().to_string(),

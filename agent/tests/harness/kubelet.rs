@@ -18,10 +18,10 @@ use k8s_cri::v1::{
     image_service_client::ImageServiceClient, runtime_service_client::RuntimeServiceClient,
     security_profile::ProfileType, Capability, ContainerConfig, ContainerMetadata, ContainerStatusRequest,
     CreateContainerRequest, ImageSpec, ImageStatusRequest, Int64Value, KeyValue, LinuxContainerConfig,
-    LinuxContainerResources, LinuxContainerSecurityContext, LinuxPodSandboxConfig, LinuxSandboxSecurityContext,
-    Mount, MountPropagation, NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata,
-    PodSandboxStatusRequest, RemovePodSandboxRequest, RunPodSandboxRequest, SecurityProfile,
-    StartContainerRequest, StopContainerRequest, StopPodSandboxRequest,
+    LinuxContainerResources, LinuxContainerSecurityContext, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, Mount,
+    MountPropagation, NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata, PodSandboxStatusRequest,
+    RemovePodSandboxRequest, RunPodSandboxRequest, SecurityProfile, StartContainerRequest, StopContainerRequest,
+    StopPodSandboxRequest,
 };
 use serde_json::Value;
 use tonic::transport::Channel;
@@ -114,7 +114,9 @@ pub fn millicpu(q: &str) -> i64 {
 }
 
 pub fn bytes(q: &str) -> i64 {
-    for (suffix, mult) in [("Ki", 1i64 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("K", 1000), ("M", 1_000_000), ("G", 1_000_000_000)] {
+    for (suffix, mult) in
+        [("Ki", 1i64 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("K", 1000), ("M", 1_000_000), ("G", 1_000_000_000)]
+    {
         if let Some(n) = q.strip_suffix(suffix) {
             return n.parse::<i64>().unwrap_or_else(|_| panic!("memory quantity {q}")) * mult;
         }
@@ -134,11 +136,46 @@ fn bounding_set() -> u64 {
 
 fn capability_bit(name: &str) -> Option<u32> {
     const NAMES: &[&str] = &[
-        "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
-        "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER",
-        "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
-        "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP",
-        "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "DAC_READ_SEARCH",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "SETGID",
+        "SETUID",
+        "SETPCAP",
+        "LINUX_IMMUTABLE",
+        "NET_BIND_SERVICE",
+        "NET_BROADCAST",
+        "NET_ADMIN",
+        "NET_RAW",
+        "IPC_LOCK",
+        "IPC_OWNER",
+        "SYS_MODULE",
+        "SYS_RAWIO",
+        "SYS_CHROOT",
+        "SYS_PTRACE",
+        "SYS_PACCT",
+        "SYS_ADMIN",
+        "SYS_BOOT",
+        "SYS_NICE",
+        "SYS_RESOURCE",
+        "SYS_TIME",
+        "SYS_TTY_CONFIG",
+        "MKNOD",
+        "LEASE",
+        "AUDIT_WRITE",
+        "AUDIT_CONTROL",
+        "SETFCAP",
+        "MAC_OVERRIDE",
+        "MAC_ADMIN",
+        "SYSLOG",
+        "WAKE_ALARM",
+        "BLOCK_SUSPEND",
+        "AUDIT_READ",
+        "PERFMON",
+        "BPF",
         "CHECKPOINT_RESTORE",
     ];
     NAMES.iter().position(|n| *n == name).map(|i| i as u32)
@@ -183,7 +220,8 @@ pub fn plan(template: &Value, namespace: &str, node: &NodeContext) -> PodPlan {
     // Tolerations only steer scheduling; this node takes the pod.
     let host_pid = spec["hostPID"].as_bool().unwrap_or(false);
     let host_network = spec["hostNetwork"].as_bool().unwrap_or(false);
-    let critical = matches!(spec["priorityClassName"].as_str(), Some("system-node-critical" | "system-cluster-critical"));
+    let critical =
+        matches!(spec["priorityClassName"].as_str(), Some("system-node-critical" | "system-cluster-critical"));
     let grace = Duration::from_secs(spec["terminationGracePeriodSeconds"].as_u64().unwrap_or(30));
     let mut notes = Vec::new();
 
@@ -195,7 +233,8 @@ pub fn plan(template: &Value, namespace: &str, node: &NodeContext) -> PodPlan {
     labels.insert("io.kubernetes.pod.namespace".into(), namespace.into());
     labels.insert("io.kubernetes.pod.uid".into(), node.pod_uid.clone());
 
-    let mode = |node_wide: bool, otherwise: NamespaceMode| if node_wide { NamespaceMode::Node } else { otherwise } as i32;
+    let mode =
+        |node_wide: bool, otherwise: NamespaceMode| if node_wide { NamespaceMode::Node } else { otherwise } as i32;
     let namespaces = NamespaceOption {
         network: mode(host_network, NamespaceMode::Pod),
         pid: mode(host_pid, NamespaceMode::Container),
@@ -215,7 +254,9 @@ pub fn plan(template: &Value, namespace: &str, node: &NodeContext) -> PodPlan {
         let kind = v["hostPath"]["type"].as_str().unwrap_or("").to_string();
         let on_node = node.host_paths.get(&path).cloned().unwrap_or_else(|| PathBuf::from(&path));
         match kind.as_str() {
-            "Directory" => assert!(on_node.is_dir(), "{at}: hostPath {path} ({}) must be a directory", on_node.display()),
+            "Directory" => {
+                assert!(on_node.is_dir(), "{at}: hostPath {path} ({}) must be a directory", on_node.display())
+            }
             "DirectoryOrCreate" => std::fs::create_dir_all(&on_node).expect("DirectoryOrCreate"),
             other => panic!("{at}: hostPath type {other:?} is not translated"),
         }
@@ -288,7 +329,14 @@ pub fn plan(template: &Value, namespace: &str, node: &NodeContext) -> PodPlan {
         only(
             v,
             at,
-            &["httpGet", "periodSeconds", "failureThreshold", "timeoutSeconds", "initialDelaySeconds", "successThreshold"],
+            &[
+                "httpGet",
+                "periodSeconds",
+                "failureThreshold",
+                "timeoutSeconds",
+                "initialDelaySeconds",
+                "successThreshold",
+            ],
         );
         only(&v["httpGet"], &format!("{at}.httpGet"), &["path", "port"]);
         let port = match &v["httpGet"]["port"] {
@@ -371,7 +419,11 @@ pub fn plan(template: &Value, namespace: &str, node: &NodeContext) -> PodPlan {
         Some(other) => panic!("seccompProfile {other} is not translated"),
     };
     let security = LinuxContainerSecurityContext {
-        capabilities: Some(Capability { add_capabilities: add, drop_capabilities: caps("drop"), ..Capability::default() }),
+        capabilities: Some(Capability {
+            add_capabilities: add,
+            drop_capabilities: caps("drop"),
+            ..Capability::default()
+        }),
         privileged: sc["privileged"].as_bool().unwrap_or(false),
         namespace_options: Some(namespaces.clone()),
         run_as_user: run_as_user.map(|value| Int64Value { value }),
@@ -402,12 +454,21 @@ pub fn plan(template: &Value, namespace: &str, node: &NodeContext) -> PodPlan {
     // network only) and the termination log.
     if !host_network {
         let hosts = node.pod_dir.join("etc-hosts");
-        std::fs::write(&hosts, format!("127.0.0.1\tlocalhost\n::1\tlocalhost\n10.88.0.2\t{}\n", node.pod_name)).expect("etc-hosts");
-        mounts.push(Mount { container_path: "/etc/hosts".into(), host_path: hosts.display().to_string(), ..Mount::default() });
+        std::fs::write(&hosts, format!("127.0.0.1\tlocalhost\n::1\tlocalhost\n10.88.0.2\t{}\n", node.pod_name))
+            .expect("etc-hosts");
+        mounts.push(Mount {
+            container_path: "/etc/hosts".into(),
+            host_path: hosts.display().to_string(),
+            ..Mount::default()
+        });
     }
     let termination = node.pod_dir.join("termination-log");
     std::fs::write(&termination, "").expect("termination log");
-    mounts.push(Mount { container_path: "/dev/termination-log".into(), host_path: termination.display().to_string(), ..Mount::default() });
+    mounts.push(Mount {
+        container_path: "/dev/termination-log".into(),
+        host_path: termination.display().to_string(),
+        ..Mount::default()
+    });
 
     let sandbox = PodSandboxConfig {
         metadata: Some(PodSandboxMetadata {
@@ -426,7 +487,10 @@ pub fn plan(template: &Value, namespace: &str, node: &NodeContext) -> PodPlan {
                 privileged: security.privileged,
                 // The kubelet's default without a pod-level profile
                 // (--seccomp-default is off).
-                seccomp: Some(SecurityProfile { profile_type: ProfileType::Unconfined as i32, ..SecurityProfile::default() }),
+                seccomp: Some(SecurityProfile {
+                    profile_type: ProfileType::Unconfined as i32,
+                    ..SecurityProfile::default()
+                }),
                 ..LinuxSandboxSecurityContext::default()
             }),
             ..LinuxPodSandboxConfig::default()
@@ -487,7 +551,10 @@ impl Kubelet {
 
     /// IfNotPresent: the image must be on the node (nothing is pulled here).
     pub fn image_present(&mut self, image: &str) -> bool {
-        let request = ImageStatusRequest { image: Some(ImageSpec { image: image.into(), ..ImageSpec::default() }), verbose: false };
+        let request = ImageStatusRequest {
+            image: Some(ImageSpec { image: image.into(), ..ImageSpec::default() }),
+            verbose: false,
+        };
         self.rt.block_on(self.images.image_status(request)).map(|r| r.into_inner().image.is_some()).unwrap_or(false)
     }
 
@@ -503,7 +570,10 @@ impl Kubelet {
         self.sandboxes.push(sandbox_id.clone());
         let status = self
             .rt
-            .block_on(self.runtime.pod_sandbox_status(PodSandboxStatusRequest { pod_sandbox_id: sandbox_id.clone(), verbose: false }))
+            .block_on(
+                self.runtime
+                    .pod_sandbox_status(PodSandboxStatusRequest { pod_sandbox_id: sandbox_id.clone(), verbose: false }),
+            )
             .unwrap_or_else(|s| panic!("PodSandboxStatus: {}", s.message()))
             .into_inner();
         let ip = status.status.and_then(|s| s.network).map(|n| n.ip).unwrap_or_default();
@@ -534,7 +604,8 @@ impl Kubelet {
             .block_on(self.runtime.container_status(request))
             .unwrap_or_else(|s| panic!("ContainerStatus: {}", s.message()))
             .into_inner();
-        let info: Value = serde_json::from_str(response.info.get("info").map(String::as_str).unwrap_or("{}")).unwrap_or_default();
+        let info: Value =
+            serde_json::from_str(response.info.get("info").map(String::as_str).unwrap_or("{}")).unwrap_or_default();
         info["pid"].as_u64().unwrap_or_else(|| panic!("no pid in the runtime's status: {info}")) as u32
     }
 
@@ -556,13 +627,16 @@ impl Kubelet {
     pub fn stop(&mut self, id: &str, grace: Duration) -> Duration {
         let start = Instant::now();
         let request = StopContainerRequest { container_id: id.into(), timeout: grace.as_secs() as i64 };
-        self.rt.block_on(self.runtime.stop_container(request)).unwrap_or_else(|s| panic!("StopContainer: {}", s.message()));
+        self.rt
+            .block_on(self.runtime.stop_container(request))
+            .unwrap_or_else(|s| panic!("StopContainer: {}", s.message()));
         start.elapsed()
     }
 
     pub fn remove_pod(&mut self, id: &str) {
         let _ = self.rt.block_on(self.runtime.stop_pod_sandbox(StopPodSandboxRequest { pod_sandbox_id: id.into() }));
-        let _ = self.rt.block_on(self.runtime.remove_pod_sandbox(RemovePodSandboxRequest { pod_sandbox_id: id.into() }));
+        let _ =
+            self.rt.block_on(self.runtime.remove_pod_sandbox(RemovePodSandboxRequest { pod_sandbox_id: id.into() }));
         self.sandboxes.retain(|s| s != id);
     }
 }

@@ -27,7 +27,8 @@ use sandwatch::{
 /// xtask test`), else where `cargo xtask image` writes it.
 pub fn image_archive() -> PathBuf {
     let path = std::env::var_os("SANDWATCH_IMAGE").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../target/image/sandwatch-{}.oci.tar", env!("CARGO_PKG_VERSION")))
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("../target/image/sandwatch-{}.oci.tar", env!("CARGO_PKG_VERSION")))
     });
     assert!(path.is_file(), "no image at {}: run `cargo xtask image` (`cargo xtask test` builds it)", path.display());
     path
@@ -57,19 +58,11 @@ impl TestCgroup {
     pub fn create(name: &str) -> Self {
         let layout = CgroupLayout::detect().expect("cgroup layout");
         let own = own_cgroup(&layout).expect("own cgroup in /proc/self/cgroup");
-        let path = format!(
-            "{}/sandwatch-test-{}-{name}",
-            own.trim_end_matches('/'),
-            std::process::id()
-        );
+        let path = format!("{}/sandwatch-test-{}-{name}", own.trim_end_matches('/'), std::process::id());
         delegate_memory(&layout, &own);
         std::fs::create_dir(layout.dir(&path))
             .unwrap_or_else(|e| panic!("cannot create cgroup {}: {e}", layout.dir(&path).display()));
-        Self {
-            layout,
-            path,
-            children: Vec::new(),
-        }
+        Self { layout, path, children: Vec::new() }
     }
 
     /// Creates a nested cgroup (removed before this one).
@@ -110,8 +103,7 @@ impl TestCgroup {
             CgroupMode::V2 => "memory.max",
         };
         let target = self.layout.dir(path).join(file);
-        std::fs::write(&target, bytes.to_string())
-            .unwrap_or_else(|e| panic!("cannot write {}: {e}", target.display()));
+        std::fs::write(&target, bytes.to_string()).unwrap_or_else(|e| panic!("cannot write {}: {e}", target.display()));
         if self.layout.mode != CgroupMode::V2 {
             // Without swap accounting the limit is the whole story; with it,
             // keep the OOM from being delayed by swapping.
@@ -229,10 +221,7 @@ pub fn sh(script: &str) -> Child {
 /// A process that joins `procs_file`'s cgroup and then tries to allocate and
 /// touch `mib` MiB (dd's block buffer), so a smaller limit OOM-kills it.
 pub fn memory_hog(procs_file: &std::path::Path, mib: u64) -> Child {
-    sh(&format!(
-        "echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs={mib}M count=1",
-        procs_file.display()
-    ))
+    sh(&format!("echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs={mib}M count=1", procs_file.display()))
 }
 
 /// Pulls events from the stream until `done` says so or `timeout` passes;
@@ -260,10 +249,7 @@ pub async fn collect(
 
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 
 /// GET over plain HTTP/1.0; returns (status, body).
@@ -494,7 +480,8 @@ impl KubePod {
             return false;
         }
         let file = self.cg.layout.dir(&self.paths[i]).join("memory.oom.group");
-        std::fs::write(&file, if on { "1" } else { "0" }).unwrap_or_else(|e| panic!("cannot write {}: {e}", file.display()));
+        std::fs::write(&file, if on { "1" } else { "0" })
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", file.display()));
         true
     }
 }
