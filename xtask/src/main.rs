@@ -4,6 +4,7 @@ mod bench;
 mod debs;
 mod fuzz;
 mod image;
+mod lint;
 mod node;
 mod setup;
 mod soak;
@@ -36,6 +37,9 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Formatting and clippy (host crates and the eBPF crate): the first
+    /// step of `test`.
+    Lint,
     /// Set up, then run every test, the privileged ones included (needs root).
     Test {
         /// Only tests whose name contains this.
@@ -61,6 +65,14 @@ fn main() -> Result<()> {
             let bin = build()?;
             util::require_root("the agent loads eBPF programs")?;
             util::exec(&bin, &args)
+        }
+        Command::Lint => {
+            setup::run()?;
+            let failed = lint::run()?;
+            if !failed.is_empty() {
+                anyhow::bail!("{}", failed.join("\n"));
+            }
+            Ok(())
         }
         Command::Test { filter } => test(filter),
         Command::Vm(args) => {
@@ -96,7 +108,7 @@ fn test(filter: Option<String>) -> Result<()> {
     util::require_root("the privileged tests load eBPF programs and create cgroups")?;
     let tracked = util::TrackedFiles::snapshot()?;
     let mut tally = util::Tally::default();
-    let mut failures = Vec::new();
+    let mut failures = lint::run()?;
     if filter.is_none() {
         fuzz::run_all(&fuzz::Args::short())?;
         let bin = build()?;

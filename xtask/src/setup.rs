@@ -42,6 +42,7 @@ const TEST_PACKAGES: &[&str] = &[
 
 pub fn run() -> Result<()> {
     let nightly = ensure_nightly()?;
+    ensure_lint_components()?;
     let llvm = llvm_major(&nightly)?;
     let mut packages: Vec<String> = vec![format!("llvm-{llvm}-dev"), format!("libpolly-{llvm}-dev")];
     packages.extend(TEST_PACKAGES.iter().map(|p| p.to_string()));
@@ -172,6 +173,35 @@ fn ensure_nightly() -> Result<String> {
         run_cmd(rustup().args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
     }
     Ok(text)
+}
+
+/// rustfmt and clippy for the lint step: the default toolchain's for the
+/// host crates, nightly's clippy for the eBPF crate (a minimal nightly has
+/// neither).
+fn ensure_lint_components() -> Result<()> {
+    for (toolchain, components) in [(None, &["rustfmt", "clippy"][..]), (Some("nightly"), &["clippy"][..])] {
+        let mut list = rustup();
+        list.args(["component", "list", "--installed"]);
+        if let Some(t) = toolchain {
+            list.args(["--toolchain", t]);
+        }
+        let installed = output(&mut list).unwrap_or_default();
+        let which = toolchain.unwrap_or("the default toolchain");
+        for component in components {
+            if installed.lines().any(|l| l.starts_with(component)) {
+                say(format!("{component} for {which} present"));
+                continue;
+            }
+            say(format!("adding {component} to {which} (the lint step)"));
+            let mut add = rustup();
+            add.args(["component", "add", component]);
+            if let Some(t) = toolchain {
+                add.args(["--toolchain", t]);
+            }
+            run_cmd(&mut add)?;
+        }
+    }
+    Ok(())
 }
 
 /// The LLVM major version nightly was built with; bpf-linker must match it.
