@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod config;
 pub mod events;
+pub mod host;
 pub mod model;
 pub mod pipeline;
 pub mod probes;
@@ -60,7 +61,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         pipeline.stats.clone(),
         Some(pipeline.kernel.clone()),
         pipeline.probes.programs_attached(),
-        &kernel_release(),
+        &host::kernel_release(),
     )?;
     let runtime_metrics = RuntimeMetrics::register(&registry, &config.runtime_names, &containerd::TOPIC_LABELS)?;
     let limits = CorrelatorLimits {
@@ -80,7 +81,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         };
         tokio::spawn(cri::follow(cri, requests, metadata_tx, runtime_metrics.metadata.clone(), shutdown.clone()));
     }
-    let node = config.node_name.clone().unwrap_or_else(hostname);
+    let node = config.node_name.clone().unwrap_or_else(host::hostname);
     let hub = EventHub::new(&registry, &node, config.max_event_subscribers as usize)?;
     let pod_metrics = PodMetrics::register(&registry, config.churn())?;
     let mut watchdog = Watchdog::new(pod_metrics.clone())
@@ -156,19 +157,6 @@ async fn signal_shutdown(token: CancellationToken) {
         _ = int.recv() => log::info!("SIGINT received"),
     }
     token.cancel();
-}
-
-pub use probes::loader::kernel_release;
-
-/// This machine's hostname, the node name when none is given.
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
-    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
-        return String::from("unknown");
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// Sets up logging at `level` for sandwatch and its eBPF programs; other

@@ -7,6 +7,7 @@ use std::{collections::VecDeque, sync::Arc, time::SystemTime};
 
 use crate::{
     events::{decode::OomKill, Event},
+    host::{boottime_ns, realtime_ns},
     model::{
         dispatch::runtime_exit,
         metadata::Snapshot,
@@ -16,12 +17,12 @@ use crate::{
     },
     probes::{
         cgroups::CgroupLayout,
-        scan::{cgroups, proc_comm, scan},
+        scan::{cgroups, scan},
         CgroupTracker, KernelCounters,
     },
     runtime::{
         containerd::RuntimeEvent,
-        crash::{scan_proc, RuntimeChange, RuntimeProcesses},
+        crash::{RuntimeChange, RuntimeProcesses},
         cri::MetadataRequests,
     },
     stats::PipelineStats,
@@ -468,7 +469,7 @@ impl Watchdog {
             Event::OomKill(o) if o.victim_comm.is_empty() => {
                 let mut o = o.clone();
                 let start = o.victim.map_or(0, |v| v.start_ns);
-                o.victim_comm = proc_comm(o.victim_pid, start).unwrap_or_default();
+                o.victim_comm = crate::host::proc::comm(o.victim_pid, start).unwrap_or_default();
                 named = Event::OomKill(o);
                 &named
             }
@@ -750,7 +751,7 @@ impl Watchdog {
 
     fn scan_runtimes(&mut self) {
         if let Some(side) = self.runtime.as_mut() {
-            let procs = scan_proc(&side.names);
+            let procs = crate::host::proc::processes_named(&side.names);
             for change in side.processes.scanned(&procs) {
                 side.record(&change);
             }
@@ -785,25 +786,6 @@ fn correlate_kernel(side: &mut RuntimeSide, event: &Event, report: Option<&Repor
         }
         _ => {}
     }
-}
-
-/// CLOCK_REALTIME, the clock of the runtime's event timestamps.
-pub fn realtime_ns() -> u64 {
-    clock_ns(libc::CLOCK_REALTIME)
-}
-
-/// CLOCK_BOOTTIME, the clock of the kernel's event timestamps.
-pub fn boottime_ns() -> u64 {
-    clock_ns(libc::CLOCK_BOOTTIME)
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
 fn describe(pod: Option<&PodRef>, names: &Names) -> String {

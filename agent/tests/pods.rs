@@ -255,7 +255,7 @@ async fn teardown(watch: &mut Watch, pod: KubePod) {
     };
     assert!(pod_series(&text) > 0, "{text}");
     let ttl = ChurnSettings::default().pod_series_ttl_secs * 1_000_000_000;
-    watch.watchdog.metrics.tick(sandwatch::watchdog::boottime_ns() + ttl);
+    watch.watchdog.metrics.tick(sandwatch::host::boottime_ns() + ttl);
     let text = watch.text();
     assert_eq!(pod_series(&text), 0, "a gone pod's series go after the grace: {text}");
     assert!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}")

@@ -18,7 +18,7 @@ use aya::{
 use super::{
     btf::{Btf, BtfError},
     cgroups::{CgroupError, CgroupLayout},
-    sandbox::{with_reads_only_beneath, Confinement},
+    landlock::{with_reads_only_beneath, Confinement},
     tracefs::{Tracefs, TracefsError},
 };
 
@@ -145,19 +145,12 @@ const CAP_BPF: u32 = 39;
 
 /// Checks the effective capabilities of this process.
 pub fn check_privileges() -> Result<(), LoadError> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let cap_eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
+    let cap_eff = crate::host::proc::effective_capabilities();
     let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
         Ok(())
     } else {
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
-        Err(LoadError::NotPrivileged { uid })
+        Err(LoadError::NotPrivileged { uid: crate::host::uid() })
     }
 }
 
@@ -200,14 +193,10 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
     })
 }
 
-fn pid_max() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(32768)
-}
-
 fn task_table_size(requested: Option<u32>) -> u32 {
     // Every live thread needs a slot; beyond 128k the table costs more
     // kernel memory than a node agent should, and LRU eviction takes over.
-    requested.unwrap_or_else(|| pid_max().clamp(8192, 131_072))
+    requested.unwrap_or_else(|| crate::host::pid_max().clamp(8192, 131_072))
 }
 
 /// Slots of the `POD_PIDS` marks: every thread id up to pid_max on v1
@@ -217,7 +206,7 @@ fn pod_pid_slots(layout: &CgroupLayout) -> u32 {
     if layout.is_unified() {
         1
     } else {
-        pid_max().min(4_194_304).div_ceil(PIDS_PER_SLOT)
+        crate::host::pid_max().min(4_194_304).div_ceil(PIDS_PER_SLOT)
     }
 }
 
@@ -233,7 +222,7 @@ impl Probes {
             // Before 5.11 map memory counts against RLIMIT_MEMLOCK (64 KiB
             // by default), far below the ring buffer; later kernels charge
             // the memory cgroup instead.
-            Ok(v) if v < KernelVersion::new(5, 11, 0) => raise_memlock(&kernel_release())?,
+            Ok(v) if v < KernelVersion::new(5, 11, 0) => raise_memlock(&crate::host::kernel_release())?,
             _ => {}
         }
         let tracefs = Tracefs::find_or_mount()?;
@@ -527,10 +516,10 @@ fn seed_tasks(
     layout: &CgroupLayout,
     cgroups: &std::collections::HashSet<u64>,
 ) -> usize {
-    let ticks_ns = 1_000_000_000 / clock_ticks();
+    let ticks_ns = crate::host::proc::tick_ns();
     let mut ids: HashMap<String, u64> = HashMap::new();
     let mut seeded = 0;
-    for (tgid, tid) in proc_tasks(Path::new("/proc")) {
+    for (tgid, tid) in crate::host::proc::tasks(Path::new("/proc")) {
         let dir = format!("/proc/{tgid}/task/{tid}");
         // Tasks may exit during the scan: skip what vanished.
         let Ok(cgroup_text) = std::fs::read_to_string(format!("{dir}/cgroup")) else { continue };
@@ -546,7 +535,7 @@ fn seed_tasks(
             continue;
         }
         let Ok(stat) = std::fs::read_to_string(format!("{dir}/stat")) else { continue };
-        let Some(start_ticks) = start_ticks(&stat) else { continue };
+        let Some(start_ticks) = crate::host::proc::start_ticks(&stat) else { continue };
         let info = TaskInfo { cgroup_id, start_ns: start_ticks * ticks_ns, tgid, _pad: 0 };
         // Marked first: a table entry the programs cannot see is worse
         // than a mark without one.
@@ -560,20 +549,6 @@ fn seed_tasks(
     seeded
 }
 
-/// (tgid, tid) of every thread under /proc.
-fn proc_tasks(proc: &Path) -> Vec<(u32, u32)> {
-    let numeric = |e: std::fs::DirEntry| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok());
-    let Ok(procs) = std::fs::read_dir(proc) else { return Vec::new() };
-    let mut out = Vec::new();
-    for tgid in procs.flatten().filter_map(numeric) {
-        let Ok(tasks) = std::fs::read_dir(proc.join(tgid.to_string()).join("task")) else { continue };
-        out.extend(tasks.flatten().filter_map(numeric).map(|tid| (tgid, tid)));
-    }
-    out
-}
-
-/// Field 22 (starttime, in clock ticks since boot) of /proc/<pid>/stat. The
-/// comm field may hold spaces and parentheses: parse after the last ')'.
 /// Lifts RLIMIT_MEMLOCK for this process (needs CAP_SYS_RESOURCE unless
 /// it is unlimited already).
 fn raise_memlock(kernel: &str) -> Result<(), LoadError> {
@@ -594,49 +569,4 @@ fn raise_memlock(kernel: &str) -> Result<(), LoadError> {
         limit: format!("{} bytes", current.rlim_cur),
         source: std::io::Error::last_os_error(),
     })
-}
-
-/// The running kernel's release (`uname -r`).
-pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".to_string())
-}
-
-pub fn start_ticks(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    // Fields after comm start at field 3 (state); starttime is field 22.
-    after.split_whitespace().nth(22 - 3)?.parse().ok()
-}
-
-pub fn clock_ticks() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as u64
-    } else {
-        100
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn start_ticks_survives_odd_comms() {
-        let stat = "4711 (a) b) (c) S 1 4711 4711 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(start_ticks(stat), Some(987654));
-        assert_eq!(start_ticks("garbage"), None);
-        assert_eq!(start_ticks("1 (x) S 1"), None);
-    }
-
-    #[test]
-    fn own_process_is_listed_with_a_start_time() {
-        let me = std::process::id();
-        let tasks = proc_tasks(Path::new("/proc"));
-        assert!(tasks.contains(&(me, me)));
-        let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
-        assert!(start_ticks(&stat).unwrap() > 0);
-    }
 }

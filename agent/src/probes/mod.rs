@@ -1,10 +1,11 @@
 //! The kernel side as seen from user space: tracefs and BTF offsets, the
-//! cgroup layout, loading/attaching the programs, and the ring-buffer reader.
+//! cgroup layout, loading/attaching the programs (parsing BTF under
+//! Landlock), the start-up scan of what exists, and the ring-buffer reader.
 pub mod btf;
 pub mod cgroups;
+pub mod landlock;
 pub mod loader;
 pub mod reader;
-pub mod sandbox;
 pub mod scan;
 pub mod tracefs;
 

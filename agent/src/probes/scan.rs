@@ -5,7 +5,7 @@
 
 use std::{collections::HashMap, os::unix::fs::MetadataExt as _, path::Path};
 
-use super::{cgroups::CgroupLayout, loader::start_ticks};
+use super::cgroups::CgroupLayout;
 use crate::{
     events::{
         decode::{CgroupAttach, CgroupChange},
@@ -85,7 +85,7 @@ fn attachments(layout: &CgroupLayout, pod_cgroups: &HashMap<String, u64>, now_ns
         let Some(path) = layout.task_path(&text).map(|p| layout.host_path(p)) else { continue };
         let Some(&cgroup_id) = pod_cgroups.get(&path) else { continue };
         let Ok(stat) = std::fs::read_to_string(base.join("stat")) else { continue };
-        let Some(ticks) = start_ticks(&stat) else { continue };
+        let Some(ticks) = crate::host::proc::start_ticks(&stat) else { continue };
         let comm = std::fs::read_to_string(base.join("comm")).unwrap_or_default();
         found.push((cgroup_id, ticks, pid, comm.trim().to_string(), path));
     }
@@ -108,17 +108,4 @@ fn attachments(layout: &CgroupLayout, pod_cgroups: &HashMap<String, u64>, now_ns
             })
         })
         .collect()
-}
-
-/// The comm of the live (or not yet reaped) process `pid` started at
-/// `start_ns` (kernel boot time; 0 = unknown, then any), from /proc: for
-/// kernels whose OOM tracepoint does not name its victim.
-pub fn proc_comm(pid: u32, start_ns: u64) -> Option<String> {
-    let base = Path::new("/proc").join(pid.to_string());
-    let stat = std::fs::read_to_string(base.join("stat")).ok()?;
-    if start_ns != 0 && start_ticks(&stat)? != start_ns / TICK_NS {
-        return None; // the pid was reused
-    }
-    let comm = std::fs::read_to_string(base.join("comm")).ok()?;
-    Some(comm.trim_end_matches('\n').to_string())
 }

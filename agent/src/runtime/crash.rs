@@ -7,9 +7,6 @@ use std::collections::{HashMap, HashSet};
 
 use crate::events::ExitStatus;
 
-/// comm is at most 15 bytes: longer names are compared by that prefix.
-const COMM_MAX: usize = 15;
-
 /// Why a runtime process ended, when it was not asked to stop.
 pub fn crash_reason(status: ExitStatus) -> Option<&'static str> {
     match status {
@@ -58,11 +55,7 @@ impl RuntimeProcesses {
     }
 
     fn runtime_of(&self, comm: &str) -> Option<&String> {
-        self.names.iter().find(|n| {
-            let n = n.as_bytes();
-            let short = &n[..n.len().min(COMM_MAX)];
-            short == comm.as_bytes()
-        })
+        self.names.iter().find(|n| crate::host::proc::as_comm(n) == comm.as_bytes())
     }
 
     /// A process ended (whole process, not a thread).
@@ -112,22 +105,6 @@ impl RuntimeProcesses {
     pub fn up(&self) -> Vec<(String, bool)> {
         self.names.iter().map(|r| (r.clone(), self.live.get(r).is_some_and(|p| !p.is_empty()))).collect()
     }
-}
-
-/// (tgid, comm) of every process whose comm names a runtime.
-pub fn scan_proc(names: &[String]) -> Vec<(u32, String)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let wanted: Vec<&[u8]> = names.iter().map(|n| &n.as_bytes()[..n.len().min(COMM_MAX)]).collect();
-    let mut found = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else { continue };
-        let comm = comm.trim_end_matches('\n');
-        if wanted.contains(&comm.as_bytes()) {
-            found.push((pid, comm.to_string()));
-        }
-    }
-    found
 }
 
 #[cfg(test)]

@@ -1,0 +1,122 @@
+//! What the agent reads off the machine it runs on, below any policy:
+//! clocks, `/proc`, and the few libc calls that say who and where it is.
+//! Every helper here is a thin, fallible read; deciding what a reading
+//! means is the caller's business.
+
+pub mod proc;
+
+use std::time::{Duration, SystemTime};
+
+/// CLOCK_BOOTTIME, the clock of the kernel's event timestamps.
+pub fn boottime_ns() -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+/// CLOCK_REALTIME, the clock of the runtime's event timestamps.
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+/// Both clocks at one moment: the kernel's (boot time) and the wall clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// CLOCK_BOOTTIME ns.
+    pub boot_ns: u64,
+    /// CLOCK_REALTIME ns since the epoch.
+    pub wall_ns: u64,
+}
+
+impl Now {
+    pub fn read() -> Self {
+        Self { boot_ns: boottime_ns(), wall_ns: realtime_ns() }
+    }
+
+    /// The boot-clock time of a wall-clock timestamp (the runtime stamps
+    /// its events with the wall clock, the kernel with boot time).
+    pub fn boot_of_wall(&self, wall_ns: u64) -> u64 {
+        wall_ns.saturating_sub(self.wall_ns.saturating_sub(self.boot_ns))
+    }
+
+    /// The wall-clock time of a boot-clock timestamp; one from the future
+    /// is now.
+    pub fn wall_of_boot(&self, boot_ns: u64) -> SystemTime {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_nanos(self.wall_ns);
+        let ago = Duration::from_nanos(self.boot_ns.saturating_sub(boot_ns));
+        now.checked_sub(ago).unwrap_or(now)
+    }
+}
+
+/// This machine's hostname, the node name when none is given.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return String::from("unknown");
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The running kernel's release (`uname -r`).
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+/// Clock ticks per second (USER_HZ), the unit of /proc start times.
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// The kernel's largest pid (32768 when it cannot be read).
+pub fn pid_max() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(32768)
+}
+
+/// This process's real user id.
+pub fn uid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_and_wall_timestamps_convert_both_ways() {
+        let now = Now { boot_ns: 10_000_000_000, wall_ns: 1_000_000_000_000 };
+        assert_eq!(now.wall_of_boot(7_000_000_000), SystemTime::UNIX_EPOCH + Duration::from_secs(997));
+        assert_eq!(
+            now.wall_of_boot(11_000_000_000),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1000),
+            "a timestamp from the future is now"
+        );
+        assert_eq!(now.boot_of_wall(999_000_000_000), 9_000_000_000);
+        assert_eq!(now.boot_of_wall(1), 0, "before boot is boot");
+    }
+
+    #[test]
+    fn the_clocks_run() {
+        let a = Now::read();
+        let b = Now::read();
+        assert!(a.boot_ns > 0 && b.boot_ns >= a.boot_ns);
+        assert!(a.wall_ns > 1_700_000_000_000_000_000, "wall clock after 2023");
+    }
+}
