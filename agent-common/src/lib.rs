@@ -10,39 +10,14 @@
 /// Kind of a record in the ring buffer; the first field of every record.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(strum::IntoStaticStr, strum::EnumIter, strum::FromRepr))]
+#[cfg_attr(feature = "user", strum(serialize_all = "snake_case"))]
 pub enum EventKind {
     Exit = 1,
     OomKill = 2,
     CgroupMkdir = 3,
     CgroupRmdir = 4,
     CgroupAttach = 5,
-}
-
-impl EventKind {
-    pub const ALL: [EventKind; 5] =
-        [EventKind::Exit, EventKind::OomKill, EventKind::CgroupMkdir, EventKind::CgroupRmdir, EventKind::CgroupAttach];
-
-    pub fn from_u32(v: u32) -> Option<Self> {
-        match v {
-            1 => Some(EventKind::Exit),
-            2 => Some(EventKind::OomKill),
-            3 => Some(EventKind::CgroupMkdir),
-            4 => Some(EventKind::CgroupRmdir),
-            5 => Some(EventKind::CgroupAttach),
-            _ => None,
-        }
-    }
-
-    /// Bounded label for metrics.
-    pub fn label(self) -> &'static str {
-        match self {
-            EventKind::Exit => "exit",
-            EventKind::OomKill => "oom_kill",
-            EventKind::CgroupMkdir => "cgroup_mkdir",
-            EventKind::CgroupRmdir => "cgroup_rmdir",
-            EventKind::CgroupAttach => "cgroup_attach",
-        }
-    }
 }
 
 /// Number of slots in the per-kind counter arrays (index = kind as u32).

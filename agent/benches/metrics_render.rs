@@ -10,8 +10,9 @@ use sandwatch::{
     stats::PipelineStats,
     telemetry::{
         metrics::{registry, render_with},
-        pods::{ChurnSettings, PodMetrics},
+        watchdog_metrics::{MetricsSettings, WatchdogMetrics},
     },
+    watchdog::{Finding, OomKill, PodOom},
 };
 
 fn report(pod: usize) -> OomReport {
@@ -32,13 +33,14 @@ fn report(pod: usize) -> OomReport {
 
 /// Median and 99th percentile of `runs` renders, in microseconds; with
 /// `change`, one more OOM kill in a kept pod's series before each.
-fn time_renders(served: &(prometheus::Registry, PodMetrics), runs: usize, change: bool) -> (f64, f64, usize) {
+fn time_renders(served: &(prometheus::Registry, WatchdogMetrics), runs: usize, change: bool) -> (f64, f64, usize) {
     let (reg, m) = served;
     let mut us: Vec<f64> = Vec::with_capacity(runs);
     let mut bytes = 0;
     for i in 0..runs {
         if change {
-            m.observe_pod_oom(&report(CAP + i % CAP), &names(CAP + i % CAP));
+            let pod = CAP + i % CAP;
+            m.observe(&Finding::PodOom(PodOom { report: report(pod), names: names(pod) }));
         }
         let start = Instant::now();
         let text = m.pod_series_text().and_then(|pods| render_with(reg, &[pods])).unwrap_or_default();
@@ -60,13 +62,14 @@ fn names(pod: usize) -> Names {
     }
 }
 
-fn build(pods: usize, cap: usize) -> (prometheus::Registry, PodMetrics) {
+fn build(pods: usize, cap: usize) -> (prometheus::Registry, WatchdogMetrics) {
     let reg = registry(Arc::new(PipelineStats::default()), None, 6, "bench").expect("registry");
-    let m = PodMetrics::register(&reg, ChurnSettings { max_pod_series: cap, ..ChurnSettings::default() })
+    let m = WatchdogMetrics::register(&reg, &MetricsSettings { max_pod_series: cap, ..MetricsSettings::default() })
         .expect("pod metrics");
     for pod in 0..pods {
-        m.observe_oom(&report(pod));
-        m.observe_pod_oom(&report(pod), &names(pod));
+        let kill = OomKill { report: report(pod), names: names(pod), rss_bytes: None, limit_bytes: None, ts_ns: 0 };
+        m.observe(&Finding::OomKill(kill));
+        m.observe(&Finding::PodOom(PodOom { report: report(pod), names: names(pod) }));
     }
     (reg, m)
 }

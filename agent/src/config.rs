@@ -1,13 +1,22 @@
-//! Command-line flags and `SANDWATCH_*` environment variables, validated
-//! before anything binds or loads. Errors are one line.
+//! Command-line flags and `SANDWATCH_*` environment variables: [`Config`]
+//! is what the user typed, [`Settings`] what it means to each part of the
+//! agent (probes, watchdog, metrics, records, runtime clients, logs),
+//! resolved and validated before anything binds or loads. Errors are one
+//! line. The command line is parsed in `cli`, the one parse path.
 
-use std::{ffi::OsString, net::SocketAddr};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::Parser;
 
 use crate::{
-    probes::loader::{DEFAULT_DRAIN_INTERVAL_MS, DEFAULT_RING_BUFFER_BYTES},
-    telemetry::pods::ChurnSettings,
+    model::{correlation::CorrelatorLimits, storm::StormSettings, Limits},
+    probes::{
+        loader::{DEFAULT_DRAIN_INTERVAL_MS, DEFAULT_RING_BUFFER_BYTES},
+        ProbeOptions,
+    },
+    runtime::{containerd::StreamConfig, cri::CriConfig},
+    telemetry::{logs::LogFormat, watchdog_metrics::MetricsSettings},
+    watchdog::{self, RuntimeSettings},
 };
 
 #[derive(Parser, Debug, Clone, PartialEq, Eq)]
@@ -107,7 +116,39 @@ pub struct Config {
 
     /// text, or json (one object per line, for Loki, Elasticsearch, Fluent Bit).
     #[arg(long, env = "SANDWATCH_LOG_FORMAT", value_enum, default_value = "text")]
-    pub log_format: crate::LogFormat,
+    pub log_format: LogFormat,
+}
+
+/// What the flags mean to each part of the agent.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where /metrics, /healthz, /readyz and /events are served.
+    pub listen: SocketAddr,
+    pub probes: ProbeOptions,
+    /// Records the reader may queue for decoding before it drops.
+    pub channel_capacity: usize,
+    pub watchdog: watchdog::Settings,
+    pub metrics: MetricsSettings,
+    pub records: RecordSettings,
+    /// The CRI listing of names; `None`: UIDs and ids only.
+    pub cri: Option<CriConfig>,
+    /// containerd's event stream; `None`: not followed.
+    pub containerd: Option<StreamConfig>,
+    pub log: LogSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordSettings {
+    /// The node's name in every record.
+    pub node: String,
+    /// Followers of /events at once.
+    pub max_subscribers: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSettings {
+    pub level: String,
+    pub format: LogFormat,
 }
 
 fn parse_ring_size(s: &str) -> Result<u32, String> {
@@ -188,36 +229,56 @@ impl ConfigExit {
 }
 
 impl Config {
-    /// Parses flags (and environment variables) into a validated config.
-    pub fn from_args<I, T>(args: I) -> Result<Self, ConfigExit>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<OsString> + Clone,
-    {
-        let config = Config::try_parse_from(args).map_err(ConfigExit::from_clap)?;
-        config.validate().map_err(ConfigExit::Invalid)?;
-        Ok(config)
-    }
-
-    /// Checks that span more than one flag.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// What the flags mean to each part; checks that span more than one
+    /// flag are made here (one line each).
+    pub fn resolve(self) -> Result<Settings, String> {
         if self.oom_storm_clear >= self.oom_storm_threshold {
             return Err(format!(
                 "--oom-storm-clear ({}) must be below --oom-storm-threshold ({})",
                 self.oom_storm_clear, self.oom_storm_threshold
             ));
         }
-        Ok(())
-    }
-
-    pub fn churn(&self) -> ChurnSettings {
-        ChurnSettings {
+        let storm = StormSettings {
             window_secs: self.oom_window_seconds,
-            storm_threshold: self.oom_storm_threshold,
-            storm_clear: self.oom_storm_clear,
-            max_pod_series: self.max_pod_series as usize,
-            pod_series_ttl_secs: self.pod_series_ttl,
-        }
+            threshold: self.oom_storm_threshold,
+            clear: self.oom_storm_clear,
+        };
+        let correlation = CorrelatorLimits {
+            oom_match_ns: self.oom_match_window_seconds.saturating_mul(1_000_000_000),
+            ..CorrelatorLimits::default()
+        };
+        let socket = |s: &str| (!s.is_empty()).then(|| PathBuf::from(s));
+        Ok(Settings {
+            listen: self.listen,
+            probes: ProbeOptions {
+                ring_buffer_bytes: self.ring_buffer_bytes,
+                drain_interval: Duration::from_millis(self.drain_interval_ms.into()),
+                task_table_entries: self.task_table_entries,
+                runtime_names: self.runtime_names.clone(),
+                ..ProbeOptions::default()
+            },
+            channel_capacity: self.channel_capacity as usize,
+            watchdog: watchdog::Settings {
+                limits: Limits::default(),
+                storm,
+                pod_series_ttl_ns: (self.pod_series_ttl > 0).then(|| self.pod_series_ttl.saturating_mul(1_000_000_000)),
+                runtime: Some(RuntimeSettings { names: self.runtime_names.clone(), correlation }),
+            },
+            metrics: MetricsSettings {
+                max_pod_series: self.max_pod_series as usize,
+                window_secs: self.oom_window_seconds,
+                runtime_names: self.runtime_names,
+            },
+            records: RecordSettings {
+                node: self.node_name.unwrap_or_else(crate::host::hostname),
+                max_subscribers: self.max_event_subscribers as usize,
+            },
+            cri: socket(&self.cri_socket)
+                .map(|socket| CriConfig { socket, refresh: Duration::from_secs(self.cri_refresh_seconds) }),
+            containerd: socket(&self.containerd_socket)
+                .map(|socket| StreamConfig { socket, namespace: self.containerd_namespace }),
+            log: LogSettings { level: self.log_level, format: self.log_format },
+        })
     }
 }
 
@@ -225,10 +286,18 @@ impl Config {
 mod tests {
     use super::*;
 
+    use crate::cli::{parse, Invocation};
+
+    /// The agent's settings from `args`, through the one parse path.
+    fn settings(args: &[&str]) -> Settings {
+        match parse(std::iter::once("sandwatch").chain(args.iter().copied())) {
+            Ok(Invocation::Agent(s)) => *s,
+            other => panic!("{args:?}: expected the agent, got {other:?}"),
+        }
+    }
+
     fn invalid(args: &[&str]) -> String {
-        let mut all = vec!["sandwatch"];
-        all.extend_from_slice(args);
-        match Config::from_args(all) {
+        match parse(std::iter::once("sandwatch").chain(args.iter().copied())) {
             Err(ConfigExit::Invalid(line)) => line,
             other => panic!("expected an error for {args:?}, got {other:?}"),
         }
@@ -236,21 +305,59 @@ mod tests {
 
     #[test]
     fn defaults_are_loopback_and_2mib() {
-        let c = Config::from_args(["sandwatch"]).unwrap();
-        assert_eq!(c.listen, "127.0.0.1:9432".parse().unwrap());
-        assert_eq!(c.ring_buffer_bytes, 2 * 1024 * 1024);
-        assert_eq!(c.drain_interval_ms, 25);
-        assert_eq!(c.churn(), ChurnSettings::default());
-        assert_eq!(c.log_level, "info");
-        assert_eq!(c.task_table_entries, None);
+        let s = settings(&[]);
+        assert_eq!(s.listen, "127.0.0.1:9432".parse().unwrap());
+        assert_eq!(s.probes.ring_buffer_bytes, 2 * 1024 * 1024);
+        assert_eq!(s.probes.drain_interval, Duration::from_millis(25));
+        assert_eq!(s.probes.task_table_entries, None);
+        assert_eq!(s.watchdog.storm, StormSettings::default());
+        assert_eq!(s.watchdog.pod_series_ttl_ns, Some(900 * 1_000_000_000));
+        assert_eq!(s.metrics, MetricsSettings { runtime_names: s.probes.runtime_names.clone(), ..Default::default() });
+        assert_eq!(s.log, LogSettings { level: "info".into(), format: LogFormat::Text });
+        assert_eq!(s.cri.map(|c| c.socket), Some(PathBuf::from("/run/containerd/containerd.sock")));
+        assert_eq!(s.records.max_subscribers, 8);
+    }
+
+    #[test]
+    fn each_flag_reaches_the_part_it_configures() {
+        let s = settings(&[
+            "--oom-window-seconds",
+            "30",
+            "--oom-storm-threshold",
+            "4",
+            "--oom-storm-clear",
+            "1",
+            "--max-pod-series",
+            "7",
+            "--oom-match-window-seconds",
+            "5",
+            "--runtime-names",
+            "crio",
+            "--containerd-socket",
+            "",
+            "--cri-socket",
+            "/run/crio/crio.sock",
+            "--node-name",
+            "node-7",
+            "--channel-capacity",
+            "64",
+        ]);
+        assert_eq!(s.watchdog.storm, StormSettings { window_secs: 30, threshold: 4, clear: 1 });
+        assert_eq!((s.metrics.max_pod_series, s.metrics.window_secs), (7, 30));
+        let runtime = s.watchdog.runtime.expect("runtime side");
+        assert_eq!(runtime.names, ["crio"]);
+        assert_eq!(runtime.correlation.oom_match_ns, 5_000_000_000);
+        assert_eq!(s.probes.runtime_names, ["crio"]);
+        assert!(s.containerd.is_none(), "an empty socket turns the stream off");
+        assert_eq!(s.cri.map(|c| c.socket), Some(PathBuf::from("/run/crio/crio.sock")));
+        assert_eq!(s.records.node, "node-7");
+        assert_eq!(s.channel_capacity, 64);
     }
 
     #[test]
     fn sizes_accept_suffixes() {
-        let c = Config::from_args(["sandwatch", "--ring-buffer-bytes", "64K"]).unwrap();
-        assert_eq!(c.ring_buffer_bytes, 65536);
-        let c = Config::from_args(["sandwatch", "--ring-buffer-bytes", "4096"]).unwrap();
-        assert_eq!(c.ring_buffer_bytes, 4096);
+        assert_eq!(settings(&["--ring-buffer-bytes", "64K"]).probes.ring_buffer_bytes, 65536);
+        assert_eq!(settings(&["--ring-buffer-bytes", "4096"]).probes.ring_buffer_bytes, 4096);
     }
 
     #[test]
@@ -280,15 +387,15 @@ mod tests {
 
     #[test]
     fn pod_series_ttl_takes_units() {
-        for (text, secs) in [("15m", 900), ("90s", 90), ("1h", 3600), ("0", 0), ("45", 45)] {
-            let c = Config::from_args(["sandwatch", "--pod-series-ttl", text]).unwrap();
-            assert_eq!(c.pod_series_ttl, secs, "{text}");
+        for (text, secs) in [("15m", 900), ("90s", 90), ("1h", 3600), ("45", 45)] {
+            let ttl = settings(&["--pod-series-ttl", text]).watchdog.pod_series_ttl_ns;
+            assert_eq!(ttl, Some(secs * 1_000_000_000), "{text}");
         }
-        assert_eq!(Config::from_args(["sandwatch"]).unwrap().churn().pod_series_ttl_secs, 900);
+        assert_eq!(settings(&["--pod-series-ttl", "0"]).watchdog.pod_series_ttl_ns, None, "0 keeps them");
     }
 
     #[test]
     fn help_is_not_an_error() {
-        assert!(matches!(Config::from_args(["sandwatch", "--help"]), Err(ConfigExit::Info(_))));
+        assert!(matches!(parse(["sandwatch", "--help"]), Err(ConfigExit::Info(_))));
     }
 }

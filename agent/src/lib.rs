@@ -1,15 +1,19 @@
 //! sandwatch: an eBPF-backed Kubernetes node watchdog.
 //!
 //! Data flows one way: kernel programs → [`probes::reader`] → decode
-//! ([`events`]) → [`watchdog::Watchdog`] (the [`model`] dispatcher, then
-//! [`telemetry`] counters), driven by the agent loop in [`run`].
+//! ([`events`]) → the [`watchdog`] core (the [`model`], asking the node
+//! through [`node`]) → [`watchdog::Finding`]s → [`telemetry`] (metrics,
+//! logs, event records). The container runtime ([`runtime`]) is a second
+//! source of events into the same core. [`run`] wires the parts.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod cli;
 pub mod config;
 pub mod events;
 pub mod host;
+pub mod labels;
 pub mod model;
+pub mod node;
 pub mod pipeline;
 pub mod probes;
 pub mod runtime;
@@ -17,23 +21,28 @@ pub mod stats;
 pub mod telemetry;
 pub mod watchdog;
 
-use std::{sync::atomic::Ordering, time::Duration};
+use std::{
+    sync::{atomic::Ordering, Arc},
+    time::Duration,
+};
 
 use anyhow::Context as _;
-use tokio::net::TcpListener;
+use tokio::{
+    net::TcpListener,
+    sync::{mpsc, watch},
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::Config,
-    model::runtime::CorrelatorLimits,
+    config::Settings,
+    events::RuntimeEvent,
+    host::{boottime_ns, Now},
+    model::metadata::Snapshot,
+    node::NodeHost,
     pipeline::Pipeline,
-    probes::ProbeOptions,
-    runtime::{
-        containerd::{self, StreamConfig},
-        cri::{self, CriConfig, MetadataRequests},
-    },
-    telemetry::{events::EventHub, metrics, pods::PodMetrics, runtime::RuntimeMetrics, server},
-    watchdog::{LossWatch, RuntimeSide, Watchdog},
+    runtime::{containerd, cri, metrics::RuntimeMetrics},
+    telemetry::{metrics, records::RecordHub, server, watchdog_metrics::WatchdogMetrics, Outputs},
+    watchdog::Watchdog,
 };
 
 /// Runtime events waiting for the agent loop; beyond this they are dropped
@@ -41,101 +50,47 @@ use crate::{
 const RUNTIME_CHANNEL: usize = 4096;
 
 /// Runs the agent until SIGINT or SIGTERM.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub async fn run(settings: Settings) -> anyhow::Result<()> {
     probes::loader::check_privileges()?;
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
 
     let listener =
-        TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
-    let bound = listener.local_addr().unwrap_or(config.listen);
-    let opts = ProbeOptions {
-        ring_buffer_bytes: config.ring_buffer_bytes,
-        drain_interval: Duration::from_millis(config.drain_interval_ms.into()),
-        task_table_entries: config.task_table_entries,
-        runtime_names: config.runtime_names.clone(),
-        ..ProbeOptions::default()
+        TcpListener::bind(settings.listen).await.with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let bound = listener.local_addr().unwrap_or(settings.listen);
+    let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, shutdown.clone())?;
+    let attached = pipeline.probes.programs_attached();
+    let registry =
+        metrics::registry(pipeline.stats.clone(), Some(pipeline.kernel.clone()), attached, &host::kernel_release())?;
+    let runtime_metrics = RuntimeMetrics::register(&registry)?;
+    let sources = RuntimeSources::start(&settings, &runtime_metrics, &shutdown);
+    let outputs = Outputs {
+        metrics: WatchdogMetrics::register(&registry, &settings.metrics)?,
+        records: Some(RecordHub::new(&registry, &settings.records.node, settings.records.max_subscribers)?),
     };
-    let mut pipeline = Pipeline::start(&opts, config.channel_capacity as usize, shutdown.clone())?;
-    let registry = metrics::registry(
-        pipeline.stats.clone(),
-        Some(pipeline.kernel.clone()),
-        pipeline.probes.programs_attached(),
-        &host::kernel_release(),
-    )?;
-    let runtime_metrics = RuntimeMetrics::register(&registry, &config.runtime_names, &containerd::TOPIC_LABELS)?;
-    let limits = CorrelatorLimits {
-        oom_match_ns: config.oom_match_window_seconds.saturating_mul(1_000_000_000),
-        ..CorrelatorLimits::default()
-    };
-    let mut side = RuntimeSide::new(&config.runtime_names, limits, runtime_metrics.clone());
-    let (metadata_tx, mut metadata_rx) = tokio::sync::watch::channel(Default::default());
-    if config.cri_socket.is_empty() {
-        log::info!("no runtime metadata (--cri-socket is empty): pods are named by UID only");
-    } else {
-        let requests = std::sync::Arc::new(MetadataRequests::default());
-        side = side.with_metadata(requests.clone());
-        let cri = CriConfig {
-            socket: config.cri_socket.clone().into(),
-            refresh: Duration::from_secs(config.cri_refresh_seconds),
-        };
-        tokio::spawn(cri::follow(cri, requests, metadata_tx, runtime_metrics.metadata.clone(), shutdown.clone()));
-    }
-    let node = config.node_name.clone().unwrap_or_else(host::hostname);
-    let hub = EventHub::new(&registry, &node, config.max_event_subscribers as usize)?;
-    let pod_metrics = PodMetrics::register(&registry, config.churn())?;
-    let mut watchdog = Watchdog::new(pod_metrics.clone())
-        .with_events(hub.clone())
-        .with_runtime(side)
-        .with_loss_watch(LossWatch::new(pipeline.stats.clone(), Some(pipeline.kernel.clone())))
-        .with_tracker(pipeline.probes.take_tracker());
-    let (runtime_tx, mut runtime_rx) = tokio::sync::mpsc::channel(RUNTIME_CHANNEL);
-    if config.containerd_socket.is_empty() {
-        log::info!("not following containerd (--containerd-socket is empty)");
-    } else {
-        let stream = StreamConfig {
-            socket: config.containerd_socket.clone().into(),
-            namespace: config.containerd_namespace.clone(),
-        };
-        tokio::spawn(containerd::follow(stream, runtime_tx, runtime_metrics.stream.clone(), shutdown.clone()));
-    }
-    let state = server::ServerState::agent(registry, Some(hub.clone()), Some(pod_metrics));
+    let host = NodeHost::new(&mut pipeline).with_runtime(
+        &settings.probes.runtime_names,
+        runtime_metrics,
+        sources.names_wanted.clone(),
+    );
+    let mut watchdog = Watchdog::new(host, settings.watchdog);
+    let state = server::ServerState::agent(registry, outputs.records.clone(), Some(outputs.metrics.clone()));
     let server_task = tokio::spawn(server::serve(listener, state.clone(), shutdown.clone()));
 
     // What exists already, then what the kernel reports from here on.
-    watchdog.discover(pipeline.probes.layout());
+    outputs.publish(watchdog.discover(boottime_ns()));
     state.ready.store(true, Ordering::Relaxed);
     log::info!(
-        "sandwatch ready: {} programs attached, {} tasks seeded, {} sandboxes found, serving http://{}/metrics",
-        pipeline.probes.programs_attached(),
-        watchdog.tasks_seeded,
+        "sandwatch ready: {attached} programs attached, {} tasks seeded, {} sandboxes found, serving http://{bound}/metrics",
+        watchdog.tasks_seeded(),
         watchdog.registry().tracked_sandboxes(),
-        bound
     );
-
-    let mut churn_tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = churn_tick.tick() => watchdog.tick(),
-            Some(event) = runtime_rx.recv() => {
-                watchdog.handle_runtime(&event);
-            }
-            Ok(()) = metadata_rx.changed() => {
-                let snapshot = metadata_rx.borrow_and_update().clone();
-                watchdog.apply_metadata(&snapshot);
-            }
-            event = pipeline.events.next() => match event {
-                Some(event) => {
-                    watchdog.handle(&event);
-                }
-                None => break,
-            },
-        }
-    }
-    watchdog.flush();
+    watch_node(&mut watchdog, &mut pipeline, sources, &outputs, &shutdown).await;
+    outputs.publish(watchdog.flush(boottime_ns()));
     // Followers get what is queued for them, then their stream ends.
-    hub.close();
+    if let Some(hub) = &outputs.records {
+        hub.close();
+    }
     log::info!("shutting down: detaching programs");
     shutdown.cancel();
     pipeline.stop().await;
@@ -143,6 +98,80 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         log::warn!("HTTP server did not stop within 5 s");
     }
     Ok(())
+}
+
+/// The runtime's two sources of events, started as configured: the CRI
+/// listing of names and containerd's event stream.
+struct RuntimeSources {
+    events: mpsc::Receiver<RuntimeEvent>,
+    listings: watch::Receiver<Arc<Snapshot>>,
+    /// Where container ids without names are asked for (CRI listing on).
+    names_wanted: Option<Arc<cri::MetadataRequests>>,
+}
+
+impl RuntimeSources {
+    fn start(settings: &Settings, metrics: &RuntimeMetrics, shutdown: &CancellationToken) -> Self {
+        let (listing_tx, listings) = watch::channel(Arc::default());
+        let names_wanted = match &settings.cri {
+            None => {
+                log::info!("no runtime metadata (--cri-socket is empty): pods are named by UID only");
+                None
+            }
+            Some(config) => {
+                let requests = Arc::new(cri::MetadataRequests::default());
+                let follow = cri::follow(
+                    config.clone(),
+                    requests.clone(),
+                    listing_tx,
+                    metrics.metadata.clone(),
+                    shutdown.clone(),
+                );
+                tokio::spawn(follow);
+                Some(requests)
+            }
+        };
+        let (event_tx, events) = mpsc::channel(RUNTIME_CHANNEL);
+        match &settings.containerd {
+            None => log::info!("not following containerd (--containerd-socket is empty)"),
+            Some(config) => {
+                tokio::spawn(containerd::follow(config.clone(), event_tx, metrics.stream.clone(), shutdown.clone()));
+            }
+        }
+        Self { events, listings, names_wanted }
+    }
+}
+
+/// The agent loop: every source into the watchdog, its findings out, until
+/// shutdown or the kernel's stream ends.
+async fn watch_node(
+    watchdog: &mut Watchdog<NodeHost>,
+    pipeline: &mut Pipeline,
+    mut sources: RuntimeSources,
+    outputs: &Outputs,
+    shutdown: &CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tick.tick() => outputs.publish(watchdog.on_tick(boottime_ns())),
+            Some(event) = sources.events.recv() => {
+                log::trace!("{event:?}");
+                outputs.publish(watchdog.on_runtime(&event, Now::read()));
+            }
+            Ok(()) = sources.listings.changed() => {
+                let snapshot = sources.listings.borrow_and_update().clone();
+                outputs.publish(watchdog.on_metadata(&snapshot, boottime_ns()));
+            }
+            event = pipeline.events.next() => match event {
+                Some(event) => {
+                    log::trace!("{event:?}");
+                    outputs.publish(watchdog.on_kernel(&event, boottime_ns()));
+                }
+                None => break,
+            },
+        }
+    }
 }
 
 /// Resolves on the first SIGINT or SIGTERM (Kubernetes stops pods with SIGTERM).
@@ -157,46 +186,6 @@ async fn signal_shutdown(token: CancellationToken) {
         _ = int.recv() => log::info!("SIGINT received"),
     }
     token.cancel();
-}
-
-/// Sets up logging at `level` for sandwatch and its eBPF programs; other
-/// crates log warnings only. RUST_LOG, if set, wins.
-///
-/// `json`: one JSON object per line (timestamp, level, target, message and
-/// the event's fields: `pod_uid`, `namespace`, `pod`, `container`,
-/// `container_id`, `victim_role`, …, named as the metrics' labels), for
-/// every line, aya-log's and other `log` users' included.
-pub fn init_logging(level: &str, format: LogFormat) {
-    use tracing_subscriber::{filter::LevelFilter, EnvFilter};
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("warn,sandwatch={level},agent_ebpf={level}")));
-    // `log` records below the filter's most verbose level are dropped by
-    // the `log` macros themselves, before any formatting (the event path
-    // logs every event at trace).
-    let max = match filter.max_level_hint() {
-        Some(LevelFilter::OFF) => log::LevelFilter::Off,
-        Some(LevelFilter::ERROR) => log::LevelFilter::Error,
-        Some(LevelFilter::WARN) => log::LevelFilter::Warn,
-        Some(LevelFilter::INFO) => log::LevelFilter::Info,
-        Some(LevelFilter::DEBUG) => log::LevelFilter::Debug,
-        _ => log::LevelFilter::Trace,
-    };
-    let _ = tracing_log::LogTracer::builder().with_max_level(max).init();
-    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(terminal);
-    let _ = match format {
-        LogFormat::Text => fmt.try_init(),
-        LogFormat::Json => fmt.json().flatten_event(true).with_current_span(false).with_span_list(false).try_init(),
-    };
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human lines: time, level, target, message, fields.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 /// One line for an error chain, for the process's last words.

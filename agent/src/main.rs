@@ -2,12 +2,13 @@ use std::process::ExitCode;
 
 use sandwatch::{
     cli::{self, Invocation},
-    config::{Config, ConfigExit},
+    config::{ConfigExit, Settings},
+    telemetry::logs,
 };
 
 fn main() -> ExitCode {
     match cli::parse(std::env::args_os()) {
-        Ok(Invocation::Agent(config)) => agent(config),
+        Ok(Invocation::Agent(settings)) => agent(*settings),
         Ok(Invocation::Events(args)) => cli::events::main(&args),
         Err(ConfigExit::Info(text)) => {
             print!("{text}");
@@ -20,8 +21,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn agent(config: Config) -> ExitCode {
-    sandwatch::init_logging(&config.log_level, config.log_format);
+fn agent(settings: Settings) -> ExitCode {
+    logs::init(&settings.log.level, settings.log.format);
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -29,7 +30,7 @@ fn agent(config: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(sandwatch::run(config)) {
+    match runtime.block_on(sandwatch::run(settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             log::debug!("full error: {e:?}");

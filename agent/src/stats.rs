@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use agent_common::{EventKind, KIND_SLOTS};
 
-use crate::events::DecodeError;
+use strum::EnumCount as _;
+
+use crate::events::{kernel::DecodeErrorKind, DecodeError};
 
 /// Slot for records whose kind could not be read.
 pub const UNKNOWN_KIND_SLOT: usize = 0;
@@ -16,18 +18,19 @@ pub struct PipelineStats {
     received: [AtomicU64; KIND_SLOTS as usize],
     /// Records lost because the reader→decoder channel was full.
     channel_dropped: AtomicU64,
-    /// Records that failed to decode, by `DecodeError::LABELS` index.
-    decode_errors: [AtomicU64; DecodeError::LABELS.len()],
+    /// Records that failed to decode, by kind of error.
+    decode_errors: [AtomicU64; DecodeErrorKind::COUNT],
     /// Decoded events whose task the kernel could not attribute, by kind.
     unattributed: [AtomicU64; KIND_SLOTS as usize],
     /// Ring-buffer drains, by `DrainCause`.
-    drains: [AtomicU64; DrainCause::LABELS.len()],
+    drains: [AtomicU64; DrainCause::COUNT],
     /// Whether the reader sleeps until a record wakes it.
     reader_asleep: AtomicBool,
 }
 
 /// Why the reader drained the ring buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter, strum::EnumCount)]
+#[strum(serialize_all = "snake_case")]
 pub enum DrainCause {
     /// Its timer.
     Timer = 0,
@@ -36,21 +39,13 @@ pub enum DrainCause {
     Wakeup = 1,
 }
 
-impl DrainCause {
-    pub const LABELS: [&'static str; 2] = ["timer", "wakeup"];
-
-    pub fn label(self) -> &'static str {
-        Self::LABELS[self as usize]
-    }
-}
-
 impl PipelineStats {
     /// Counts one record by the kind in its first four bytes.
     pub fn record_received(&self, record: &[u8]) {
         let slot = record
             .get(0..4)
             .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            .and_then(EventKind::from_u32)
+            .and_then(EventKind::from_repr)
             .map_or(UNKNOWN_KIND_SLOT, |k| k as usize);
         self.received[slot].fetch_add(1, Relaxed);
     }
@@ -60,9 +55,7 @@ impl PipelineStats {
     }
 
     pub fn decode_error(&self, err: &DecodeError) {
-        if let Some(i) = DecodeError::LABELS.iter().position(|l| *l == err.label()) {
-            self.decode_errors[i].fetch_add(1, Relaxed);
-        }
+        self.decode_errors[DecodeErrorKind::from(err) as usize].fetch_add(1, Relaxed);
     }
 
     pub fn unattributed(&self, kind: EventKind) {
@@ -81,8 +74,8 @@ impl PipelineStats {
         self.channel_dropped.load(Relaxed)
     }
 
-    pub fn decode_errors(&self, label: &str) -> u64 {
-        DecodeError::LABELS.iter().position(|l| *l == label).map_or(0, |i| self.decode_errors[i].load(Relaxed))
+    pub fn decode_errors(&self, kind: DecodeErrorKind) -> u64 {
+        self.decode_errors[kind as usize].load(Relaxed)
     }
 
     pub fn decode_errors_total(&self) -> u64 {

@@ -14,8 +14,7 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use harness::{cid, http_get, metric, require_root, AgentProcess, KubePod};
-use sandwatch::telemetry::events::Record;
+use harness::{cid, http_get, metric, require_root, AgentProcess, KubePod, WireRecord as Record};
 
 const UID: &str = "6e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b";
 const SANDBOX: usize = 0;
@@ -90,8 +89,7 @@ impl Follower {
     }
 
     fn record(&mut self) -> Option<Record> {
-        let line = self.line()?;
-        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?} is no record: {e}")))
+        Some(Record::parse(&self.line()?))
     }
 
     /// Records until `done` says so (or the stream ends).
@@ -168,41 +166,42 @@ fn the_stream_carries_oom_kills_and_sandbox_deaths_and_keeps_them_for_newcomers(
 
     pod.trigger(APP);
     let app = pod.init_pid(APP);
-    let got = follower.until(|rs| rs.iter().any(|r| r.kind == "oom_kill" && r.pid == Some(app)));
-    let kill = got.iter().find(|r| r.kind == "oom_kill" && r.pid == Some(app)).unwrap_or_else(|| panic!("{got:#?}"));
-    assert_eq!(kill.node, "node-under-test");
-    assert_eq!(kill.pod_uid.as_deref(), Some(UID));
-    assert_eq!(kill.container_id.as_deref(), Some(cid(2).as_str()));
-    assert_eq!(kill.victim_role.as_deref(), Some("container_init"));
-    assert_eq!(kill.qos_class.as_deref(), Some("burstable"));
-    assert_eq!(kill.comm.as_deref(), Some("dd"));
-    assert_eq!(kill.outcome.as_deref(), Some("handled"));
-    assert_eq!(kill.limit_bytes, Some(32 << 20), "the container's limit");
-    let rss = kill.rss_bytes.expect("this kernel's mark_victim carries rss");
+    let got = follower.until(|rs| rs.iter().any(|r| r.kind() == "oom_kill" && r.pid() == Some(app)));
+    let kill =
+        got.iter().find(|r| r.kind() == "oom_kill" && r.pid() == Some(app)).unwrap_or_else(|| panic!("{got:#?}"));
+    assert_eq!(kill.node(), "node-under-test");
+    assert_eq!(kill.pod_uid(), Some(UID));
+    assert_eq!(kill.container_id(), Some(cid(2).as_str()));
+    assert_eq!(kill.victim_role(), Some("container_init"));
+    assert_eq!(kill.qos_class(), Some("burstable"));
+    assert_eq!(kill.comm(), Some("dd"));
+    assert_eq!(kill.outcome(), Some("handled"));
+    assert_eq!(kill.limit_bytes(), Some(32 << 20), "the container's limit");
+    let rss = kill.rss_bytes().expect("this kernel's mark_victim carries rss");
     assert!(rss > 16 << 20 && rss <= 40 << 20, "dd had filled most of its 32 MiB: {rss}");
-    let when = humantime::parse_rfc3339(&kill.time).expect("RFC 3339 time");
+    let when = humantime::parse_rfc3339(kill.time()).expect("RFC 3339 time");
     let age = SystemTime::now().duration_since(when).unwrap_or_default();
-    assert!(age < Duration::from_secs(30), "the kernel's time of the kill, not long ago: {}", kill.time);
+    assert!(age < Duration::from_secs(30), "the kernel's time of the kill, not long ago: {}", kill.time());
 
     pod.trigger(SANDBOX);
     let sandbox = pod.init_pid(SANDBOX);
-    let got = follower.until(|rs| rs.iter().any(|r| r.kind == "sandbox_death"));
-    let death = got.iter().find(|r| r.kind == "sandbox_death").unwrap_or_else(|| panic!("{got:#?}"));
-    assert_eq!((death.pid, death.comm.as_deref(), death.cause.as_deref()), (Some(sandbox), Some("pause"), Some("oom")));
-    assert_eq!(death.pod_uid.as_deref(), Some(UID));
-    assert_eq!(death.victim_role.as_deref(), Some("sandbox"));
+    let got = follower.until(|rs| rs.iter().any(|r| r.kind() == "sandbox_death"));
+    let death = got.iter().find(|r| r.kind() == "sandbox_death").unwrap_or_else(|| panic!("{got:#?}"));
+    assert_eq!((death.pid(), death.comm(), death.cause()), (Some(sandbox), Some("pause"), Some("oom")));
+    assert_eq!(death.pod_uid(), Some(UID));
+    assert_eq!(death.victim_role(), Some("sandbox"));
     let pause_kill =
-        got.iter().find(|r| r.kind == "oom_kill" && r.pid == Some(sandbox)).unwrap_or_else(|| panic!("{got:#?}"));
-    assert_eq!(pause_kill.victim_role.as_deref(), Some("sandbox"));
+        got.iter().find(|r| r.kind() == "oom_kill" && r.pid() == Some(sandbox)).unwrap_or_else(|| panic!("{got:#?}"));
+    assert_eq!(pause_kill.victim_role(), Some("sandbox"));
 
     // A newcomer reads the history at once and the response ends.
     let mut history = Follower::connect(agent.addr, "");
     let old = history.until(|_| false);
-    assert!(old.iter().any(|r| r.kind == "oom_kill" && r.pid == Some(app)), "{old:#?}");
-    assert!(old.iter().any(|r| r.kind == "sandbox_death" && r.pid == Some(sandbox)), "{old:#?}");
+    assert!(old.iter().any(|r| r.kind() == "oom_kill" && r.pid() == Some(app)), "{old:#?}");
+    assert!(old.iter().any(|r| r.kind() == "sandbox_death" && r.pid() == Some(sandbox)), "{old:#?}");
     let mut deaths = Follower::connect(agent.addr, "kind=sandbox_death");
     let only = deaths.until(|_| false);
-    assert!(!only.is_empty() && only.iter().all(|r| r.kind == "sandbox_death"), "{only:#?}");
+    assert!(!only.is_empty() && only.iter().all(|r| r.kind() == "sandbox_death"), "{only:#?}");
 
     // Bad queries: 400 and one line.
     for query in ["follow=maybe", "kind=nope", "since=1h"] {
@@ -231,7 +230,7 @@ fn the_stream_carries_oom_kills_and_sandbox_deaths_and_keeps_them_for_newcomers(
     // Shutdown ends the followers' streams.
     let (status, log) = agent.terminate(Duration::from_secs(10));
     assert!(status.success(), "{log}");
-    assert!(follower.until(|_| false).iter().all(|r| r.node == "node-under-test"));
+    assert!(follower.until(|_| false).iter().all(|r| r.node() == "node-under-test"));
 }
 
 /// A tmux server of the test's own (its own socket), killed through that
@@ -327,9 +326,8 @@ fn sandwatch_events_shows_the_kills_on_a_terminal() {
     assert_eq!(text.lines().count(), 2, "header and the death:\n{text}");
     assert!(!text.contains('\x1b'), "no colour off a terminal");
     let out = sandwatch(&["events", "--url", &url, "--no-follow", "-o", "json"]);
-    let records: Vec<Record> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("record")).collect();
-    assert!(records.iter().any(|r| r.kind == "oom_kill" && r.pid.map(|p| p.to_string()) == Some(app.clone())));
+    let records: Vec<Record> = String::from_utf8_lossy(&out.stdout).lines().map(Record::parse).collect();
+    assert!(records.iter().any(|r| r.kind() == "oom_kill" && r.pid().map(|p| p.to_string()) == Some(app.clone())));
 
     // A wrong filter is the agent's one line.
     let out = sandwatch(&["events", "--url", &url, "--kind", "oops"]);
@@ -457,8 +455,8 @@ fn fifty_stuck_followers_cost_the_pipeline_nothing_and_their_losses_are_counted(
         let got = f.until(|rs| {
             (received, missed) = (0, 0);
             for r in rs {
-                match r.kind.as_str() {
-                    "missed" => missed += r.count.unwrap_or(0),
+                match r.kind() {
+                    "missed" => missed += r.count().unwrap_or(0),
                     _ => received += 1,
                 }
             }

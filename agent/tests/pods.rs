@@ -11,14 +11,13 @@ use std::time::Duration;
 use prometheus::Registry as PromRegistry;
 use sandwatch::{
     events::Event,
+    host::boottime_ns,
+    labels::Label as _,
     model::{DeathCause, Outcome, Report, TaskRole},
+    node::NodeHost,
     pipeline::Pipeline,
-    probes::ProbeOptions,
-    telemetry::{
-        metrics::render_with,
-        pods::{ChurnSettings, PodMetrics},
-    },
-    watchdog::{LossWatch, Watchdog},
+    telemetry::{metrics::render_with, watchdog_metrics::WatchdogMetrics, Outputs},
+    watchdog::{self, Finding, Watchdog},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -49,24 +48,55 @@ fn start_inits(pod: &mut KubePod) {
 
 struct Watch {
     pipeline: Pipeline,
-    watchdog: Watchdog,
+    watchdog: Watchdog<NodeHost>,
+    outputs: Outputs,
     prom: PromRegistry,
+    pod_series_ttl_ns: u64,
 }
 
 impl Watch {
-    /// The agent's own pipeline and watchdog, with its metrics in `prom`.
+    /// The agent's own pipeline, watchdog core and metrics (in `prom`), as
+    /// its default flags make them, without the runtime's side.
     fn start() -> Self {
         require_root();
-        let mut pipeline = Pipeline::start(&ProbeOptions::default(), 1 << 16, CancellationToken::new())
+        let settings = harness::settings(&[]);
+        let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, CancellationToken::new())
             .unwrap_or_else(|e| panic!("pipeline: {e}"));
         let prom = PromRegistry::new();
-        let metrics = PodMetrics::register(&prom, ChurnSettings::default()).expect("metrics");
+        let metrics = WatchdogMetrics::register(&prom, &settings.metrics).expect("metrics");
+        let outputs = Outputs { metrics, records: None };
+        let pod_series_ttl_ns = settings.watchdog.pod_series_ttl_ns.expect("a default TTL");
         // As the agent: the kernel streams only what the model says is a
         // pod's (and what is new, until the model says otherwise).
-        let losses = LossWatch::new(pipeline.stats.clone(), Some(pipeline.kernel.clone()));
-        let mut watchdog = Watchdog::new(metrics).with_tracker(pipeline.probes.take_tracker()).with_loss_watch(losses);
-        watchdog.discover(pipeline.probes.layout());
-        Self { pipeline, watchdog, prom }
+        let core = watchdog::Settings { runtime: None, ..settings.watchdog };
+        let mut watchdog = Watchdog::new(NodeHost::new(&mut pipeline), core);
+        outputs.publish(watchdog.discover(boottime_ns()));
+        Self { pipeline, watchdog, outputs, prom, pod_series_ttl_ns }
+    }
+
+    /// One event through the core and into the metrics; the reports of its
+    /// exits and OOM kills.
+    fn handle(&mut self, event: &Event) -> Vec<Report> {
+        let findings: Vec<Finding> = self.watchdog.on_kernel(event, boottime_ns()).collect();
+        let reports = findings
+            .iter()
+            .filter_map(|f| match f {
+                Finding::TaskExit(r) => Some(Report::Exit(r.clone())),
+                Finding::OomKill(k) => Some(Report::Oom(k.report.clone())),
+                _ => None,
+            })
+            .collect();
+        self.outputs.publish(findings);
+        reports
+    }
+
+    /// The agent loop's tick, at `now_ns`.
+    fn tick_at(&mut self, now_ns: u64) {
+        self.outputs.publish(self.watchdog.on_tick(now_ns));
+    }
+
+    fn tick(&mut self) {
+        self.tick_at(boottime_ns());
     }
 
     /// Handles events until `done` holds for the reports seen so far.
@@ -75,7 +105,7 @@ impl Watch {
         let mut reports = Vec::new();
         while !done(&reports) {
             match tokio::time::timeout_at(deadline, self.pipeline.events.next()).await {
-                Ok(Some(event)) => reports.extend(self.watchdog.handle(&event)),
+                Ok(Some(event)) => reports.extend(self.handle(&event)),
                 _ => break,
             }
         }
@@ -91,14 +121,14 @@ impl Watch {
             if lost(&event) {
                 dropped += 1;
             } else {
-                self.watchdog.handle(&event);
+                self.handle(&event);
             }
         }
         dropped
     }
 
     fn text(&self) -> String {
-        let pods = self.watchdog.metrics.pod_series_text().expect("per-pod series");
+        let pods = self.outputs.metrics.pod_series_text().expect("per-pod series");
         render_with(&self.prom, &[pods]).expect("render")
     }
 }
@@ -210,7 +240,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
     // OOM events close once their burst of victims is over; the agent's
     // loop ticks every second.
     std::thread::sleep(Duration::from_millis(300));
-    watch.watchdog.tick();
+    watch.tick();
     let text = watch.text();
     let restarted = restart_after_child;
     for (series, want) in [
@@ -254,8 +284,8 @@ async fn teardown(watch: &mut Watch, pod: KubePod) {
         text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(UID)).count()
     };
     assert!(pod_series(&text) > 0, "{text}");
-    let ttl = ChurnSettings::default().pod_series_ttl_secs * 1_000_000_000;
-    watch.watchdog.metrics.tick(sandwatch::host::boottime_ns() + ttl);
+    let ttl = watch.pod_series_ttl_ns;
+    watch.tick_at(boottime_ns() + ttl);
     let text = watch.text();
     assert_eq!(pod_series(&text), 0, "a gone pod's series go after the grace: {text}");
     assert!(metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}")
@@ -330,7 +360,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     reports.extend(watch.until(Duration::from_millis(500), |_| false).await);
     let victims = victims_of(&reports, UID_GROUP);
     std::thread::sleep(Duration::from_millis(300));
-    watch.watchdog.tick();
+    watch.tick();
     let text = watch.text();
     let pod_series = |text: &str, uid: &str, role: &str| {
         metric(
@@ -404,7 +434,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     let kills =
         single_mode_kills(&victims_of(&reports, UID_SINGLE), single_init, single.oom_kills(1), "one process per OOM");
     std::thread::sleep(Duration::from_millis(300));
-    watch.watchdog.tick();
+    watch.tick();
     let text = watch.text();
     let children = victims_of(&reports, UID_SINGLE).iter().filter(|(pid, _)| *pid != single_init).count();
     assert_eq!(pod_series(&text, UID_SINGLE, "container_child"), Some(children as f64), "{text}");
@@ -463,11 +493,11 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
         w.watchdog.registry().sandbox(UID_GONE).is_some() && w.watchdog.registry().sandbox(UID_BORN).is_none()
     };
     assert!(stale(&watch), "without those events the registry is stale");
-    watch.watchdog.tick();
+    watch.tick();
     assert!(stale(&watch), "no loss counted, no re-read");
 
     watch.pipeline.stats.channel_drop();
-    watch.watchdog.tick();
+    watch.tick();
     let reg = watch.watchdog.registry();
     assert!(reg.sandbox(UID_GONE).is_none(), "the pod torn down in the gap is gone");
     let born_sandbox = reg.sandbox(UID_BORN).expect("the pod created in the gap is known");
@@ -481,7 +511,7 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(1.0), "{text}");
 
     // Nothing lost since: the next tick reads nothing.
-    watch.watchdog.tick();
+    watch.tick();
     assert_eq!(metric(&watch.text(), "sandwatch_cgroup_resyncs_total"), Some(1.0));
 
     // A pod made and torn down while its events wait (the reader is
@@ -491,7 +521,7 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     let late = KubePod::build("resync-late", UID_LATE, false, 2);
     drop(late);
     watch.pipeline.stats.channel_drop();
-    watch.watchdog.tick();
+    watch.tick();
     let lost = watch.losing(Duration::from_millis(500), |e| matches!(e, Event::CgroupRmdir(_))).await;
     assert!(lost >= 3, "the late pod's rmdirs kept away: {lost}");
     assert!(

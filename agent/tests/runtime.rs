@@ -209,11 +209,11 @@ fn runtime_exit_after_teardown_is_late(rt: &Runtime) {
     );
     assert!(agent.log_text().contains("late exit event (container_missing, source runtime)"), "{}", agent.log_text());
     let records = agent.records();
-    let late = records.iter().find(|r| r.kind == "late_exit" && r.source.as_deref() == Some("runtime"));
+    let late = records.iter().find(|r| r.kind() == "late_exit" && r.source() == Some("runtime"));
     let late = late.unwrap_or_else(|| panic!("no late runtime exit record: {records:#?}"));
-    assert_eq!(late.reason.as_deref(), Some("container_missing"));
-    assert_eq!(late.container_id.as_deref(), Some(workload.as_str()));
-    assert!(late.pid.is_some(), "the TaskExit's pid: {late:?}");
+    assert_eq!(late.reason(), Some("container_missing"));
+    assert_eq!(late.container_id(), Some(workload.as_str()));
+    assert!(late.pid().is_some(), "the TaskExit's pid: {late:?}");
     drop(ctrd);
     drop(agent);
 }
@@ -249,12 +249,9 @@ fn containerd_crash_is_counted_and_the_stream_comes_back(rt: &Runtime) {
     assert!(metric(&text, "sandwatch_runtime_events_reconnects_total").is_some_and(|v| v >= 1.0));
     // The crash and the restart are records too, for whoever watches.
     let records = agent.records();
-    let crash = records.iter().find(|r| r.kind == "runtime_crash").unwrap_or_else(|| panic!("{records:#?}"));
-    assert_eq!((crash.runtime.as_deref(), crash.reason.as_deref()), (Some("containerd"), Some("panic")));
-    assert!(
-        records.iter().any(|r| r.kind == "runtime_restart" && r.runtime.as_deref() == Some("containerd")),
-        "{records:#?}"
-    );
+    let crash = records.iter().find(|r| r.kind() == "runtime_crash").unwrap_or_else(|| panic!("{records:#?}"));
+    assert_eq!((crash.runtime(), crash.reason()), (Some("containerd"), Some("panic")));
+    assert!(records.iter().any(|r| r.kind() == "runtime_restart" && r.runtime() == Some("containerd")), "{records:#?}");
     drop(ctrd);
     drop(agent);
 }
@@ -589,16 +586,15 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     assert!(unnamed_deaths.is_empty(), "sandbox deaths logged without names: {unnamed_deaths:?}");
     // The same deaths as event records, named, their causes as counted.
     let records = agent.records();
-    let death_records: Vec<_> = records.iter().filter(|r| r.kind == "sandbox_death").collect();
+    let death_records: Vec<_> = records.iter().filter(|r| r.kind() == "sandbox_death").collect();
     assert_eq!(death_records.len() as f64, starts, "{death_records:#?}");
     assert!(
         death_records
             .iter()
-            .all(|r| r.namespace.as_deref() == Some("churn")
-                && r.pod.as_deref().is_some_and(|p| p.starts_with("pause-"))),
+            .all(|r| r.namespace() == Some("churn") && r.pod().is_some_and(|p| p.starts_with("pause-"))),
         "sandbox death records without names: {death_records:#?}"
     );
-    let oom_deaths = death_records.iter().filter(|r| r.cause.as_deref() == Some("oom")).count() as f64;
+    let oom_deaths = death_records.iter().filter(|r| r.cause() == Some("oom")).count() as f64;
     assert_eq!(oom_deaths, victims, "records of OOM deaths == the kernel's OOM kills");
 
     drop(cri);

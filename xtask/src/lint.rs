@@ -1,5 +1,5 @@
-//! `cargo xtask lint`: formatting and clippy, the first step of `cargo
-//! xtask test`. Each check runs even when one before it failed; the
+//! `cargo xtask lint`: formatting, clippy and the watchdog core's purity
+//! (see `purity`), the first step of `cargo xtask test`. Each check runs even when one before it failed; the
 //! result names every check that failed.
 
 use std::process::Command;
@@ -66,8 +66,12 @@ pub fn run() -> Result<Vec<String>> {
             failed.push(format!("lint: `{}` failed", check.name));
         }
     }
+    eprintln!("lint: the watchdog core does no I/O");
+    for violation in crate::purity::violations(&root)? {
+        failed.push(format!("lint: {violation}"));
+    }
     if failed.is_empty() {
-        eprintln!("lint: formatting and clippy clean");
+        eprintln!("lint: formatting, clippy and the core's purity clean");
     }
     Ok(failed)
 }

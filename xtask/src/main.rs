@@ -6,6 +6,7 @@ mod fuzz;
 mod image;
 mod lint;
 mod node;
+mod purity;
 mod setup;
 mod soak;
 mod util;

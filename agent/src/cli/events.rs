@@ -1,7 +1,7 @@
 //! `sandwatch events`: reads a running agent's `/events` stream and prints
 //! one aligned row per record under a header, as `kubectl get -w` does —
 //! or the raw JSON lines with `-o json`. A client only: it shares nothing
-//! with the agent but the [`Record`] type, and needs no privileges.
+//! with the agent but the record types, and needs no privileges.
 
 use std::{
     io::{IsTerminal as _, Write},
@@ -13,7 +13,10 @@ use http_body_util::{BodyExt as _, Empty};
 use hyper::{body::Bytes, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
-use crate::telemetry::{events::Record, server::NDJSON};
+use crate::telemetry::{
+    records::{Body, Incoming, PodFields},
+    server::NDJSON,
+};
 
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct Args {
@@ -160,7 +163,7 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
             if line.trim().is_empty() {
                 continue;
             }
-            let record: Record = serde_json::from_str(&line).map_err(|_| ClientError::NotSandwatch {
+            let record = Incoming::parse(&line).ok_or_else(|| ClientError::NotSandwatch {
                 url: url.clone(),
                 why: format!("it sent {:?}, which is no event record", cut(&line, 60)),
             })?;
@@ -236,7 +239,7 @@ impl Printer<'_> {
         Ok(())
     }
 
-    fn print(&mut self, record: &Record, line: &str, out: &mut impl Write) -> std::io::Result<()> {
+    fn print(&mut self, record: &Incoming, line: &str, out: &mut impl Write) -> std::io::Result<()> {
         match self.format {
             Format::Json => writeln!(out, "{line}")?,
             Format::Table(t) => {
@@ -274,34 +277,28 @@ impl Table {
         self.join(&cells, None)
     }
 
-    pub fn row(&self, r: &Record) -> String {
-        let name = match (&r.namespace, &r.pod, &r.pod_uid) {
-            (Some(ns), Some(pod), _) => format!("{ns}/{pod}"),
-            (None, Some(pod), _) => pod.clone(),
-            (_, None, Some(uid)) => format!("uid:{}", cut_plain(uid, 8)),
-            _ => "-".into(),
+    pub fn row(&self, incoming: &Incoming) -> String {
+        let (time, kind, body) = match incoming {
+            Incoming::Known(r) => (r.time.as_str(), r.body.kind().into(), Some(&r.body)),
+            Incoming::Newer { time, kind, .. } => (time.as_str(), kind.as_str(), None),
         };
-        let container = match (&r.container, &r.container_id) {
-            (Some(c), _) => c.clone(),
-            (None, Some(id)) => cut_plain(id, 12).to_string(),
-            _ => "-".into(),
-        };
-        let memory = match (r.rss_bytes, r.limit_bytes) {
-            (None, None) => "-".to_string(),
-            (rss, limit) => format!("{}/{}", rss.map_or("-".into(), human), limit.map_or("-".into(), human)),
-        };
+        let dash = || "-".to_string();
+        let row = body.map(row_of).unwrap_or_default();
         let cells = vec![
-            r.time.get(11..19).unwrap_or(&r.time).to_string(),
-            r.kind.clone(),
-            name,
-            container,
-            r.victim_role.clone().unwrap_or_else(|| "-".into()),
-            r.pid.map_or("-".into(), |p| p.to_string()),
-            r.comm.clone().unwrap_or_else(|| "-".into()),
-            memory,
-            detail(r),
+            time.get(11..19).unwrap_or(time).to_string(),
+            kind.to_string(),
+            row.pod.map_or_else(dash, pod_name),
+            row.pod.map_or_else(dash, container_name),
+            row.role.map_or_else(dash, str::to_string),
+            row.pid.map_or_else(dash, |p| p.to_string()),
+            row.comm.map_or_else(dash, str::to_string),
+            match row.memory {
+                (None, None) => dash(),
+                (rss, limit) => format!("{}/{}", rss.map_or_else(dash, human), limit.map_or_else(dash, human)),
+            },
+            if row.detail.is_empty() { dash() } else { row.detail },
         ];
-        self.join(&cells, Some(&r.kind))
+        self.join(&cells, Some(kind))
     }
 
     fn join(&self, cells: &[String], kind: Option<&str>) -> String {
@@ -340,40 +337,86 @@ impl Table {
     }
 }
 
-/// What the fixed columns do not say, by kind.
-fn detail(r: &Record) -> String {
-    let mut parts = Vec::new();
-    match r.kind.as_str() {
-        "oom_kill" => {
-            if let Some(pid) = r.trigger_pid.filter(|p| Some(*p) != r.pid) {
-                parts.push(format!("by {pid} {}", r.trigger_comm.as_deref().unwrap_or("")).trim_end().to_string());
+/// What one record puts in the table's columns.
+#[derive(Default)]
+struct Row<'a> {
+    pod: Option<&'a PodFields>,
+    role: Option<&'a str>,
+    pid: Option<u32>,
+    comm: Option<&'a str>,
+    memory: (Option<u64>, Option<u64>),
+    /// What the fixed columns do not say.
+    detail: String,
+}
+
+fn row_of(body: &Body) -> Row<'_> {
+    match body {
+        Body::OomKill(r) => {
+            let mut detail = Vec::new();
+            if let Some(pid) = r.trigger_pid.filter(|p| *p != r.pid) {
+                detail.push(format!("by {pid} {}", r.trigger_comm.as_deref().unwrap_or("")).trim_end().to_string());
             }
-            if let Some(o) = r.outcome.as_deref().filter(|o| *o != "handled") {
-                parts.push(o.to_string());
+            if r.outcome != "handled" {
+                detail.push(r.outcome.clone());
+            }
+            Row {
+                pod: Some(&r.pod),
+                role: Some(&r.victim_role),
+                pid: Some(r.pid),
+                comm: r.comm.as_deref(),
+                memory: (r.rss_bytes, r.limit_bytes),
+                detail: detail.join(", "),
             }
         }
-        "sandbox_death" => parts.push(format!("cause={}", r.cause.as_deref().unwrap_or("?"))),
-        "late_exit" => {
-            parts.push(format!("{} ({})", r.reason.as_deref().unwrap_or("?"), r.source.as_deref().unwrap_or("?")))
+        Body::SandboxDeath(r) => Row {
+            pod: Some(&r.pod),
+            role: Some(&r.victim_role),
+            pid: Some(r.pid),
+            comm: r.comm.as_deref(),
+            detail: format!("cause={}", r.cause),
+            ..Row::default()
+        },
+        Body::LateExit(r) => Row {
+            pod: Some(&r.pod),
+            role: Some(&r.victim_role),
+            pid: r.pid,
+            comm: r.comm.as_deref(),
+            detail: format!("{} ({})", r.reason, r.source),
+            ..Row::default()
+        },
+        Body::RuntimeCrash(r) | Body::RuntimeRestart(r) => Row {
+            pid: Some(r.pid),
+            detail: [Some(r.runtime.as_str()), r.reason.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(", "),
+            ..Row::default()
+        },
+        Body::OomStormStart(r) | Body::OomStormEnd(r) => {
+            Row { detail: format!("{} OOM events in {}s", r.count, r.window_seconds), ..Row::default() }
         }
-        "runtime_crash" | "runtime_restart" => {
-            parts.push(r.runtime.clone().unwrap_or_default());
-            parts.extend(r.reason.clone());
+        Body::EventsDropped(r) => Row { detail: format!("{} lost at {}", r.count, r.stage), ..Row::default() },
+        Body::Missed(r) => {
+            Row { detail: format!("{} records missed: this client read too slowly", r.count), ..Row::default() }
         }
-        "oom_storm_start" | "oom_storm_end" => {
-            parts.push(format!("{} OOM events in {}s", r.count.unwrap_or(0), r.window_seconds.unwrap_or(0)))
-        }
-        "events_dropped" => {
-            parts.push(format!("{} lost at {}", r.count.unwrap_or(0), r.stage.as_deref().unwrap_or("?")))
-        }
-        "missed" => parts.push(format!("{} records missed: this client read too slowly", r.count.unwrap_or(0))),
-        _ => {}
     }
-    let text = parts.join(", ");
-    if text.is_empty() {
-        "-".into()
-    } else {
-        text
+}
+
+fn pod_name(p: &PodFields) -> String {
+    match (&p.namespace, &p.pod, &p.pod_uid) {
+        (Some(ns), Some(pod), _) => format!("{ns}/{pod}"),
+        (None, Some(pod), _) => pod.clone(),
+        (_, None, Some(uid)) => format!("uid:{}", cut_plain(uid, 8)),
+        _ => "-".into(),
+    }
+}
+
+fn container_name(p: &PodFields) -> String {
+    match (&p.container, &p.container_id) {
+        (Some(c), _) => c.clone(),
+        (None, Some(id)) => cut_plain(id, 12).to_string(),
+        _ => "-".into(),
     }
 }
 
@@ -434,23 +477,51 @@ fn terminal_width() -> usize {
 mod tests {
     use super::*;
 
-    fn oom() -> Record {
-        Record {
-            time: "2026-12-01T08:03:46.123Z".into(),
-            node: "n".into(),
-            kind: "oom_kill".into(),
+    use crate::telemetry::records::{LateExitRecord, OomKillRecord, Record, SandboxDeathRecord, StormRecord};
+
+    fn shop_web() -> PodFields {
+        PodFields {
             namespace: Some("shop".into()),
             pod: Some("web".into()),
             container: Some("hog".into()),
-            victim_role: Some("container_child".into()),
-            pid: Some(4312),
+            ..PodFields::default()
+        }
+    }
+
+    fn oom_record() -> OomKillRecord {
+        OomKillRecord {
+            pod: shop_web(),
+            victim_role: "container_child".into(),
+            pid: 4312,
             comm: Some("dd".into()),
             trigger_pid: Some(4312),
+            trigger_comm: None,
             rss_bytes: Some(33_030_144),
             limit_bytes: Some(32 << 20),
-            outcome: Some("handled".into()),
-            ..Record::default()
+            outcome: "handled".into(),
         }
+    }
+
+    fn known(body: Body) -> Incoming {
+        Incoming::Known(Box::new(Record { time: "2026-12-01T08:03:46.123Z".into(), node: "n".into(), body }))
+    }
+
+    fn oom() -> Incoming {
+        known(Body::OomKill(oom_record()))
+    }
+
+    fn death(namespace: &str) -> Incoming {
+        known(Body::SandboxDeath(SandboxDeathRecord {
+            pod: PodFields { namespace: Some(namespace.into()), ..shop_web() },
+            victim_role: "sandbox".into(),
+            pid: 4312,
+            comm: Some("pause".into()),
+            cause: "oom".into(),
+        }))
+    }
+
+    fn detail(body: Body) -> String {
+        row_of(&body).detail
     }
 
     #[test]
@@ -475,10 +546,7 @@ mod tests {
 
     #[test]
     fn a_terminal_cuts_cells_and_the_row_and_colours_the_kind() {
-        let mut r = oom();
-        r.kind = "sandbox_death".into();
-        r.namespace = Some("a-very-long-namespace-name".into());
-        r.cause = Some("oom".into());
+        let r = death("a-very-long-namespace-name");
         let row = Table { colour: false, width: Some(80) }.row(&r);
         assert!(row.contains("a-very-long-namespace…"), "{row:?}");
         assert_eq!(row.chars().count(), 80, "{row}");
@@ -492,22 +560,22 @@ mod tests {
 
     #[test]
     fn details_say_what_the_columns_do_not() {
-        let mut r = oom();
-        r.trigger_pid = Some(77);
-        r.trigger_comm = Some("java".into());
-        assert_eq!(detail(&r), "by 77 java");
-        let late = Record {
-            kind: "late_exit".into(),
-            reason: Some("container_missing".into()),
-            source: Some("runtime".into()),
-            ..Record::default()
+        let by_java = OomKillRecord { trigger_pid: Some(77), trigger_comm: Some("java".into()), ..oom_record() };
+        assert_eq!(detail(Body::OomKill(by_java)), "by 77 java");
+        assert_eq!(detail(Body::OomKill(oom_record())), "", "its own trigger, handled: nothing to add");
+        let late = LateExitRecord {
+            pod: PodFields::default(),
+            victim_role: "unknown".into(),
+            pid: None,
+            comm: None,
+            outcome: "late".into(),
+            reason: "container_missing".into(),
+            source: "runtime".into(),
         };
-        assert_eq!(detail(&late), "container_missing (runtime)");
-        let storm =
-            Record { kind: "oom_storm_start".into(), count: Some(12), window_seconds: Some(60), ..Record::default() };
-        assert_eq!(detail(&storm), "12 OOM events in 60s");
+        assert_eq!(detail(Body::LateExit(late)), "container_missing (runtime)");
+        assert_eq!(detail(Body::OomStormStart(StormRecord { count: 12, window_seconds: 60 })), "12 OOM events in 60s");
         let unknown =
-            Record { kind: "from_the_future".into(), time: "2026-12-01T08:03:46Z".into(), ..Record::default() };
+            Incoming::Newer { time: "2026-12-01T08:03:46Z".into(), node: "n".into(), kind: "from_the_future".into() };
         assert_eq!(
             Table { colour: true, width: None }.row(&unknown).split_whitespace().nth(1),
             Some("from_the_future")
@@ -516,13 +584,12 @@ mod tests {
 
     #[test]
     fn unnamed_pods_show_their_uid_and_container_id() {
-        let r = Record {
-            kind: "oom_kill".into(),
-            time: "2026-12-01T08:03:46.123Z".into(),
+        let pod = PodFields {
             pod_uid: Some("0c9e8d7f-6a5b-4c3d-9e2f-1a0b9c8d7e6f".into()),
             container_id: Some("ab".repeat(32)),
-            ..Record::default()
+            ..PodFields::default()
         };
+        let r = known(Body::OomKill(OomKillRecord { pod, ..oom_record() }));
         let row = Table { colour: false, width: None }.row(&r);
         assert!(
             row.contains("uid:0c9e8d7f") && row.contains(&"ab".repeat(6)) && !row.contains(&"ab".repeat(7)),

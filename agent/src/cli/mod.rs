@@ -8,7 +8,7 @@ use std::ffi::OsString;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{Config, ConfigExit};
+use crate::config::{Config, ConfigExit, Settings};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -36,7 +36,7 @@ enum Command {
 #[derive(Debug)]
 pub enum Invocation {
     /// Run the agent.
-    Agent(Config),
+    Agent(Box<Settings>),
     /// Read an agent's event stream.
     Events(events::Args),
 }
@@ -51,10 +51,7 @@ where
     let cli = Cli::try_parse_from(args).map_err(ConfigExit::from_clap)?;
     match cli.command {
         Some(Command::Events(args)) => Ok(Invocation::Events(args)),
-        None => {
-            cli.agent.validate().map_err(ConfigExit::Invalid)?;
-            Ok(Invocation::Agent(cli.agent))
-        }
+        None => Ok(Invocation::Agent(Box::new(cli.agent.resolve().map_err(ConfigExit::Invalid)?))),
     }
 }
 

@@ -1,4 +1,7 @@
-//! Typed events decoded from the kernel's ring-buffer records.
-pub mod decode;
+//! What comes into the watchdog: the kernel's ring-buffer records decoded
+//! into typed [`Event`]s, and the container runtime's events.
+pub mod kernel;
+pub mod runtime;
 
-pub use decode::{decode, encode, DecodeError, Event, ExitStatus};
+pub use kernel::{decode, encode, DecodeError, Event, ExitStatus};
+pub use runtime::RuntimeEvent;

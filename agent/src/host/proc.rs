@@ -97,7 +97,7 @@ mod tests {
         let name = comm(me, start * tick_ns()).unwrap();
         assert!(!name.is_empty());
         assert_eq!(comm(me, (start + 1) * tick_ns()), None, "another start time is another process");
-        assert!(processes_named(&[name.clone()]).iter().any(|(pid, c)| *pid == me && *c == name));
+        assert!(processes_named(std::slice::from_ref(&name)).iter().any(|(pid, c)| *pid == me && *c == name));
     }
 
     #[test]

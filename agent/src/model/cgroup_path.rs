@@ -7,7 +7,8 @@
 
 use std::fmt;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "lowercase")]
 pub enum QosClass {
     Guaranteed,
     Burstable,
@@ -15,16 +16,6 @@ pub enum QosClass {
 }
 
 impl QosClass {
-    pub fn label(self) -> &'static str {
-        match self {
-            QosClass::Guaranteed => "guaranteed",
-            QosClass::Burstable => "burstable",
-            QosClass::BestEffort => "besteffort",
-        }
-    }
-
-    pub const LABELS: [&'static str; 3] = ["guaranteed", "burstable", "besteffort"];
-
     fn from_word(word: &str) -> Option<Self> {
         match word {
             "burstable" => Some(QosClass::Burstable),
@@ -36,7 +27,7 @@ impl QosClass {
 
 impl fmt::Display for QosClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
+        f.write_str(crate::labels::Label::label(*self))
     }
 }
 

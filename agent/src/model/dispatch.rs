@@ -5,27 +5,20 @@
 
 use super::{
     cgroup_path::QosClass,
-    registry::{CgroupOwner, ContainerRole, Registry, RuncStage, SandboxState, TaskKey},
+    registry::{CgroupOwner, ContainerRole, PodRegistry, RuncStage, SandboxState, TaskKey},
 };
 use crate::events::ExitStatus;
 
 /// Where an event came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
 pub enum Source {
     Kernel,
     Runtime,
 }
 
-impl Source {
-    pub fn label(self) -> &'static str {
-        match self {
-            Source::Kernel => "kernel",
-            Source::Runtime => "runtime",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
 pub enum LateReason {
     /// The pod's sandbox was torn down already.
     SandboxTornDown,
@@ -35,21 +28,11 @@ pub enum LateReason {
     TaskMissing,
 }
 
-impl LateReason {
-    pub fn label(self) -> &'static str {
-        match self {
-            LateReason::SandboxTornDown => "sandbox_torn_down",
-            LateReason::ContainerMissing => "container_missing",
-            LateReason::TaskMissing => "task_missing",
-        }
-    }
-
-    pub const ALL: [LateReason; 3] =
-        [LateReason::SandboxTornDown, LateReason::ContainerMissing, LateReason::TaskMissing];
-}
-
 /// The one outcome of a dispatched event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumDiscriminants)]
+#[strum(serialize_all = "snake_case")]
+#[strum_discriminants(name(OutcomeKind), derive(strum::IntoStaticStr, strum::EnumIter, strum::EnumCount))]
+#[strum_discriminants(strum(serialize_all = "snake_case"))]
 pub enum Outcome {
     Handled,
     Late(LateReason),
@@ -59,19 +42,9 @@ pub enum Outcome {
     Host,
 }
 
-impl Outcome {
-    pub fn label(self) -> &'static str {
-        match self {
-            Outcome::Handled => "handled",
-            Outcome::Late(_) => "late",
-            Outcome::Unknown => "unknown",
-            Outcome::Host => "host",
-        }
-    }
-}
-
 /// What the task was to its pod.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
 pub enum TaskRole {
     /// The sandbox's (pause) process.
     Sandbox,
@@ -87,35 +60,13 @@ pub enum TaskRole {
     Unknown,
 }
 
-impl TaskRole {
-    pub fn label(self) -> &'static str {
-        match self {
-            TaskRole::Sandbox => "sandbox",
-            TaskRole::ContainerInit => "container_init",
-            TaskRole::ContainerChild => "container_child",
-            TaskRole::ContainerGroup => "container_group",
-            TaskRole::Host => "host",
-            TaskRole::Unknown => "unknown",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
 pub enum DeathCause {
     /// The sandbox's init was an OOM victim.
     Oom,
     Signal,
     Exit,
-}
-
-impl DeathCause {
-    pub fn label(self) -> &'static str {
-        match self {
-            DeathCause::Oom => "oom",
-            DeathCause::Signal => "signal",
-            DeathCause::Exit => "exit",
-        }
-    }
 }
 
 /// The pod (and container) an event was attributed to.
@@ -198,7 +149,7 @@ enum Place {
     Verdict(Outcome, TaskRole, Option<PodRef>),
 }
 
-fn locate(reg: &Registry, cgroup_id: Option<u64>, untracked: bool) -> Place {
+fn locate(reg: &PodRegistry, cgroup_id: Option<u64>, untracked: bool) -> Place {
     let Some(id) = cgroup_id else {
         // The kernel tracks every pod cgroup: what it does not track is
         // the host's.
@@ -238,7 +189,7 @@ fn locate(reg: &Registry, cgroup_id: Option<u64>, untracked: bool) -> Place {
 }
 
 /// A task exited. Only whole-process exits are dispatched.
-pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport {
+pub fn task_exit(reg: &mut PodRegistry, exit: &TaskExit, now_ns: u64) -> ExitReport {
     reg.expire(now_ns);
     let mut report = ExitReport::unknown(exit.source, now_ns.saturating_sub(exit.ts_ns));
     let (pod_uid, container_id) = match locate(reg, exit.cgroup_id, exit.untracked) {
@@ -314,7 +265,7 @@ pub fn task_exit(reg: &mut Registry, exit: &TaskExit, now_ns: u64) -> ExitReport
 /// late when the kernel already showed the container's cgroup, or the whole
 /// pod, torn down: the exposure behind containerd #12038. It changes no
 /// state (the kernel's own exit did that).
-pub fn runtime_exit(reg: &mut Registry, container_id: &str, published_ns: u64, now_ns: u64) -> ExitReport {
+pub fn runtime_exit(reg: &mut PodRegistry, container_id: &str, published_ns: u64, now_ns: u64) -> ExitReport {
     reg.expire(now_ns);
     let mut report = ExitReport::unknown(Source::Runtime, now_ns.saturating_sub(published_ns));
     match locate(reg, reg.container_cgroup(container_id), false) {
@@ -334,7 +285,7 @@ pub fn runtime_exit(reg: &mut Registry, container_id: &str, published_ns: u64, n
 }
 
 /// The OOM killer chose a victim.
-pub fn oom_kill(reg: &mut Registry, oom: &OomVictim, now_ns: u64) -> OomReport {
+pub fn oom_kill(reg: &mut PodRegistry, oom: &OomVictim, now_ns: u64) -> OomReport {
     reg.expire(now_ns);
     reg.remember_oom_victim(oom.key, now_ns);
     let mut report = OomReport {
@@ -394,11 +345,11 @@ pub enum Report {
 /// process exits and OOM kills are dispatched to their handlers.
 #[derive(Debug, Default)]
 pub struct Dispatcher {
-    pub registry: Registry,
+    pub registry: PodRegistry,
 }
 
 impl Dispatcher {
-    pub fn new(registry: Registry) -> Self {
+    pub fn new(registry: PodRegistry) -> Self {
         Self { registry }
     }
 

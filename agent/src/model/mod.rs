@@ -1,13 +1,17 @@
 //! The pod model: cgroup paths → pod identity, the registry of sandboxes,
-//! containers and tasks, and the nil-safe TaskExit / OomKill dispatcher.
-//! No I/O here; the start-up scan lives in `probes::scan`.
+//! containers and tasks, the nil-safe TaskExit / OomKill dispatcher, and
+//! the rules that span events (OOM events and storms, kernel/runtime
+//! correlation, the runtime's own crashes). No I/O here; what the node says
+//! reaches the model through the watchdog's host.
 pub mod cgroup_path;
+pub mod correlation;
+pub mod crashes;
 pub mod dispatch;
 pub mod known_issues;
 pub mod metadata;
 pub mod oom_events;
 pub mod registry;
-pub mod runtime;
+pub mod storm;
 
 #[cfg(test)]
 mod tests;
@@ -19,4 +23,4 @@ pub use dispatch::{
 };
 pub use metadata::Names;
 pub use oom_events::{OomEvent, OomScope};
-pub use registry::{Limits, Registry, TaskKey};
+pub use registry::{Limits, PodRegistry, TaskKey};

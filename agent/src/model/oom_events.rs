@@ -17,7 +17,8 @@ use super::{
 pub const GROUP_GAP_NS: u64 = 250_000_000;
 
 /// What one OOM event took.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
 pub enum OomScope {
     /// A whole container (group kill, or its only process).
     Container,
@@ -25,18 +26,6 @@ pub enum OomScope {
     Process,
     /// Not a pod's: a host process, or one whose pod is unknown.
     Host,
-}
-
-impl OomScope {
-    pub fn label(self) -> &'static str {
-        match self {
-            OomScope::Container => "container",
-            OomScope::Process => "process",
-            OomScope::Host => "host",
-        }
-    }
-
-    pub const ALL: [OomScope; 3] = [OomScope::Container, OomScope::Process, OomScope::Host];
 }
 
 /// A closed OOM event.

@@ -229,7 +229,7 @@ pub struct Tombstone {
     pub removed_ns: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub max_sandboxes: usize,
     pub max_containers_per_pod: usize,
@@ -254,18 +254,40 @@ impl Default for Limits {
     }
 }
 
-/// Things the registry refused or forgot because a bound was reached.
+/// What the registry refuses or forgets when a bound is reached: the
+/// label of `sandwatch_registry_evictions_total{what}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter, strum::EnumCount)]
+#[strum(serialize_all = "snake_case")]
+pub enum EvictionKind {
+    /// A new pod beyond `max_sandboxes` (refused).
+    Sandbox,
+    /// A new container beyond `max_containers_per_pod` (refused).
+    Container,
+    /// The oldest tombstone beyond `max_tombstones` (forgotten).
+    Tombstone,
+    /// A host cgroup beyond `max_host_cgroups` (refused).
+    HostCgroup,
+    /// The oldest OOM victim beyond `max_oom_victims` (forgotten).
+    OomVictim,
+}
+
+/// Things the registry refused or forgot because a bound was reached, by kind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Evictions {
-    pub sandboxes_refused: u64,
-    pub containers_refused: u64,
-    pub tombstones_evicted: u64,
-    pub host_cgroups_refused: u64,
-    pub oom_victims_evicted: u64,
+pub struct Evictions([u64; <EvictionKind as strum::EnumCount>::COUNT]);
+
+impl Evictions {
+    fn add(&mut self, kind: EvictionKind) {
+        self.0[kind as usize] += 1;
+    }
+
+    /// How many of `kind` so far.
+    pub fn get(&self, kind: EvictionKind) -> u64 {
+        self.0[kind as usize]
+    }
 }
 
 #[derive(Debug, Default)]
-pub struct Registry {
+pub struct PodRegistry {
     pub(super) limits: Limits,
     pub(super) sandboxes: HashMap<String, Sandbox>,
     pub(super) cgroups: HashMap<u64, CgroupOwner>,
@@ -290,7 +312,7 @@ pub struct Registry {
     generation: u64,
 }
 
-impl Registry {
+impl PodRegistry {
     pub fn new(limits: Limits) -> Self {
         Self { limits, ..Self::default() }
     }
@@ -426,7 +448,7 @@ impl Registry {
             if self.host_cgroups.len() < self.limits.max_host_cgroups {
                 self.host_cgroups.insert(cgroup_id);
             } else {
-                self.evictions.host_cgroups_refused += 1;
+                self.evictions.add(EvictionKind::HostCgroup);
             }
             return;
         };
@@ -435,7 +457,7 @@ impl Registry {
             return;
         }
         if !self.sandboxes.contains_key(&pod.pod_uid) && self.sandboxes.len() >= self.limits.max_sandboxes {
-            self.evictions.sandboxes_refused += 1;
+            self.evictions.add(EvictionKind::Sandbox);
             return;
         }
         let sandbox =
@@ -449,7 +471,7 @@ impl Registry {
                 if sandbox.container(&container_id).is_some() {
                     // A deeper cgroup inside a known container: same owner.
                 } else if sandbox.containers.len() >= self.limits.max_containers_per_pod {
-                    self.evictions.containers_refused += 1;
+                    self.evictions.add(EvictionKind::Container);
                     return;
                 } else {
                     // The sandbox rule: the pod's first container cgroup is
@@ -570,7 +592,7 @@ impl Registry {
             let Some((id, at)) = self.tombstone_order.pop_front() else { break };
             if self.tombstones.get(&id).is_some_and(|t| t.removed_ns == at) {
                 self.tombstones.remove(&id);
-                self.evictions.tombstones_evicted += 1;
+                self.evictions.add(EvictionKind::Tombstone);
             }
         }
     }
@@ -584,7 +606,7 @@ impl Registry {
             let Some((pid, at)) = self.oom_order.pop_front() else { break };
             if self.oom_victims.get(&pid).is_some_and(|(_, t)| *t == at) {
                 self.oom_victims.remove(&pid);
-                self.evictions.oom_victims_evicted += 1;
+                self.evictions.add(EvictionKind::OomVictim);
             }
         }
     }

@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::{
     dispatch::{oom_kill, runtime_exit, task_exit},
-    registry::SandboxState,
+    registry::{EvictionKind, SandboxState},
     *,
 };
 use crate::events::ExitStatus;
@@ -55,8 +55,8 @@ const KILLED: ExitStatus = ExitStatus::Signal { signo: 9, core_dumped: false };
 
 /// A pod (cgroup 100) with a sandbox container (101, init pid 10 "pause")
 /// and one workload container (102, init pid 20).
-fn pod_with_two_containers() -> Registry {
-    let mut reg = Registry::default();
+fn pod_with_two_containers() -> PodRegistry {
+    let mut reg = PodRegistry::default();
     reg.cgroup_created(100, &pod_path(1));
     reg.cgroup_created(101, &container_path(1, 1));
     reg.task_attached(101, TaskKey::new(10, 5 * SEC), "runc:[2:INIT]");
@@ -97,7 +97,7 @@ fn containerd_12038_late_sandbox_exit_is_counted_not_fatal() {
 /// The runtime's TaskStart then names the real init, whose exit is one.
 #[test]
 fn runc_bootstrap_exit_is_not_an_init_exit_and_task_start_names_the_init() {
-    let mut reg = Registry::default();
+    let mut reg = PodRegistry::default();
     reg.cgroup_created(100, &pod_path(1));
     reg.cgroup_created(101, &container_path(1, 1));
     let parent = TaskKey::new(10, 5 * SEC);
@@ -114,12 +114,12 @@ fn runc_bootstrap_exit_is_not_an_init_exit_and_task_start_names_the_init() {
 /// A pod (cgroup 100) whose sandbox container (101) is being started by
 /// runc: its bootstrap (pid 10) is the first task in the cgroup, named
 /// `runc` until nsexec renames it `runc:[0:PARENT]`.
-fn sandbox_starting() -> Registry {
+fn sandbox_starting() -> PodRegistry {
     sandbox_starting_as("runc")
 }
 
-fn sandbox_starting_as(comm: &str) -> Registry {
-    let mut reg = Registry::default();
+fn sandbox_starting_as(comm: &str) -> PodRegistry {
+    let mut reg = PodRegistry::default();
     reg.cgroup_created(100, &pod_path(1));
     reg.cgroup_created(101, &container_path(1, 1));
     reg.task_attached(101, TaskKey::new(10, 5 * SEC), comm);
@@ -137,7 +137,7 @@ fn sandbox_killed_while_it_starts_is_a_sandbox_death_once() {
     {
         let mut reg = sandbox_starting_as(attached_as);
         let mut deaths = Vec::new();
-        let bootstrap = |reg: &mut Registry| {
+        let bootstrap = |reg: &mut PodRegistry| {
             for (key, comm) in [(parent, "runc:[0:PARENT]"), (child, "runc:[1:CHILD]")] {
                 let r = task_exit(reg, &exit(key, 101, ExitStatus::Code(0), comm, 6 * SEC), 6 * SEC);
                 assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None), "{comm} exits: no death");
@@ -228,7 +228,7 @@ fn runc_exec_into_a_running_container_is_a_child() {
 /// events showed its cgroup: the name waits for the container.
 #[test]
 fn an_init_named_before_its_cgroup_appears_is_kept() {
-    let mut reg = Registry::default();
+    let mut reg = PodRegistry::default();
     reg.runtime_started(&cid(1), 12);
     reg.cgroup_created(100, &pod_path(1));
     reg.cgroup_created(101, &container_path(1, 1));
@@ -310,7 +310,7 @@ fn sandbox_rule_first_container_unless_pause_says_otherwise() {
 
     // A workload created first, then a container whose init is `pause`:
     // the pause one is the sandbox (seen at attach, e.g. by the start-up scan).
-    let mut reg = Registry::default();
+    let mut reg = PodRegistry::default();
     reg.cgroup_created(201, &container_path(2, 7));
     reg.task_attached(201, TaskKey::new(70, SEC), "app");
     reg.cgroup_created(202, &container_path(2, 8));
@@ -320,7 +320,7 @@ fn sandbox_rule_first_container_unless_pause_says_otherwise() {
     assert!(s.containers.contains_key(&cid(7)));
 
     // Learned only from the exit's comm: the death is still a sandbox death.
-    let mut reg = Registry::default();
+    let mut reg = PodRegistry::default();
     reg.cgroup_created(301, &container_path(3, 1));
     reg.task_attached(301, TaskKey::new(90, SEC), "runc:[2:INIT]");
     reg.cgroup_created(302, &container_path(3, 2));
@@ -340,7 +340,7 @@ fn runtime_names_the_sandbox_and_unnamed_containers_are_asked_for() {
     };
     // The workload's cgroup came first (the first-container rule guesses
     // wrong) and neither init is named `pause`: the runtime settles it.
-    let mut reg = Registry::default();
+    let mut reg = PodRegistry::default();
     reg.cgroup_created(401, &container_path(4, 1));
     reg.cgroup_created(402, &container_path(4, 2));
     assert_eq!(reg.take_unnamed(), vec![cid(1), cid(2)], "both asked for");
@@ -354,7 +354,7 @@ fn runtime_names_the_sandbox_and_unnamed_containers_are_asked_for() {
 
     // Listed before its cgroup appears: named at once, not asked for, and
     // a sandbox by id even though it comes second.
-    let mut reg = Registry::default();
+    let mut reg = PodRegistry::default();
     reg.apply_metadata(&listing, SEC);
     reg.cgroup_created(401, &container_path(4, 1));
     reg.cgroup_created(402, &container_path(4, 2));
@@ -400,13 +400,13 @@ fn host_unknown_and_expired_tombstones() {
 
 #[test]
 fn tombstones_are_capped_and_evictions_counted() {
-    let mut reg = Registry::new(Limits { max_tombstones: 10, ..Limits::default() });
+    let mut reg = PodRegistry::new(Limits { max_tombstones: 10, ..Limits::default() });
     for pod in 0..20u32 {
         reg.cgroup_created(u64::from(pod), &pod_path(pod));
         reg.cgroup_removed(u64::from(pod), u64::from(pod));
     }
     assert_eq!(reg.tombstone_count(), 10);
-    assert_eq!(reg.evictions.tombstones_evicted, 10);
+    assert_eq!(reg.evictions.get(EvictionKind::Tombstone), 10);
 }
 
 /// One step of a random history.
@@ -454,7 +454,7 @@ proptest! {
     /// tombstones left once every pod is torn down.
     #[test]
     fn random_interleavings_keep_the_invariants(steps in proptest::collection::vec(step(), 0..200)) {
-        let mut reg = Registry::default();
+        let mut reg = PodRegistry::default();
         let (mut dispatched, mut outcomes) = (0u64, 0u64);
         // Sandbox deaths per container cgroup since it was created.
         let mut deaths: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
@@ -517,7 +517,7 @@ proptest! {
 /// task it knows is untracked is the host's, even with no cgroup named.
 #[test]
 fn an_untracked_task_is_the_hosts() {
-    let mut reg = Registry::default();
+    let mut reg = PodRegistry::default();
     let unnamed =
         TaskExit { cgroup_id: None, untracked: true, ..exit(TaskKey::new(70, 1), 0, KILLED, "containerd", 10) };
     let report = task_exit(&mut reg, &unnamed, 20);

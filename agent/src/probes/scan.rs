@@ -8,7 +8,7 @@ use std::{collections::HashMap, os::unix::fs::MetadataExt as _, path::Path};
 use super::cgroups::CgroupLayout;
 use crate::{
     events::{
-        decode::{CgroupAttach, CgroupChange},
+        kernel::{CgroupAttach, CgroupChange},
         Event,
     },
     model::{cgroup_path, registry::TICK_NS},

@@ -18,90 +18,20 @@ use prost::Message as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::Retry;
+use strum::IntoEnumIterator as _;
+
+use super::{
+    metrics::{LookupResult, RuntimeStreamMetrics},
+    Retry,
+};
 use crate::{
+    events::runtime::{RuntimeEvent, Topic},
+    labels::Label as _,
     model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME},
-    telemetry::runtime::RuntimeStreamMetrics,
 };
 
 /// How long reading one container record may take.
 const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// One runtime event; times are the runtime's wall clock (ns since epoch)
-/// at which containerd published it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RuntimeEvent {
-    /// runc created a container's init (its pid), before it runs the
-    /// container's program: the init is named from here on.
-    TaskCreate {
-        container_id: String,
-        pid: u32,
-        published_ns: u64,
-    },
-    /// A container's init started (its pid is the container's init).
-    TaskStart {
-        container_id: String,
-        pid: u32,
-        published_ns: u64,
-    },
-    /// A task's process exited; `exec_id` is empty or the container id for
-    /// the init, another id for an exec'd process.
-    TaskExit {
-        container_id: String,
-        exec_id: String,
-        pid: u32,
-        exit_status: u32,
-        published_ns: u64,
-    },
-    TaskOom {
-        container_id: String,
-        published_ns: u64,
-    },
-    TaskDelete {
-        container_id: String,
-        pid: u32,
-        published_ns: u64,
-    },
-    ContainerCreate {
-        container_id: String,
-        published_ns: u64,
-    },
-    ContainerDelete {
-        container_id: String,
-        published_ns: u64,
-    },
-    /// The CRI's names of a container just created, read from its record
-    /// (a sandbox that fails to start is never listed by the CRI).
-    ContainerNamed(Snapshot),
-}
-
-impl RuntimeEvent {
-    pub fn topic_label(&self) -> &'static str {
-        match self {
-            RuntimeEvent::TaskCreate { .. } => "task_create",
-            RuntimeEvent::TaskStart { .. } => "task_start",
-            RuntimeEvent::TaskExit { .. } => "task_exit",
-            RuntimeEvent::TaskOom { .. } => "task_oom",
-            RuntimeEvent::TaskDelete { .. } => "task_delete",
-            // Names are what a create's record said.
-            RuntimeEvent::ContainerCreate { .. } | RuntimeEvent::ContainerNamed(_) => "container_create",
-            RuntimeEvent::ContainerDelete { .. } => "container_delete",
-        }
-    }
-}
-
-pub const TOPIC_LABELS: [&str; 7] =
-    ["task_create", "task_start", "task_exit", "task_oom", "task_delete", "container_create", "container_delete"];
-
-const TOPICS: [&str; 7] = [
-    "/tasks/create",
-    "/tasks/start",
-    "/tasks/exit",
-    "/tasks/oom",
-    "/tasks/delete",
-    "/containers/create",
-    "/containers/delete",
-];
 
 /// Why an envelope could not become an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,9 +42,7 @@ pub enum EnvelopeError {
 
 /// Decodes one envelope; `Ok(None)` for topics we do not follow.
 pub fn decode(env: &Envelope) -> Result<Option<RuntimeEvent>, EnvelopeError> {
-    if !TOPICS.contains(&env.topic.as_str()) {
-        return Ok(None);
-    }
+    let Some(topic) = Topic::from_path(&env.topic) else { return Ok(None) };
     let published_ns = env
         .timestamp
         .as_ref()
@@ -124,8 +52,8 @@ pub fn decode(env: &Envelope) -> Result<Option<RuntimeEvent>, EnvelopeError> {
     // the type is taken from the topic and the bytes decoded directly.
     let bytes = env.event.as_ref().map(|a| a.value.as_slice()).ok_or(EnvelopeError::NoPayload)?;
     let bad = |_| EnvelopeError::BadPayload;
-    Ok(Some(match env.topic.as_str() {
-        "/tasks/exit" => {
+    Ok(Some(match topic {
+        Topic::TaskExit => {
             let e = TaskExit::decode(bytes).map_err(bad)?;
             RuntimeEvent::TaskExit {
                 container_id: e.container_id,
@@ -135,26 +63,26 @@ pub fn decode(env: &Envelope) -> Result<Option<RuntimeEvent>, EnvelopeError> {
                 published_ns,
             }
         }
-        "/tasks/create" => {
+        Topic::TaskCreate => {
             let e = TaskCreate::decode(bytes).map_err(bad)?;
             RuntimeEvent::TaskCreate { container_id: e.container_id, pid: e.pid, published_ns }
         }
-        "/tasks/start" => {
+        Topic::TaskStart => {
             let e = TaskStart::decode(bytes).map_err(bad)?;
             RuntimeEvent::TaskStart { container_id: e.container_id, pid: e.pid, published_ns }
         }
-        "/tasks/oom" => {
+        Topic::TaskOom => {
             RuntimeEvent::TaskOom { container_id: TaskOom::decode(bytes).map_err(bad)?.container_id, published_ns }
         }
-        "/tasks/delete" => {
+        Topic::TaskDelete => {
             let e = TaskDelete::decode(bytes).map_err(bad)?;
             RuntimeEvent::TaskDelete { container_id: e.container_id, pid: e.pid, published_ns }
         }
-        "/containers/create" => RuntimeEvent::ContainerCreate {
+        Topic::ContainerCreate => RuntimeEvent::ContainerCreate {
             container_id: ContainerCreate::decode(bytes).map_err(bad)?.id,
             published_ns,
         },
-        _ => RuntimeEvent::ContainerDelete {
+        Topic::ContainerDelete => RuntimeEvent::ContainerDelete {
             container_id: ContainerDelete::decode(bytes).map_err(bad)?.id,
             published_ns,
         },
@@ -212,7 +140,7 @@ async fn stream_once(
         Err(e) => log::warn!("containerd did not say its version: {}", e.message()),
     }
     let mut client = EventsClient::new(channel.clone());
-    let filters = TOPICS.iter().map(|t| format!("namespace=={},topic==\"{t}\"", config.namespace)).collect();
+    let filters = Topic::iter().map(|t| format!("namespace=={},topic==\"{}\"", config.namespace, t.path())).collect();
     // containerd sends the response headers with the first event, so the
     // subscription is counted as up once the connection is.
     metrics.up.set(1);
@@ -228,7 +156,7 @@ async fn stream_once(
         };
         match decode(&env) {
             Ok(Some(event)) => {
-                metrics.events.with_label_values(&[event.topic_label()]).inc();
+                metrics.events.with_label_values(&[event.topic().label()]).inc();
                 if let RuntimeEvent::ContainerCreate { container_id, .. } = &event {
                     // Read off the stream's path: a slow read never holds
                     // the events behind it.
@@ -276,19 +204,19 @@ async fn lookup(
                     if tx.try_send(RuntimeEvent::ContainerNamed(snapshot)).is_err() {
                         metrics.dropped.inc();
                     }
-                    "named"
+                    LookupResult::Named
                 }
-                None => "unnamed",
+                None => LookupResult::Unnamed,
             }
         }
-        Ok(Err(status)) if status.code() == Code::NotFound => "gone",
+        Ok(Err(status)) if status.code() == Code::NotFound => LookupResult::Gone,
         Ok(Err(status)) => {
             log::debug!("reading container {id}: {}", status.message());
-            "error"
+            LookupResult::Error
         }
-        Err(_) => "error",
+        Err(_) => LookupResult::Error,
     };
-    metrics.lookups.with_label_values(&[result]).inc();
+    metrics.lookups.with_label_values(&[result.label()]).inc();
 }
 
 /// The CRI plugin writes a container's pod and names into its OCI spec's

@@ -23,11 +23,11 @@ use k8s_cri::v1::{
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
-use super::Retry;
-use crate::{
-    model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME},
-    telemetry::runtime::MetadataMetrics,
+use super::{
+    metrics::{MetadataMetrics, RefreshResult},
+    Retry,
 };
+use crate::model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME};
 
 /// Container ids waiting for a listing, at most; more are left to the
 /// periodic refresh.
@@ -139,7 +139,7 @@ pub async fn follow(
         match result {
             Ok(snap) => {
                 metrics.up.set(1);
-                metrics.refreshes.with_label_values(&["ok"]).inc();
+                metrics.refreshed(RefreshResult::Ok);
                 metrics.unresolved.inc_by(requests.settle(&snap));
                 if retry.succeeded() {
                     log::info!("runtime metadata (CRI) available again at {}", config.socket.display());
@@ -162,7 +162,7 @@ pub async fn follow(
             Err(e) => {
                 client = None;
                 metrics.up.set(0);
-                metrics.refreshes.with_label_values(&["error"]).inc();
+                metrics.refreshed(RefreshResult::Error);
                 if !pause(&shutdown, retry.failed(&config.socket, &e)).await {
                     return;
                 }

@@ -1,9 +1,10 @@
-//! The container runtime's side: containerd's event stream, pod and
-//! container names over the CRI, and the runtime's own processes as the
-//! kernel sees them (crashes, restarts).
+//! Clients of the container runtime: containerd's event stream, pod and
+//! container names over the CRI, and their own health metrics. What the
+//! runtime's processes do (crashes, restarts) is the model's
+//! (`model::crashes`), read from kernel exits and /proc.
 pub mod containerd;
-pub mod crash;
 pub mod cri;
+pub mod metrics;
 
 use std::{path::Path, time::Duration};
 

@@ -11,8 +11,11 @@ use prometheus::{
     IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
+use strum::IntoEnumIterator as _;
+
 use crate::{
-    events::DecodeError,
+    events::kernel::DecodeErrorKind,
+    labels::Label as _,
     probes::KernelCounters,
     stats::{DrainCause, PipelineStats},
 };
@@ -153,7 +156,7 @@ impl Collector for PipelineCollector {
         };
         let s = &self.stats;
         let mut kernel_dropped_total = 0;
-        for kind in EventKind::ALL {
+        for kind in EventKind::iter() {
             set(&f.received, kind.label(), s.received(kind));
             set(&f.unattributed, kind.label(), s.unattributed_count(kind));
             if let Some(k) = &self.kernel {
@@ -167,15 +170,15 @@ impl Collector for PipelineCollector {
         set(&f.dropped, "kernel", kernel_dropped_total);
         set(&f.dropped, "channel", s.channel_dropped());
         set(&f.dropped, "decode", s.decode_errors_total());
-        for label in DecodeError::LABELS {
-            set(&f.decode_errors, label, s.decode_errors(label));
+        for kind in DecodeErrorKind::iter() {
+            set(&f.decode_errors, kind.label(), s.decode_errors(kind));
         }
         let unstreamed = self.kernel.as_ref().map(|k| k.unstreamed()).unwrap_or_default();
         set(&f.unstreamed, "thread", unstreamed.thread_exits);
         set(&f.unstreamed, "host", unstreamed.host_exits);
         f.tracking_refused.reset();
         f.tracking_refused.inc_by(unstreamed.tracking_refused);
-        for cause in [DrainCause::Timer, DrainCause::Wakeup] {
+        for cause in DrainCause::iter() {
             set(&f.drains, cause.label(), s.reader_drains(cause));
         }
         f.reader_asleep.set(i64::from(s.reader_asleep()));
@@ -214,7 +217,7 @@ mod tests {
     #[test]
     fn pipeline_counters_appear_with_bounded_labels() {
         let stats = Arc::new(PipelineStats::default());
-        let exit = encode(&Event::CgroupRmdir(crate::events::decode::CgroupChange {
+        let exit = encode(&Event::CgroupRmdir(crate::events::kernel::CgroupChange {
             ts_ns: 0,
             hierarchy_id: 0,
             level: 1,

@@ -19,18 +19,18 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    events::{EventHub, Filter, Kind},
     metrics::render_with,
-    pods::PodMetrics,
+    records::{Filter, Kind, RecordHub},
+    watchdog_metrics::WatchdogMetrics,
 };
 
 pub struct ServerState {
     pub registry: Registry,
     pub ready: AtomicBool,
     /// Event records for `/events`; `None`: 404.
-    pub events: Option<Arc<EventHub>>,
+    pub events: Option<Arc<RecordHub>>,
     /// The per-pod family, kept as text outside the registry.
-    pub pods: Option<PodMetrics>,
+    pub pods: Option<WatchdogMetrics>,
 }
 
 impl ServerState {
@@ -38,7 +38,7 @@ impl ServerState {
         Self::agent(registry, None, None)
     }
 
-    pub fn agent(registry: Registry, events: Option<Arc<EventHub>>, pods: Option<PodMetrics>) -> Arc<Self> {
+    pub fn agent(registry: Registry, events: Option<Arc<RecordHub>>, pods: Option<WatchdogMetrics>) -> Arc<Self> {
         Arc::new(Self { registry, ready: AtomicBool::new(false), events, pods })
     }
 
@@ -168,7 +168,7 @@ fn route<B>(state: &ServerState, req: &Request<B>) -> Response<Body> {
 /// The media type of the stream: one JSON object per line.
 pub const NDJSON: &str = "application/x-ndjson";
 
-fn events(hub: &EventHub, query: &str) -> Response<Body> {
+fn events(hub: &RecordHub, query: &str) -> Response<Body> {
     let (filter, follow) = match parse_query(query) {
         Ok(q) => q,
         Err(line) => return text(StatusCode::BAD_REQUEST, format!("{line}\n"), PLAIN),
@@ -205,8 +205,8 @@ pub fn parse_query(query: &str) -> Result<(Filter, bool), String> {
             }
             "kind" => {
                 for k in value.split(',').filter(|k| !k.is_empty()) {
-                    let kind = Kind::from_label(k).ok_or_else(|| {
-                        let known: Vec<&str> = Kind::ALL.iter().map(|k| k.label()).collect();
+                    let kind = k.parse::<Kind>().map_err(|_| {
+                        let known: Vec<&str> = crate::labels::all::<Kind>().collect();
                         format!("kind={k:?} is not a record kind (one of {})", known.join(", "))
                     })?;
                     filter.kinds.push(kind);

@@ -34,6 +34,14 @@ pub fn image_archive() -> PathBuf {
     path
 }
 
+/// The agent's settings from its flags, through the agent's own parse path.
+pub fn settings(args: &[&str]) -> sandwatch::config::Settings {
+    match sandwatch::cli::parse(std::iter::once("sandwatch").chain(args.iter().copied())) {
+        Ok(sandwatch::cli::Invocation::Agent(settings)) => *settings,
+        other => panic!("{args:?} are no agent flags: {other:?}"),
+    }
+}
+
 /// Fails the test unless it runs as root: privileged tests never skip.
 pub fn require_root() {
     // SAFETY: geteuid cannot fail.
@@ -276,6 +284,70 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// One event record as a client reads it off the wire: every line must be
+/// a typed record of a kind this build knows, and its fields are read by
+/// their JSON names.
+#[derive(Debug, Clone)]
+pub struct WireRecord {
+    pub record: sandwatch::telemetry::records::Record,
+    pub json: serde_json::Value,
+}
+
+macro_rules! text_fields {
+    ($($name:ident),*) => {$(
+        pub fn $name(&self) -> Option<&str> {
+            self.json.get(stringify!($name)).and_then(|v| v.as_str())
+        }
+    )*};
+}
+
+macro_rules! number_fields {
+    ($($name:ident: $t:ty),*) => {$(
+        pub fn $name(&self) -> Option<$t> {
+            self.json.get(stringify!($name)).and_then(|v| v.as_u64()).and_then(|v| <$t>::try_from(v).ok())
+        }
+    )*};
+}
+
+impl WireRecord {
+    pub fn parse(line: &str) -> Self {
+        let record = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?} is no record: {e}"));
+        let json = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?} is no JSON: {e}"));
+        Self { record, json }
+    }
+
+    pub fn kind(&self) -> &str {
+        self.json["kind"].as_str().unwrap_or("")
+    }
+
+    pub fn node(&self) -> &str {
+        &self.record.node
+    }
+
+    pub fn time(&self) -> &str {
+        &self.record.time
+    }
+
+    text_fields!(
+        pod_uid,
+        namespace,
+        pod,
+        container,
+        container_id,
+        victim_role,
+        qos_class,
+        comm,
+        trigger_comm,
+        outcome,
+        reason,
+        cause,
+        source,
+        runtime,
+        stage
+    );
+    number_fields!(pid: u32, trigger_pid: u32, rss_bytes: u64, limit_bytes: u64, count: u64, window_seconds: u64);
+}
+
 /// The agent binary, started on a free loopback port; killed on drop if a
 /// test fails before stopping it.
 pub struct AgentProcess {
@@ -341,13 +413,10 @@ impl AgentProcess {
     }
 
     /// The agent's event records so far (`GET /events`, the history).
-    pub fn records(&self) -> Vec<sandwatch::telemetry::events::Record> {
+    pub fn records(&self) -> Vec<WireRecord> {
         let (status, body) = http_get(self.addr, "/events").expect("GET /events");
         assert_eq!(status, 200, "{body}");
-        body.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?} is no record: {e}")))
-            .collect()
+        body.lines().filter(|l| !l.trim().is_empty()).map(WireRecord::parse).collect()
     }
 
     /// SIGTERM, then wait up to `timeout`; returns the exit status and stderr.

@@ -7,7 +7,10 @@ use agent_common::{
     FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED,
 };
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::EnumDiscriminants)]
+#[strum(serialize_all = "snake_case")]
+#[strum_discriminants(name(DecodeErrorKind), derive(strum::IntoStaticStr, strum::EnumIter, strum::EnumCount))]
+#[strum_discriminants(strum(serialize_all = "snake_case"))]
 pub enum DecodeError {
     #[error("record of {0} bytes is shorter than an event header")]
     TooShort(usize),
@@ -22,15 +25,8 @@ pub enum DecodeError {
 impl DecodeError {
     /// Bounded label for metrics.
     pub fn label(&self) -> &'static str {
-        match self {
-            DecodeError::TooShort(_) => "too_short",
-            DecodeError::UnknownKind(_) => "unknown_kind",
-            DecodeError::Truncated { .. } => "truncated",
-            DecodeError::BadPathLength(_) => "bad_path_length",
-        }
+        self.into()
     }
-
-    pub const LABELS: [&'static str; 4] = ["too_short", "unknown_kind", "truncated", "bad_path_length"];
 }
 
 /// How a process ended, decoded from the kernel's wait status.
@@ -223,7 +219,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
         return Err(DecodeError::TooShort(bytes.len()));
     }
     let raw_kind = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    let kind = EventKind::from_u32(raw_kind).ok_or(DecodeError::UnknownKind(raw_kind))?;
+    let kind = EventKind::from_repr(raw_kind).ok_or(DecodeError::UnknownKind(raw_kind))?;
     match kind {
         EventKind::Exit => {
             let r: ExitEvent = read(bytes, kind)?;

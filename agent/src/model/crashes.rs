@@ -1,22 +1,38 @@
 //! The container runtime's own processes, seen from the kernel: a crash is
 //! the runtime's main process ending with Go's panic status (2) or a fatal
 //! signal; a restart is a new process after it went down. Exits come from
-//! the kernel exit stream, live processes from periodic /proc scans.
+//! the kernel exit stream, live processes from periodic /proc scans (the
+//! watchdog's host reads them). No I/O here.
 
 use std::collections::{HashMap, HashSet};
 
 use crate::events::ExitStatus;
 
+/// How a runtime process ended without being asked to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum CrashReason {
+    /// Go exits 2 on a panic or a fatal runtime error (a SIGSEGV included).
+    Panic,
+    /// Another non-zero exit code.
+    ExitCode,
+    /// SIGKILL.
+    Killed,
+    /// A signal that means a fault (SEGV, BUS, ABRT, ILL, FPE, SYS, TRAP, QUIT).
+    FatalSignal,
+    /// Any other signal that is not a request to stop.
+    Signal,
+}
+
 /// Why a runtime process ended, when it was not asked to stop.
-pub fn crash_reason(status: ExitStatus) -> Option<&'static str> {
+pub fn crash_reason(status: ExitStatus) -> Option<CrashReason> {
     match status {
         ExitStatus::Code(0) => None,
-        // Go exits 2 on a panic or a fatal runtime error (a SIGSEGV included).
-        ExitStatus::Code(2) => Some("panic"),
-        ExitStatus::Code(_) => Some("exit_code"),
+        ExitStatus::Code(2) => Some(CrashReason::Panic),
+        ExitStatus::Code(_) => Some(CrashReason::ExitCode),
         ExitStatus::Signal { signo, .. } => match i32::from(signo) {
             libc::SIGTERM | libc::SIGINT | libc::SIGHUP => None,
-            libc::SIGKILL => Some("killed"),
+            libc::SIGKILL => Some(CrashReason::Killed),
             libc::SIGSEGV
             | libc::SIGBUS
             | libc::SIGABRT
@@ -24,18 +40,16 @@ pub fn crash_reason(status: ExitStatus) -> Option<&'static str> {
             | libc::SIGFPE
             | libc::SIGSYS
             | libc::SIGTRAP
-            | libc::SIGQUIT => Some("fatal_signal"),
-            _ => Some("signal"),
+            | libc::SIGQUIT => Some(CrashReason::FatalSignal),
+            _ => Some(CrashReason::Signal),
         },
     }
 }
 
-pub const CRASH_REASONS: [&str; 5] = ["panic", "exit_code", "killed", "fatal_signal", "signal"];
-
 /// A change in a runtime's life worth counting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuntimeChange {
-    Crashed { runtime: String, pid: u32, reason: &'static str },
+    Crashed { runtime: String, pid: u32, reason: CrashReason },
     Stopped { runtime: String, pid: u32 },
     Restarted { runtime: String, pid: u32 },
 }
@@ -118,13 +132,13 @@ mod tests {
     #[test]
     fn crash_reasons() {
         assert_eq!(crash_reason(ExitStatus::Code(0)), None);
-        assert_eq!(crash_reason(ExitStatus::Code(2)), Some("panic"));
-        assert_eq!(crash_reason(ExitStatus::Code(1)), Some("exit_code"));
+        assert_eq!(crash_reason(ExitStatus::Code(2)), Some(CrashReason::Panic));
+        assert_eq!(crash_reason(ExitStatus::Code(1)), Some(CrashReason::ExitCode));
         let sig = |s: i32| ExitStatus::Signal { signo: s as u8, core_dumped: false };
         assert_eq!(crash_reason(sig(libc::SIGTERM)), None);
-        assert_eq!(crash_reason(sig(libc::SIGKILL)), Some("killed"));
-        assert_eq!(crash_reason(sig(libc::SIGSEGV)), Some("fatal_signal"));
-        assert_eq!(crash_reason(sig(libc::SIGUSR1)), Some("signal"));
+        assert_eq!(crash_reason(sig(libc::SIGKILL)), Some(CrashReason::Killed));
+        assert_eq!(crash_reason(sig(libc::SIGSEGV)), Some(CrashReason::FatalSignal));
+        assert_eq!(crash_reason(sig(libc::SIGUSR1)), Some(CrashReason::Signal));
     }
 
     #[test]
@@ -136,7 +150,7 @@ mod tests {
         assert_eq!(r.exited(11, "bash", ExitStatus::Code(2)), None);
         assert_eq!(
             r.exited(10, "containerd", ExitStatus::Code(2)),
-            Some(RuntimeChange::Crashed { runtime: "containerd".into(), pid: 10, reason: "panic" })
+            Some(RuntimeChange::Crashed { runtime: "containerd".into(), pid: 10, reason: CrashReason::Panic })
         );
         assert_eq!(r.up()[0], ("containerd".to_string(), false));
         assert!(r.awaiting_restart());

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 
 /// How long one side waits for the other.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CorrelatorLimits {
     /// A runtime TaskExit with no kernel exit within this is unmatched.
     pub exit_match_ns: u64,

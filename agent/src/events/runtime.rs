@@ -1,0 +1,118 @@
+//! Events of the container runtime, as the watchdog takes them: what
+//! containerd's event stream (and a container record read for its names)
+//! says, independent of the wire format it came in.
+
+use crate::model::metadata::Snapshot;
+
+/// One runtime event; times are the runtime's wall clock (ns since epoch)
+/// at which containerd published it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeEvent {
+    /// runc created a container's init (its pid), before it runs the
+    /// container's program: the init is named from here on.
+    TaskCreate {
+        container_id: String,
+        pid: u32,
+        published_ns: u64,
+    },
+    /// A container's init started (its pid is the container's init).
+    TaskStart {
+        container_id: String,
+        pid: u32,
+        published_ns: u64,
+    },
+    /// A task's process exited; `exec_id` is empty or the container id for
+    /// the init, another id for an exec'd process.
+    TaskExit {
+        container_id: String,
+        exec_id: String,
+        pid: u32,
+        exit_status: u32,
+        published_ns: u64,
+    },
+    TaskOom {
+        container_id: String,
+        published_ns: u64,
+    },
+    TaskDelete {
+        container_id: String,
+        pid: u32,
+        published_ns: u64,
+    },
+    ContainerCreate {
+        container_id: String,
+        published_ns: u64,
+    },
+    ContainerDelete {
+        container_id: String,
+        published_ns: u64,
+    },
+    /// The CRI's names of a container just created, read from its record
+    /// (a sandbox that fails to start is never listed by the CRI).
+    ContainerNamed(Snapshot),
+}
+
+/// The containerd topics followed: the label of
+/// `sandwatch_runtime_events_total{topic}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum Topic {
+    TaskCreate,
+    TaskStart,
+    TaskExit,
+    TaskOom,
+    TaskDelete,
+    ContainerCreate,
+    ContainerDelete,
+}
+
+impl Topic {
+    /// containerd's name of the topic.
+    pub fn path(self) -> &'static str {
+        match self {
+            Topic::TaskCreate => "/tasks/create",
+            Topic::TaskStart => "/tasks/start",
+            Topic::TaskExit => "/tasks/exit",
+            Topic::TaskOom => "/tasks/oom",
+            Topic::TaskDelete => "/tasks/delete",
+            Topic::ContainerCreate => "/containers/create",
+            Topic::ContainerDelete => "/containers/delete",
+        }
+    }
+
+    pub fn from_path(path: &str) -> Option<Self> {
+        <Self as strum::IntoEnumIterator>::iter().find(|t| t.path() == path)
+    }
+}
+
+impl RuntimeEvent {
+    /// The topic it came with (names are what a create's record said).
+    pub fn topic(&self) -> Topic {
+        match self {
+            RuntimeEvent::TaskCreate { .. } => Topic::TaskCreate,
+            RuntimeEvent::TaskStart { .. } => Topic::TaskStart,
+            RuntimeEvent::TaskExit { .. } => Topic::TaskExit,
+            RuntimeEvent::TaskOom { .. } => Topic::TaskOom,
+            RuntimeEvent::TaskDelete { .. } => Topic::TaskDelete,
+            RuntimeEvent::ContainerCreate { .. } | RuntimeEvent::ContainerNamed(_) => Topic::ContainerCreate,
+            RuntimeEvent::ContainerDelete { .. } => Topic::ContainerDelete,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::Label as _;
+
+    #[test]
+    fn topics_have_a_path_and_a_label_each() {
+        use strum::IntoEnumIterator as _;
+        for topic in Topic::iter() {
+            assert_eq!(Topic::from_path(topic.path()), Some(topic));
+            let (noun, verb) = topic.path()[1..].split_once('/').unwrap();
+            assert_eq!(topic.label(), format!("{}_{verb}", noun.trim_end_matches('s')));
+        }
+        assert_eq!(Topic::from_path("/snapshot/prepare"), None);
+    }
+}

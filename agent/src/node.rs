@@ -1,0 +1,140 @@
+//! The node as the watchdog core asks it: the real [`Host`]. Cgroup
+//! settings and trees through the detected cgroup layout, process names
+//! from /proc, the kernel's tracked-cgroup map and task table, the
+//! pipeline's loss counters, and the runtime clients' state.
+
+use std::{collections::HashSet, sync::Arc};
+
+use strum::IntoEnumIterator as _;
+
+use crate::{
+    events::Event,
+    host,
+    pipeline::Pipeline,
+    probes::{
+        cgroups::CgroupLayout,
+        scan::{self, MAX_CGROUPS},
+        CgroupTracker, KernelCounters,
+    },
+    runtime::{cri::MetadataRequests, metrics::RuntimeMetrics},
+    stats::PipelineStats,
+    watchdog::{CgroupTree, Host, LossTotals},
+};
+
+pub struct NodeHost {
+    layout: CgroupLayout,
+    tracker: Option<CgroupTracker>,
+    stats: Arc<PipelineStats>,
+    kernel: Arc<KernelCounters>,
+    runtime_names: Vec<String>,
+    runtime: Option<RuntimeMetrics>,
+    /// Where container ids without names are asked for (CRI listing on).
+    names_wanted: Option<Arc<MetadataRequests>>,
+}
+
+impl NodeHost {
+    /// The node of a running pipeline: its cgroup layout, its counters, and
+    /// the kernel's maps (taken from it).
+    pub fn new(pipeline: &mut Pipeline) -> Self {
+        Self {
+            layout: pipeline.probes.layout().clone(),
+            tracker: pipeline.probes.take_tracker(),
+            stats: pipeline.stats.clone(),
+            kernel: pipeline.kernel.clone(),
+            runtime_names: Vec::new(),
+            runtime: None,
+            names_wanted: None,
+        }
+    }
+
+    /// Also answers for the container runtime: processes named `names`,
+    /// the clients' state, and names asked of the CRI listing (if on).
+    pub fn with_runtime(
+        mut self,
+        names: &[String],
+        metrics: RuntimeMetrics,
+        names_wanted: Option<Arc<MetadataRequests>>,
+    ) -> Self {
+        self.runtime_names = names.to_vec();
+        self.runtime = Some(metrics);
+        self.names_wanted = names_wanted;
+        self
+    }
+}
+
+impl Host for NodeHost {
+    fn oom_group(&self, path: &str) -> Option<bool> {
+        self.layout.oom_group(path)
+    }
+
+    fn memory_limit(&self, path: &str) -> Option<u64> {
+        self.layout.memory_limit(path)
+    }
+
+    fn cgroup_id(&self, path: &str) -> Option<u64> {
+        self.layout.cgroup_id(path).ok()
+    }
+
+    fn scan(&self, now_ns: u64) -> Vec<Event> {
+        scan::scan(&self.layout, now_ns)
+    }
+
+    fn cgroup_tree(&self, now_ns: u64) -> CgroupTree {
+        let cgroups: Vec<_> = scan::cgroups(&self.layout, now_ns)
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::CgroupMkdir(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        CgroupTree { complete: cgroups.len() < MAX_CGROUPS, cgroups }
+    }
+
+    fn comm(&self, pid: u32, start_ns: u64) -> Option<String> {
+        host::proc::comm(pid, start_ns)
+    }
+
+    fn runtime_processes(&self) -> Vec<(u32, String)> {
+        host::proc::processes_named(&self.runtime_names)
+    }
+
+    fn track(&mut self, cgroup_id: u64) -> bool {
+        self.tracker.as_mut().is_none_or(|t| t.track(cgroup_id))
+    }
+
+    fn untrack(&mut self, cgroup_id: u64) {
+        if let Some(t) = self.tracker.as_mut() {
+            t.untrack(cgroup_id);
+        }
+    }
+
+    fn seed_tasks(&mut self, cgroups: &HashSet<u64>) -> usize {
+        self.tracker.as_mut().map_or(0, |t| t.seed(cgroups))
+    }
+
+    fn losses(&self) -> LossTotals {
+        use agent_common::EventKind;
+        let dropped = |kind: EventKind| self.kernel.read(kind as u32).1;
+        LossTotals {
+            kernel: EventKind::iter().map(dropped).sum(),
+            kernel_cgroup_changes: dropped(EventKind::CgroupMkdir) + dropped(EventKind::CgroupRmdir),
+            channel: self.stats.channel_dropped(),
+            decode: self.stats.decode_errors_total(),
+            host_exits: self.kernel.unstreamed().host_exits,
+        }
+    }
+
+    fn listing_up(&self) -> bool {
+        self.names_wanted.is_some() && self.runtime.as_ref().is_some_and(|m| m.metadata.is_up())
+    }
+
+    fn stream_up(&self) -> bool {
+        self.runtime.as_ref().is_some_and(|m| m.stream.is_up())
+    }
+
+    fn want_names(&self, container_id: &str) {
+        if let Some(requests) = &self.names_wanted {
+            requests.want(container_id.to_string());
+        }
+    }
+}

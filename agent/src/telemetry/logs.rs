@@ -1,0 +1,201 @@
+//! Log lines: the one logging set-up of the agent, and the log consumer
+//! of the watchdog's findings. A finding an operator must see is one
+//! `tracing` line whose fields are named as the metrics' labels and the
+//! records' fields (`pod_uid`, `namespace`, `pod`, `container`,
+//! `container_id`, `victim_role`, …).
+
+use crate::{
+    labels::Label as _,
+    model::{Names, PodRef},
+    watchdog::Finding,
+};
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human lines: time, level, target, message, fields.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Sets up logging at `level` for sandwatch and its eBPF programs; other
+/// crates log warnings only. RUST_LOG, if set, wins.
+///
+/// `json`: one JSON object per line (timestamp, level, target, message and
+/// the finding's fields), for every line, aya-log's and other `log` users'
+/// included.
+pub fn init(level: &str, format: LogFormat) {
+    use tracing_subscriber::{filter::LevelFilter, EnvFilter};
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("warn,sandwatch={level},agent_ebpf={level}")));
+    // `log` records below the filter's most verbose level are dropped by
+    // the `log` macros themselves, before any formatting (the event path
+    // logs every event at trace).
+    let max = match filter.max_level_hint() {
+        Some(LevelFilter::OFF) => log::LevelFilter::Off,
+        Some(LevelFilter::ERROR) => log::LevelFilter::Error,
+        Some(LevelFilter::WARN) => log::LevelFilter::Warn,
+        Some(LevelFilter::INFO) => log::LevelFilter::Info,
+        Some(LevelFilter::DEBUG) => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    let _ = tracing_log::LogTracer::builder().with_max_level(max).init();
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(terminal);
+    let _ = match format {
+        LogFormat::Text => fmt.try_init(),
+        LogFormat::Json => fmt.json().flatten_event(true).with_current_span(false).with_span_list(false).try_init(),
+    };
+}
+
+/// Writes the log line of `finding`, for the findings an operator reads.
+pub fn log(finding: &Finding) {
+    match finding {
+        Finding::OomKill(k) => {
+            let r = &k.report;
+            let names = &k.names;
+            let trigger =
+                r.trigger.as_ref().map(|t| format!(", triggered by pid {} ({})", t.tgid, t.comm)).unwrap_or_default();
+            let (pod_uid, container_id) = ids(r.pod.as_ref());
+            tracing::info!(
+                event = "oom_kill",
+                pod_uid,
+                namespace = names.namespace.as_str(),
+                pod = names.pod.as_str(),
+                container = names.container.as_str(),
+                container_id,
+                victim_role = r.role.label(),
+                pid = r.victim.pid,
+                comm = r.victim_comm.as_str(),
+                trigger_pid = r.trigger.as_ref().map(|t| t.tgid),
+                trigger_comm = r.trigger.as_ref().map(|t| t.comm.as_str()),
+                qos_class = r.pod.as_ref().and_then(|p| p.qos).map(|q| q.label()),
+                rss_bytes = k.rss_bytes,
+                limit_bytes = k.limit_bytes,
+                outcome = r.outcome.label(),
+                "OOM kill: victim pid {} ({}) role {} in {} [{}]{trigger}",
+                r.victim.pid,
+                r.victim_comm,
+                r.role.label(),
+                describe(r.pod.as_ref(), names),
+                r.outcome.label(),
+            );
+        }
+        Finding::SandboxDeath(d) => {
+            let (pod_uid, container_id) = ids(d.report.pod.as_ref());
+            let names = &d.names;
+            tracing::info!(
+                event = "sandbox_death",
+                pod_uid,
+                namespace = names.namespace.as_str(),
+                pod = names.pod.as_str(),
+                container = names.container.as_str(),
+                container_id,
+                pid = d.pid,
+                comm = d.comm.as_str(),
+                cause = d.cause.label(),
+                "sandbox death ({}): {}",
+                d.cause.label(),
+                describe(d.report.pod.as_ref(), names)
+            );
+        }
+        Finding::LateExit(l) => {
+            let r = &l.report;
+            let (pod_uid, container_id) = ids(r.pod.as_ref());
+            let names = &l.names;
+            tracing::warn!(
+                event = "late_exit",
+                pod_uid,
+                namespace = names.namespace.as_str(),
+                pod = names.pod.as_str(),
+                container = names.container.as_str(),
+                container_id,
+                pid = l.pid,
+                comm = l.comm.as_deref(),
+                reason = l.reason.label(),
+                source = r.source.label(),
+                "late exit event ({}, source {}): {}",
+                l.reason.label(),
+                r.source.label(),
+                describe(r.pod.as_ref(), names)
+            );
+        }
+        Finding::RuntimeCrash { runtime, pid, reason } => tracing::error!(
+            event = "runtime_crash",
+            runtime = runtime.as_str(),
+            pid,
+            reason = reason.label(),
+            "container runtime {runtime} (pid {pid}) crashed: {}",
+            reason.label()
+        ),
+        Finding::RuntimeStopped { runtime, pid } => {
+            tracing::warn!(runtime = runtime.as_str(), pid, "container runtime {runtime} (pid {pid}) stopped")
+        }
+        Finding::RuntimeRestart { runtime, pid } => tracing::info!(
+            event = "runtime_restart",
+            runtime = runtime.as_str(),
+            pid,
+            "container runtime {runtime} is back (pid {pid})"
+        ),
+        Finding::OomStorm(edge) if edge.started => tracing::warn!(
+            event = "oom_storm_start",
+            count = edge.events_in_window,
+            window_seconds = edge.window_secs,
+            "OOM storm: {} OOM events in the last {} s",
+            edge.events_in_window,
+            edge.window_secs
+        ),
+        Finding::OomStorm(edge) => tracing::info!(
+            event = "oom_storm_end",
+            count = edge.events_in_window,
+            window_seconds = edge.window_secs,
+            "OOM storm over: {} OOM events in the last {} s",
+            edge.events_in_window,
+            edge.window_secs
+        ),
+        Finding::CgroupResync { reread: true, created, removed } if created + removed > 0 => tracing::warn!(
+            "cgroup changes were lost with dropped events: the cgroup tree was read again, {created} cgroups created and {removed} removed meanwhile applied"
+        ),
+        Finding::TrackingFull { cgroup_id } => tracing::warn!(
+            "the kernel's tracked-cgroup map is full: cgroup {cgroup_id}'s tasks are counted as the host's"
+        ),
+        Finding::EventsLost { stage, count } => tracing::warn!(
+            event = "events_dropped",
+            stage = stage.label(),
+            count,
+            "{count} events lost at the {} stage in the last second",
+            stage.label()
+        ),
+        Finding::TaskExit(_)
+        | Finding::HostExits { .. }
+        | Finding::OomEvent { .. }
+        | Finding::PodOom(_)
+        | Finding::PodSeriesExpired { .. }
+        | Finding::OomWindow { .. }
+        | Finding::Model(_)
+        | Finding::CgroupResync { .. }
+        | Finding::RuntimeUp { .. }
+        | Finding::ExitLag { .. }
+        | Finding::OomMatched { .. }
+        | Finding::Mismatch(_) => {}
+    }
+}
+
+fn describe(pod: Option<&PodRef>, names: &Names) -> String {
+    let Some(p) = pod else { return "no pod".to_string() };
+    let mut text = format!("pod {}", p.pod_uid);
+    if !names.pod.is_empty() {
+        text.push_str(&format!(" ({}/{})", names.namespace, names.pod));
+    }
+    text.push_str(&format!(" container {}", p.container_id.as_deref().unwrap_or("-")));
+    if !names.container.is_empty() {
+        text.push_str(&format!(" ({})", names.container));
+    }
+    text
+}
+
+/// Pod UID and container id for log fields, empty when unknown.
+fn ids(pod: Option<&PodRef>) -> (&str, &str) {
+    (pod.map_or("", |p| p.pod_uid.as_str()), pod.and_then(|p| p.container_id.as_deref()).unwrap_or(""))
+}

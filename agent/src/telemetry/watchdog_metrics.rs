@@ -1,0 +1,643 @@
+//! The metrics consumer of the watchdog's findings: what the findings mean
+//! to an SRE, as Prometheus families. Labels are bounded enums, except the
+//! per-pod family (see [`super::pod_series`]), which names pods and is
+//! capped.
+
+use std::sync::{Arc, Mutex};
+
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use strum::{EnumCount as _, IntoEnumIterator as _};
+
+use super::pod_series::PodSeries;
+use crate::{
+    labels::Label as _,
+    model::{
+        crashes::CrashReason, dispatch::OutcomeKind, registry::EvictionKind, DeathCause, ExitReport, LateReason,
+        OomScope, Outcome, QosClass, Source, TaskRole,
+    },
+    watchdog::{Finding, ModelStats},
+};
+
+/// qos_class for victims outside any pod.
+const NO_QOS: &str = "none";
+
+/// Every qos_class value: the pod QoS classes, and `none`.
+fn qos_labels() -> impl Iterator<Item = &'static str> {
+    crate::labels::all::<QosClass>().chain([NO_QOS])
+}
+
+fn qos_label(qos: Option<QosClass>) -> &'static str {
+    qos.map_or(NO_QOS, QosClass::label)
+}
+
+/// 100 µs … 10 s.
+const DELAY_BUCKETS: [f64; 16] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// Seconds from the kernel's exit of a container init to containerd's
+/// TaskExit for it: normally milliseconds, seconds when the runtime lags.
+const LAG_BUCKETS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
+
+/// Which side alone reported an OOM kill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+enum Direction {
+    KernelOnly,
+    RuntimeOnly,
+}
+
+/// What names are cached for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+enum NamedKind {
+    Pod,
+    Container,
+}
+
+/// What a re-read of the cgroup tree applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+enum ResyncChange {
+    Created,
+    Removed,
+}
+
+/// How the families are set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// Cap on `sandwatch_pod_oom_kills_total` series.
+    pub max_pod_series: usize,
+    /// The OOM-churn window, for its gauge's label.
+    pub window_secs: u64,
+    /// Runtimes whose crash and restart series exist from the start.
+    pub runtime_names: Vec<String>,
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        Self { max_pod_series: 500, window_secs: 60, runtime_names: Vec::new() }
+    }
+}
+
+#[derive(Clone)]
+pub struct WatchdogMetrics {
+    oom_kills: IntCounterVec,
+    oom_events: IntCounterVec,
+    oom_group_containers: IntGauge,
+    pod_series: Arc<Mutex<PodSeries>>,
+    window: IntGauge,
+    storm: IntGauge,
+    sandbox_deaths: IntCounterVec,
+    task_exits: IntCounterVec,
+    /// `task_exits` children resolved once, indexed role × outcome: the
+    /// exit path is hot, label hashing is not needed on it.
+    task_exit_counters: Vec<IntCounter>,
+    late_exits: IntCounterVec,
+    exit_delay: Histogram,
+    tracked_sandboxes: IntGauge,
+    tracked_containers: IntGauge,
+    tracked_processes: IntGauge,
+    registry_evictions: IntCounterVec,
+    resyncs: IntCounter,
+    resync_changes: IntCounterVec,
+    names_cached: IntGaugeVec,
+    names_evicted: IntCounter,
+    exit_lag: Histogram,
+    exits_unmatched: IntCounter,
+    oom_mismatch: IntCounterVec,
+    ooms_matched: IntCounter,
+    crashes: IntCounterVec,
+    restarts: IntCounterVec,
+    runtime_up: IntGaugeVec,
+    correlation_evictions: IntCounter,
+}
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
+    IntCounterVec::new(Opts::new(name, help), labels)
+}
+
+impl WatchdogMetrics {
+    pub fn register(registry: &Registry, settings: &MetricsSettings) -> Result<Self, prometheus::Error> {
+        let window = IntGaugeVec::new(
+            Opts::new(
+                "sandwatch_oom_kills_window",
+                "OOM events (the OOM killer's picks: a group kill of a whole container is one) on this node within the sliding window.",
+            ),
+            &["window"],
+        )?;
+        let m = Self {
+            oom_kills: counter_vec(
+                "sandwatch_oom_kills_total",
+                "Processes OOM-killed on this node, by victim role and pod QoS class.",
+                &["victim_role", "qos_class"],
+            )?,
+            oom_events: counter_vec(
+                "sandwatch_oom_events_total",
+                "OOM events (one pick of the OOM killer: one process, or a whole container killed as a group), by scope and pod QoS class.",
+                &["scope", "qos_class"],
+            )?,
+            oom_group_containers: IntGauge::new(
+                "sandwatch_oom_group_containers",
+                "Tracked containers whose memory.oom.group is 1: an OOM kill takes the whole container (kubelet >= 1.28 on cgroup v2).",
+            )?,
+            pod_series: Arc::new(Mutex::new(PodSeries::register(registry, settings.max_pod_series)?)),
+            window: window.with_label_values(&[&format!("{}s", settings.window_secs)]),
+            storm: IntGauge::new(
+                "sandwatch_oom_storm",
+                "1 while OOM events in the window are at or above the storm threshold, until they fall to the clear level.",
+            )?,
+            sandbox_deaths: counter_vec(
+                "sandwatch_sandbox_deaths_total",
+                "Exits of a pod sandbox's init (pause), by cause.",
+                &["cause"],
+            )?,
+            task_exits: counter_vec(
+                "sandwatch_task_exits_total",
+                "Process exits dispatched, by role and outcome.",
+                &["role", "outcome"],
+            )?,
+            task_exit_counters: Vec::new(),
+            late_exits: counter_vec(
+                "sandwatch_late_exit_events_total",
+                "Exit events handled after their sandbox, container or task was already gone.",
+                &["reason", "source"],
+            )?,
+            exit_delay: Histogram::with_opts(
+                HistogramOpts::new(
+                    "sandwatch_exit_handling_delay_seconds",
+                    "Delay from the kernel's timestamp of an exit or OOM kill to its dispatch.",
+                )
+                .buckets(DELAY_BUCKETS.to_vec()),
+            )?,
+            tracked_sandboxes: IntGauge::new("sandwatch_tracked_sandboxes", "Pod sandboxes in the registry.")?,
+            tracked_containers: IntGauge::new("sandwatch_tracked_containers", "Containers in the registry.")?,
+            tracked_processes: IntGauge::new(
+                "sandwatch_tracked_processes",
+                "Container init processes alive and known to the registry.",
+            )?,
+            registry_evictions: counter_vec(
+                "sandwatch_registry_evictions_total",
+                "Pod state the registry refused or forgot because a bound was reached, by what.",
+                &["what"],
+            )?,
+            resyncs: IntCounter::new(
+                "sandwatch_cgroup_resyncs_total",
+                "Re-reads of the cgroup tree after events that may have held cgroup changes were lost.",
+            )?,
+            resync_changes: counter_vec(
+                "sandwatch_cgroup_resync_changes_total",
+                "Cgroup changes missed with lost events and applied from the cgroup tree, by change.",
+                &["change"],
+            )?,
+            names_cached: IntGaugeVec::new(
+                Opts::new("sandwatch_runtime_metadata_cached", "Pod and container names held, by kind (bounded)."),
+                &["kind"],
+            )?,
+            names_evicted: IntCounter::new(
+                "sandwatch_runtime_metadata_evictions_total",
+                "Pod or container names dropped because the metadata cache was full.",
+            )?,
+            exit_lag: Histogram::with_opts(
+                HistogramOpts::new(
+                    "sandwatch_runtime_exit_lag_seconds",
+                    "From the kernel's exit of a container init to containerd delivering its TaskExit to the agent.",
+                )
+                .buckets(LAG_BUCKETS.to_vec()),
+            )?,
+            exits_unmatched: IntCounter::new(
+                "sandwatch_runtime_exits_unmatched_total",
+                "containerd TaskExit events for which the kernel showed no container init exit.",
+            )?,
+            oom_mismatch: counter_vec(
+                "sandwatch_oom_mismatch_total",
+                "OOM kills only one side reported: kernel_only (the runtime never said OOM) or runtime_only.",
+                &["direction"],
+            )?,
+            ooms_matched: IntCounter::new(
+                "sandwatch_runtime_oom_matched_total",
+                "Kernel OOM kills in containers that containerd also reported as OOM.",
+            )?,
+            crashes: counter_vec(
+                "sandwatch_runtime_crashes_total",
+                "Container runtime processes that ended without being asked to, by runtime and reason.",
+                &["runtime", "reason"],
+            )?,
+            restarts: counter_vec(
+                "sandwatch_runtime_restarts_total",
+                "Container runtime processes started after the runtime was down.",
+                &["runtime"],
+            )?,
+            runtime_up: IntGaugeVec::new(
+                Opts::new("sandwatch_runtime_up", "1 while a process of the container runtime runs on this node."),
+                &["runtime"],
+            )?,
+            correlation_evictions: IntCounter::new(
+                "sandwatch_runtime_correlation_evictions_total",
+                "Pending kernel/runtime pairs forgotten because the correlation tables were full.",
+            )?,
+        };
+        registry.register(Box::new(window))?;
+        for c in [&m.oom_kills, &m.oom_events, &m.sandbox_deaths, &m.task_exits, &m.late_exits].into_iter().chain([
+            &m.registry_evictions,
+            &m.resync_changes,
+            &m.oom_mismatch,
+            &m.crashes,
+            &m.restarts,
+        ]) {
+            registry.register(Box::new(c.clone()))?;
+        }
+        for g in [&m.oom_group_containers, &m.storm, &m.tracked_sandboxes, &m.tracked_containers, &m.tracked_processes]
+        {
+            registry.register(Box::new(g.clone()))?;
+        }
+        for c in [&m.resyncs, &m.names_evicted, &m.exits_unmatched, &m.ooms_matched, &m.correlation_evictions] {
+            registry.register(Box::new(c.clone()))?;
+        }
+        registry.register(Box::new(m.exit_delay.clone()))?;
+        registry.register(Box::new(m.exit_lag.clone()))?;
+        registry.register(Box::new(m.names_cached.clone()))?;
+        registry.register(Box::new(m.runtime_up.clone()))?;
+        // Every bounded series exists from the start, so increase() sees
+        // the first event.
+        let mut m = m;
+        for role in TaskRole::iter() {
+            for qos in qos_labels() {
+                m.oom_kills.with_label_values(&[role.label(), qos]);
+            }
+            for outcome in OutcomeKind::iter() {
+                let counter = m.task_exits.with_label_values(&[role.label(), outcome.label()]);
+                m.task_exit_counters.push(counter);
+            }
+        }
+        for scope in OomScope::iter() {
+            for qos in qos_labels() {
+                m.oom_events.with_label_values(&[scope.label(), qos]);
+            }
+        }
+        for cause in DeathCause::iter() {
+            m.sandbox_deaths.with_label_values(&[cause.label()]);
+        }
+        for reason in LateReason::iter() {
+            for source in Source::iter() {
+                m.late_exits.with_label_values(&[reason.label(), source.label()]);
+            }
+        }
+        for what in EvictionKind::iter() {
+            m.registry_evictions.with_label_values(&[what.label()]);
+        }
+        for change in ResyncChange::iter() {
+            m.resync_changes.with_label_values(&[change.label()]);
+        }
+        for kind in NamedKind::iter() {
+            m.names_cached.with_label_values(&[kind.label()]);
+        }
+        for direction in Direction::iter() {
+            m.oom_mismatch.with_label_values(&[direction.label()]);
+        }
+        for runtime in &settings.runtime_names {
+            m.restarts.with_label_values(&[runtime]);
+            for reason in CrashReason::iter() {
+                m.crashes.with_label_values(&[runtime, reason.label()]);
+            }
+        }
+        Ok(m)
+    }
+
+    /// Counts what `finding` means.
+    pub fn observe(&self, finding: &Finding) {
+        match finding {
+            Finding::TaskExit(r) => self.exit(r),
+            Finding::HostExits { count } => self.exit_counter(TaskRole::Host, Outcome::Host).inc_by(*count),
+            Finding::LateExit(late) => {
+                self.late_exits.with_label_values(&[late.reason.label(), late.report.source.label()]).inc();
+            }
+            Finding::SandboxDeath(_) => {} // counted with its TaskExit
+            Finding::OomKill(kill) => {
+                let r = &kill.report;
+                let qos = qos_label(r.pod.as_ref().and_then(|p| p.qos));
+                self.oom_kills.with_label_values(&[r.role.label(), qos]).inc();
+            }
+            Finding::OomEvent { scope, qos, .. } => {
+                self.oom_events.with_label_values(&[scope.label(), qos_label(*qos)]).inc();
+            }
+            Finding::PodOom(p) => {
+                let Some(pod) = &p.report.pod else { return };
+                let labels = [
+                    pod.pod_uid.clone(),
+                    p.names.namespace.clone(),
+                    p.names.pod.clone(),
+                    p.names.container.clone(),
+                    pod.container_id.clone().unwrap_or_default(),
+                    p.report.role.label().to_string(),
+                ];
+                if let Ok(mut series) = self.pod_series.lock() {
+                    series.inc(labels);
+                }
+            }
+            Finding::PodSeriesExpired { pod_uid } => {
+                if let Ok(mut series) = self.pod_series.lock() {
+                    series.expire(pod_uid);
+                }
+            }
+            Finding::OomWindow { events, storm, .. } => {
+                self.window.set(*events as i64);
+                self.storm.set(i64::from(*storm));
+            }
+            Finding::OomStorm(_) => {} // the window's gauges say it
+            Finding::Model(stats) => self.model(stats),
+            Finding::CgroupResync { reread, created, removed } => {
+                if *reread {
+                    self.resyncs.inc();
+                }
+                self.resync_changes.with_label_values(&[ResyncChange::Created.label()]).inc_by(*created);
+                self.resync_changes.with_label_values(&[ResyncChange::Removed.label()]).inc_by(*removed);
+            }
+            Finding::TrackingFull { .. } => {} // counted in the kernel's refusals
+            Finding::EventsLost { .. } => {}   // counted where they were lost
+            Finding::RuntimeCrash { runtime, reason, .. } => {
+                self.crashes.with_label_values(&[runtime.as_str(), reason.label()]).inc();
+            }
+            Finding::RuntimeStopped { .. } => {}
+            Finding::RuntimeRestart { runtime, .. } => self.restarts.with_label_values(&[runtime]).inc(),
+            Finding::RuntimeUp { runtime, up } => self.runtime_up.with_label_values(&[runtime]).set(i64::from(*up)),
+            Finding::ExitLag { lag_ns } => self.exit_lag.observe(*lag_ns as f64 / 1e9),
+            Finding::OomMatched { count } => self.ooms_matched.inc_by(*count),
+            Finding::Mismatch(e) => {
+                self.exits_unmatched.inc_by(e.runtime_exits_unmatched);
+                self.oom_mismatch.with_label_values(&[Direction::KernelOnly.label()]).inc_by(e.kernel_only_ooms);
+                self.oom_mismatch.with_label_values(&[Direction::RuntimeOnly.label()]).inc_by(e.runtime_only_ooms);
+                self.correlation_evictions.inc_by(e.evicted);
+            }
+        }
+    }
+
+    fn exit_counter(&self, role: TaskRole, outcome: Outcome) -> IntCounter {
+        let slot = role as usize * OutcomeKind::COUNT + OutcomeKind::from(outcome) as usize;
+        match self.task_exit_counters.get(slot) {
+            Some(counter) => counter.clone(),
+            None => self.task_exits.with_label_values(&[role.label(), outcome.label()]),
+        }
+    }
+
+    fn exit(&self, r: &ExitReport) {
+        let slot = r.role as usize * OutcomeKind::COUNT + OutcomeKind::from(r.outcome) as usize;
+        match self.task_exit_counters.get(slot) {
+            Some(counter) => counter.inc(),
+            None => self.task_exits.with_label_values(&[r.role.label(), r.outcome.label()]).inc(),
+        }
+        if let Some(cause) = r.sandbox_death {
+            self.sandbox_deaths.with_label_values(&[cause.label()]).inc();
+        }
+        self.exit_delay.observe(r.delay_ns as f64 / 1e9);
+    }
+
+    fn model(&self, s: &ModelStats) {
+        self.tracked_sandboxes.set(s.sandboxes as i64);
+        self.tracked_containers.set(s.containers as i64);
+        self.tracked_processes.set(s.processes as i64);
+        self.oom_group_containers.set(s.oom_group_containers as i64);
+        for what in EvictionKind::iter() {
+            let c = self.registry_evictions.with_label_values(&[what.label()]);
+            // The registry's own totals only grow; copy the difference.
+            c.inc_by(s.evictions.get(what).saturating_sub(c.get()));
+        }
+        self.names_cached.with_label_values(&[NamedKind::Pod.label()]).set(s.named_pods as i64);
+        self.names_cached.with_label_values(&[NamedKind::Container.label()]).set(s.named_containers as i64);
+        self.names_evicted.inc_by(s.names_evicted.saturating_sub(self.names_evicted.get()));
+    }
+
+    /// `sandwatch_pod_oom_kills_total` in the text format, to serve after
+    /// the registry's families (see `metrics::render_with`).
+    pub fn pod_series_text(&self) -> Result<Arc<str>, prometheus::Error> {
+        match self.pod_series.lock() {
+            Ok(mut series) => series.text(),
+            Err(_) => Err(prometheus::Error::Msg("per-pod series unavailable: a writer panicked".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        model::{registry::Evictions, Names, OomReport, PodRef, TaskKey},
+        telemetry::metrics::render_with,
+        watchdog::{OomKill, PodOom},
+    };
+
+    fn report(pod: u32) -> OomReport {
+        OomReport {
+            outcome: Outcome::Handled,
+            role: TaskRole::ContainerChild,
+            pod: Some(PodRef {
+                pod_uid: format!("pod-{pod}"),
+                qos: Some(QosClass::Burstable),
+                container_id: Some("c".into()),
+            }),
+            victim: TaskKey::new(pod, 0),
+            victim_comm: "x".into(),
+            trigger: None,
+            delay_ns: 0,
+        }
+    }
+
+    /// A kill, its event and its pod's series, as the watchdog finds them.
+    fn observe(m: &WatchdogMetrics, r: &OomReport) {
+        let names = Names::default();
+        m.observe(&Finding::OomKill(OomKill {
+            report: r.clone(),
+            names: names.clone(),
+            rss_bytes: None,
+            limit_bytes: None,
+            ts_ns: 0,
+        }));
+        let qos = r.pod.as_ref().and_then(|p| p.qos);
+        m.observe(&Finding::OomEvent { scope: OomScope::Process, qos, victims: 1 });
+        m.observe(&Finding::PodOom(PodOom { report: r.clone(), names }));
+    }
+
+    /// A registry and the watchdog's metrics in it, as `/metrics` serves them.
+    struct Served {
+        registry: Registry,
+        m: WatchdogMetrics,
+    }
+
+    impl Served {
+        fn new(settings: MetricsSettings) -> Self {
+            let registry = Registry::new();
+            let m = WatchdogMetrics::register(&registry, &settings).unwrap();
+            Self { registry, m }
+        }
+
+        fn text(&self) -> String {
+            render_with(&self.registry, &[self.m.pod_series_text().unwrap()]).unwrap()
+        }
+    }
+
+    fn value(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn pod_series_never_exceed_the_cap_and_evictions_are_counted() {
+        let served = Served::new(MetricsSettings { max_pod_series: 3, ..MetricsSettings::default() });
+        for pod in 0..10 {
+            observe(&served.m, &report(pod));
+        }
+        // pod-0's series was evicted long ago; touching pod-9 again keeps it.
+        observe(&served.m, &report(9));
+        observe(&served.m, &report(10));
+        let text = served.text();
+        let series = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
+        assert_eq!(series, 3, "{text}");
+        assert_eq!(value(&text, "sandwatch_pod_series_evicted_total"), Some(8.0));
+        assert!(text.contains("pod_uid=\"pod-9\",victim_role=\"container_child\"} 2"), "{text}");
+        // 7, 8, 9 were kept; 9 was touched again, so 10 evicted 7.
+        assert!(!text.contains("pod_uid=\"pod-7\""), "least recently updated goes first: {text}");
+        assert!(text.contains("pod_uid=\"pod-8\""), "{text}");
+        // The node-wide counter saw all of them.
+        let total: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("sandwatch_oom_kills_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert_eq!(total, 12.0);
+    }
+
+    #[test]
+    fn the_kept_pod_family_text_follows_every_change() {
+        let served = Served::new(MetricsSettings { max_pod_series: 2, ..MetricsSettings::default() });
+        let m = &served.m;
+        let count = |text: &str, pod: &str| {
+            value(text, &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"c\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\"}}"))
+        };
+        assert_eq!(&*m.pod_series_text().unwrap(), "", "no series, no family");
+        observe(m, &report(1));
+        let first = m.pod_series_text().unwrap();
+        assert!(Arc::ptr_eq(&first, &m.pod_series_text().unwrap()), "unchanged: the same text, not rendered again");
+        assert_eq!(count(&first, "pod-1"), Some(1.0), "{first}");
+        assert!(first.starts_with("# HELP sandwatch_pod_oom_kills_total "), "{first}");
+        // An increment, an eviction and an expiry each show at the next scrape.
+        observe(m, &report(1));
+        assert_eq!(count(&served.text(), "pod-1"), Some(2.0));
+        observe(m, &report(2));
+        observe(m, &report(3));
+        let text = served.text();
+        assert_eq!((count(&text, "pod-1"), count(&text, "pod-3")), (None, Some(1.0)), "{text}");
+        m.observe(&Finding::PodSeriesExpired { pod_uid: "pod-3".into() });
+        let text = served.text();
+        assert_eq!((count(&text, "pod-2"), count(&text, "pod-3")), (Some(1.0), None), "{text}");
+        assert_eq!(value(&text, "sandwatch_pod_series_expired_total"), Some(1.0));
+        assert_eq!(text.matches("# TYPE sandwatch_pod_oom_kills_total counter").count(), 1, "{text}");
+        // The node-wide counter keeps everything.
+        assert_eq!(
+            value(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"),
+            Some(4.0)
+        );
+    }
+
+    #[test]
+    fn exits_land_in_their_role_and_outcome_series() {
+        use crate::{model::LateReason, watchdog::LateExit};
+        let served = Served::new(MetricsSettings::default());
+        let m = &served.m;
+        let exit = |role, outcome, death| ExitReport {
+            source: Source::Kernel,
+            outcome,
+            role,
+            pod: None,
+            sandbox_death: death,
+            delay_ns: 2_000_000,
+        };
+        m.observe(&Finding::TaskExit(exit(TaskRole::ContainerChild, Outcome::Handled, None)));
+        m.observe(&Finding::TaskExit(exit(TaskRole::ContainerChild, Outcome::Handled, None)));
+        m.observe(&Finding::TaskExit(exit(TaskRole::Sandbox, Outcome::Handled, Some(DeathCause::Oom))));
+        let late = exit(TaskRole::Unknown, Outcome::Late(LateReason::ContainerMissing), None);
+        m.observe(&Finding::TaskExit(late.clone()));
+        m.observe(&Finding::LateExit(LateExit {
+            report: late,
+            reason: LateReason::ContainerMissing,
+            names: Names::default(),
+            pid: None,
+            comm: None,
+            ts_ns: 0,
+        }));
+        m.observe(&Finding::TaskExit(exit(TaskRole::Host, Outcome::Host, None)));
+        m.observe(&Finding::HostExits { count: 4 });
+        let text = served.text();
+        for (series, want) in [
+            ("sandwatch_task_exits_total{outcome=\"handled\",role=\"container_child\"}", 2.0),
+            ("sandwatch_task_exits_total{outcome=\"handled\",role=\"sandbox\"}", 1.0),
+            ("sandwatch_task_exits_total{outcome=\"late\",role=\"unknown\"}", 1.0),
+            ("sandwatch_task_exits_total{outcome=\"host\",role=\"host\"}", 5.0),
+            ("sandwatch_task_exits_total{outcome=\"unknown\",role=\"unknown\"}", 0.0),
+            ("sandwatch_late_exit_events_total{reason=\"container_missing\",source=\"kernel\"}", 1.0),
+            ("sandwatch_late_exit_events_total{reason=\"container_missing\",source=\"runtime\"}", 0.0),
+            ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
+            ("sandwatch_exit_handling_delay_seconds_bucket{le=\"0.0025\"}", 5.0),
+            ("sandwatch_exit_handling_delay_seconds_bucket{le=\"0.001\"}", 0.0),
+        ] {
+            assert_eq!(value(&text, series), Some(want), "{series}");
+        }
+    }
+
+    #[test]
+    fn model_totals_are_copied_not_added() {
+        let served = Served::new(MetricsSettings::default());
+        let mut reg = crate::model::PodRegistry::new(crate::model::Limits { max_tombstones: 2, ..Default::default() });
+        for i in 0..5u64 {
+            reg.cgroup_created(i, &format!("/kubepods/pod{i:08x}-0000-4000-8000-000000000000"));
+            reg.cgroup_removed(i, i);
+        }
+        let stats = ModelStats { sandboxes: 1, evictions: reg.evictions, names_evicted: 3, ..ModelStats::default() };
+        served.m.observe(&Finding::Model(stats));
+        served.m.observe(&Finding::Model(stats));
+        let text = served.text();
+        assert_eq!(value(&text, "sandwatch_registry_evictions_total{what=\"tombstone\"}"), Some(3.0), "{text}");
+        assert_eq!(value(&text, "sandwatch_registry_evictions_total{what=\"sandbox\"}"), Some(0.0));
+        assert_eq!(value(&text, "sandwatch_runtime_metadata_evictions_total"), Some(3.0));
+        assert_eq!(value(&text, "sandwatch_tracked_sandboxes"), Some(1.0));
+        assert_eq!(Evictions::default().get(EvictionKind::Tombstone), 0);
+    }
+
+    #[test]
+    fn the_window_gauges_follow_the_window() {
+        let served = Served::new(MetricsSettings { window_secs: 10, ..MetricsSettings::default() });
+        let text = served.text();
+        assert_eq!(value(&text, "sandwatch_oom_kills_window{window=\"10s\"}"), Some(0.0), "exists from the start");
+        assert_eq!(value(&text, "sandwatch_oom_storm"), Some(0.0));
+        served.m.observe(&Finding::OomWindow { events: 4, window_secs: 10, storm: true });
+        let text = served.text();
+        assert_eq!(value(&text, "sandwatch_oom_kills_window{window=\"10s\"}"), Some(4.0));
+        assert_eq!(value(&text, "sandwatch_oom_storm"), Some(1.0));
+    }
+
+    #[test]
+    fn runtime_findings_are_counted_under_their_runtime() {
+        let served = Served::new(MetricsSettings { runtime_names: vec!["containerd".into()], ..Default::default() });
+        let m = &served.m;
+        let text = served.text();
+        assert_eq!(value(&text, "sandwatch_runtime_crashes_total{reason=\"panic\",runtime=\"containerd\"}"), Some(0.0));
+        m.observe(&Finding::RuntimeCrash { runtime: "containerd".into(), pid: 1, reason: CrashReason::Panic });
+        m.observe(&Finding::RuntimeRestart { runtime: "containerd".into(), pid: 2 });
+        m.observe(&Finding::RuntimeUp { runtime: "containerd".into(), up: true });
+        m.observe(&Finding::Mismatch(crate::model::correlation::Expired {
+            runtime_exits_unmatched: 1,
+            kernel_only_ooms: 2,
+            runtime_only_ooms: 3,
+            evicted: 4,
+        }));
+        let text = served.text();
+        for (series, want) in [
+            ("sandwatch_runtime_crashes_total{reason=\"panic\",runtime=\"containerd\"}", 1.0),
+            ("sandwatch_runtime_restarts_total{runtime=\"containerd\"}", 1.0),
+            ("sandwatch_runtime_up{runtime=\"containerd\"}", 1.0),
+            ("sandwatch_runtime_exits_unmatched_total", 1.0),
+            ("sandwatch_oom_mismatch_total{direction=\"kernel_only\"}", 2.0),
+            ("sandwatch_oom_mismatch_total{direction=\"runtime_only\"}", 3.0),
+            ("sandwatch_runtime_correlation_evictions_total", 4.0),
+        ] {
+            assert_eq!(value(&text, series), Some(want), "{series}");
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! What the watchdog finds: one typed value per fact, the only vocabulary
+//! between the core and its outputs. Metrics, log lines and event records
+//! are three consumers of a [`Finding`] (see `telemetry`); each matches on
+//! every variant, so a new kind of fact is one variant here and the
+//! compiler points at every consumer.
+//!
+//! A fact is counted when the core first knows it. Facts an operator reads
+//! by name (a sandbox death, a pod's OOM series) wait for the runtime to
+//! name their pod, at most a few seconds, and come as a finding of their
+//! own then: [`Finding::SandboxDeath`] after the [`Finding::TaskExit`] that
+//! counted it, [`Finding::PodOom`] after the [`Finding::OomEvent`].
+
+use crate::model::{
+    correlation::Expired, crashes::CrashReason, registry::Evictions, storm::StormEdge, DeathCause, ExitReport,
+    LateReason, Names, OomReport, OomScope, QosClass,
+};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// A whole process ended, as the kernel reported it, classified.
+    TaskExit(ExitReport),
+    /// Processes outside any pod that the kernel only counted.
+    HostExits { count: u64 },
+    /// An exit handled after its sandbox, container or task was gone.
+    LateExit(LateExit),
+    /// A pod sandbox died, with the names known.
+    SandboxDeath(SandboxDeath),
+    /// A process was OOM-killed.
+    OomKill(OomKill),
+    /// One pick of the OOM killer is over: one process, or a whole
+    /// container killed as a group.
+    OomEvent { scope: OomScope, qos: Option<QosClass>, victims: u32 },
+    /// An OOM event of a pod, named: its per-pod series.
+    PodOom(PodOom),
+    /// A torn-down pod's per-pod series may go now (their grace is over).
+    PodSeriesExpired { pod_uid: String },
+    /// The OOM-churn window moved.
+    OomWindow { events: u64, window_secs: u64, storm: bool },
+    /// The OOM storm flag rose or fell.
+    OomStorm(StormEdge),
+    /// The pod model changed: what it holds, what its bounds refused.
+    Model(ModelStats),
+    /// Cgroup changes lost with dropped events were applied from the tree
+    /// (`reread`: the tree was read again for it).
+    CgroupResync { reread: bool, created: u64, removed: u64 },
+    /// The kernel's tracked-cgroup map had no room for a pod's cgroup.
+    TrackingFull { cgroup_id: u64 },
+    /// A pipeline stage lost events in the last second.
+    EventsLost { stage: LossStage, count: u64 },
+    /// A container runtime process ended without being asked to.
+    RuntimeCrash { runtime: String, pid: u32, reason: CrashReason },
+    /// A container runtime process ended as asked.
+    RuntimeStopped { runtime: String, pid: u32 },
+    /// A container runtime runs again after it was down.
+    RuntimeRestart { runtime: String, pid: u32 },
+    /// Whether a process of a configured runtime runs.
+    RuntimeUp { runtime: String, up: bool },
+    /// From the kernel's exit of a container init to the runtime's TaskExit.
+    ExitLag { lag_ns: u64 },
+    /// Kernel OOM kills the runtime also reported as OOM.
+    OomMatched { count: u64 },
+    /// What settled unmatched between the kernel and the runtime (deltas).
+    Mismatch(Expired),
+}
+
+/// Where the pipeline can lose events before the watchdog sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum LossStage {
+    /// The ring buffer was full.
+    Kernel,
+    /// The reader's queue to the decoder was full.
+    Channel,
+    /// A record did not decode.
+    Decode,
+}
+
+/// An OOM kill: the dispatcher's report, the names known then, and the
+/// victim's memory as the kernel and its cgroups say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OomKill {
+    pub report: OomReport,
+    pub names: Names,
+    /// anon + file + shmem resident memory when it was picked.
+    pub rss_bytes: Option<u64>,
+    /// The tightest memory limit of the victim's container and pod.
+    pub limit_bytes: Option<u64>,
+    /// When the kernel picked it (CLOCK_BOOTTIME ns).
+    pub ts_ns: u64,
+}
+
+/// A sandbox death with the process that died.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxDeath {
+    pub report: ExitReport,
+    pub cause: DeathCause,
+    pub names: Names,
+    pub pid: u32,
+    pub comm: String,
+    pub ts_ns: u64,
+}
+
+/// A late exit, as its source (kernel or runtime) told it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LateExit {
+    pub report: ExitReport,
+    pub reason: LateReason,
+    pub names: Names,
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+    /// When it happened (CLOCK_BOOTTIME ns).
+    pub ts_ns: u64,
+}
+
+/// An OOM event in its pod's series: the event's report (its role the
+/// event's) and the names known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodOom {
+    pub report: OomReport,
+    pub names: Names,
+}
+
+/// What the pod model holds now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ModelStats {
+    pub sandboxes: usize,
+    pub containers: usize,
+    /// Container inits alive and known.
+    pub processes: usize,
+    /// Containers killed as a whole on OOM (`memory.oom.group`).
+    pub oom_group_containers: usize,
+    /// Totals since start.
+    pub evictions: Evictions,
+    /// Names held from the runtime's listing.
+    pub named_pods: usize,
+    pub named_containers: usize,
+    /// Names dropped from the full cache, since start.
+    pub names_evicted: u64,
+}

@@ -1,0 +1,76 @@
+//! What the watchdog core must ask the node, as one trait: cgroup settings
+//! and trees, process names in /proc, the kernel's maps, the pipeline's
+//! loss counters and the runtime clients' state. `crate::node` answers it
+//! on a real node; the core's unit tests answer it with a fake.
+
+use std::collections::HashSet;
+
+use crate::events::{kernel::CgroupChange, Event};
+
+/// The pipeline's loss counters as they stand (totals since start).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LossTotals {
+    /// Records the kernel dropped (ring buffer full), every kind.
+    pub kernel: u64,
+    /// Of those, cgroup mkdirs and rmdirs.
+    pub kernel_cgroup_changes: u64,
+    /// Records the reader's queue had no room for.
+    pub channel: u64,
+    /// Records that did not decode.
+    pub decode: u64,
+    /// Host process exits the kernel counted instead of streaming.
+    pub host_exits: u64,
+}
+
+/// The cgroup tree as it is now, parents first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CgroupTree {
+    pub cgroups: Vec<CgroupChange>,
+    /// False when the walk stopped at its bound: cgroups may be missing.
+    pub complete: bool,
+}
+
+pub trait Host {
+    // --- cgroupfs ---------------------------------------------------------
+
+    /// `memory.oom.group` of the cgroup at `path` (v2; `Some(false)` on v1).
+    fn oom_group(&self, path: &str) -> Option<bool>;
+    /// The memory limit of the cgroup at `path`, if it has one.
+    fn memory_limit(&self, path: &str) -> Option<u64>;
+    /// The id (inode) of the cgroup at `path`, if it exists.
+    fn cgroup_id(&self, path: &str) -> Option<u64>;
+    /// What exists at start-up, as the events that would have made it:
+    /// every cgroup a mkdir (parents first), every process in a pod's
+    /// container an attach (oldest first), stamped `now_ns`.
+    fn scan(&self, now_ns: u64) -> Vec<Event>;
+    /// The cgroup tree now, stamped `now_ns`.
+    fn cgroup_tree(&self, now_ns: u64) -> CgroupTree;
+
+    // --- /proc ------------------------------------------------------------
+
+    /// The name of process `pid` started at `start_ns` (0: any start),
+    /// while it is not reaped.
+    fn comm(&self, pid: u32, start_ns: u64) -> Option<String>;
+    /// (tgid, comm) of the live processes named like a configured runtime.
+    fn runtime_processes(&self) -> Vec<(u32, String)>;
+
+    // --- the kernel's maps ------------------------------------------------
+
+    /// Streams the events of tasks in `cgroup_id`; false if the map is full.
+    fn track(&mut self, cgroup_id: u64) -> bool;
+    /// Counts them in the kernel instead.
+    fn untrack(&mut self, cgroup_id: u64);
+    /// Puts the threads of these cgroups into the kernel's task table;
+    /// returns how many.
+    fn seed_tasks(&mut self, cgroups: &HashSet<u64>) -> usize;
+
+    // --- the pipeline and the runtime clients -----------------------------
+
+    fn losses(&self) -> LossTotals;
+    /// Whether the last CRI listing succeeded.
+    fn listing_up(&self) -> bool;
+    /// Whether the runtime's event stream is connected.
+    fn stream_up(&self) -> bool;
+    /// Asks the CRI listing for a container's names (no wait).
+    fn want_names(&self, container_id: &str);
+}

@@ -1,0 +1,651 @@
+//! The watchdog core against a fake node: what it finds from kernel and
+//! runtime events and the passing of time, with no root, no kernel and no
+//! clock. Each test names the bug it guards.
+
+use std::{
+    cell::RefCell,
+    collections::{BTreeMap, HashMap, HashSet},
+};
+
+use super::*;
+use crate::{
+    events::{
+        kernel::{CgroupAttach, TaskIdentity},
+        ExitStatus,
+    },
+    model::{
+        metadata::{ContainerMeta, PodMeta},
+        storm::StormEdge,
+        DeathCause, LateReason, OomScope, Source,
+    },
+};
+
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000_000_000;
+const KILLED: ExitStatus = ExitStatus::Signal { signo: 9, core_dumped: false };
+
+fn uid(n: u32) -> String {
+    format!("{n:08x}-0000-4000-8000-000000000000")
+}
+
+fn cid(n: u32) -> String {
+    format!("{n:064x}")
+}
+
+fn pod_path(pod: u32) -> String {
+    format!("/kubepods/burstable/pod{}", uid(pod))
+}
+
+fn container_path(pod: u32, c: u32) -> String {
+    format!("{}/{}", pod_path(pod), cid(c))
+}
+
+/// A node as the fake answers for it: a cgroup tree (path → id), what
+/// runs, what the runtime clients say, and what the core asked of it.
+#[derive(Default)]
+struct FakeNode {
+    cgroups: BTreeMap<String, u64>,
+    /// (cgroup path, pid, start, comm) of processes found at start-up.
+    tasks: Vec<(String, u32, u64, String)>,
+    oom_group: HashMap<String, bool>,
+    limits: HashMap<String, u64>,
+    comms: HashMap<u32, String>,
+    runtime_processes: Vec<(u32, String)>,
+    /// The tree walk stops at its bound.
+    tree_cut_short: bool,
+    losses: LossTotals,
+    listing_up: bool,
+    stream_up: bool,
+    tracked: HashSet<u64>,
+    untracked: Vec<u64>,
+    /// The tracked-cgroup map's room.
+    track_room: Option<usize>,
+    wanted: RefCell<Vec<String>>,
+}
+
+impl Host for FakeNode {
+    fn oom_group(&self, path: &str) -> Option<bool> {
+        self.cgroups.contains_key(path).then(|| self.oom_group.get(path).copied().unwrap_or(false))
+    }
+
+    fn memory_limit(&self, path: &str) -> Option<u64> {
+        self.limits.get(path).copied()
+    }
+
+    fn cgroup_id(&self, path: &str) -> Option<u64> {
+        self.cgroups.get(path).copied()
+    }
+
+    fn scan(&self, now_ns: u64) -> Vec<Event> {
+        let mut events: Vec<Event> = self.cgroup_tree(now_ns).cgroups.into_iter().map(Event::CgroupMkdir).collect();
+        for (path, pid, start_ns, comm) in &self.tasks {
+            let cgroup = change(&path.clone(), self.cgroups[path], now_ns);
+            events.push(Event::CgroupAttach(CgroupAttach {
+                cgroup,
+                pid: *pid,
+                start_ns: *start_ns,
+                comm: comm.clone(),
+            }));
+        }
+        events
+    }
+
+    fn cgroup_tree(&self, now_ns: u64) -> CgroupTree {
+        let cgroups = self.cgroups.iter().map(|(path, id)| change(path, *id, now_ns)).collect();
+        CgroupTree { cgroups, complete: !self.tree_cut_short }
+    }
+
+    fn comm(&self, pid: u32, _start_ns: u64) -> Option<String> {
+        self.comms.get(&pid).cloned()
+    }
+
+    fn runtime_processes(&self) -> Vec<(u32, String)> {
+        self.runtime_processes.clone()
+    }
+
+    fn track(&mut self, cgroup_id: u64) -> bool {
+        if self.track_room.is_some_and(|room| self.tracked.len() >= room) {
+            return false;
+        }
+        self.tracked.insert(cgroup_id)
+    }
+
+    fn untrack(&mut self, cgroup_id: u64) {
+        self.tracked.remove(&cgroup_id);
+        self.untracked.push(cgroup_id);
+    }
+
+    fn seed_tasks(&mut self, cgroups: &HashSet<u64>) -> usize {
+        self.tasks.iter().filter(|(path, ..)| cgroups.contains(&self.cgroups[path])).count()
+    }
+
+    fn losses(&self) -> LossTotals {
+        self.losses
+    }
+
+    fn listing_up(&self) -> bool {
+        self.listing_up
+    }
+
+    fn stream_up(&self) -> bool {
+        self.stream_up
+    }
+
+    fn want_names(&self, container_id: &str) {
+        self.wanted.borrow_mut().push(container_id.to_string());
+    }
+}
+
+fn change(path: &str, cgroup_id: u64, ts_ns: u64) -> CgroupChange {
+    CgroupChange {
+        ts_ns,
+        hierarchy_id: 1,
+        level: path.matches('/').count() as u32,
+        cgroup_id,
+        path: path.to_string(),
+        truncated: false,
+    }
+}
+
+fn mkdir(path: &str, cgroup_id: u64, ts_ns: u64) -> Event {
+    Event::CgroupMkdir(change(path, cgroup_id, ts_ns))
+}
+
+fn rmdir(path: &str, cgroup_id: u64, ts_ns: u64) -> Event {
+    Event::CgroupRmdir(change(path, cgroup_id, ts_ns))
+}
+
+fn attach(path: &str, cgroup_id: u64, pid: u32, comm: &str, ts_ns: u64) -> Event {
+    Event::CgroupAttach(CgroupAttach { cgroup: change(path, cgroup_id, ts_ns), pid, start_ns: SEC, comm: comm.into() })
+}
+
+fn exit(pid: u32, cgroup_id: u64, comm: &str, status: ExitStatus, ts_ns: u64) -> Event {
+    Event::Exit(Exit {
+        ts_ns,
+        pid,
+        tgid: pid,
+        ppid: 1,
+        status,
+        cgroup_id: Some(cgroup_id),
+        untracked: false,
+        start_ns: SEC,
+        comm: comm.into(),
+        group_dead: true,
+    })
+}
+
+/// The OOM killer picks `pid` in `cgroup_id`, `trigger` having run out of memory.
+fn oom(pid: u32, cgroup_id: u64, comm: &str, trigger: u32, ts_ns: u64) -> Event {
+    Event::OomKill(KernelOomKill {
+        ts_ns,
+        victim_pid: pid,
+        victim: Some(TaskIdentity { tgid: pid, cgroup_id, start_ns: SEC }),
+        victim_untracked: false,
+        victim_comm: comm.into(),
+        rss: None,
+        oom_score_adj: 0,
+        uid: 0,
+        trigger_pid: trigger,
+        trigger_tgid: trigger,
+        trigger_cgroup_id: cgroup_id,
+        trigger_comm: "dd".into(),
+    })
+}
+
+/// Pod 1 (cgroup 100) with its sandbox container (101, init 10 `pause`)
+/// and a workload container (102, init 20 `app`), as the start-up scan
+/// finds them.
+fn node_with_one_pod() -> FakeNode {
+    let mut node = FakeNode::default();
+    node.cgroups.insert("/".into(), 1);
+    node.cgroups.insert("/kubepods".into(), 2);
+    node.cgroups.insert("/kubepods/burstable".into(), 3);
+    node.cgroups.insert(pod_path(1), 100);
+    node.cgroups.insert(container_path(1, 1), 101);
+    node.cgroups.insert(container_path(1, 2), 102);
+    node.tasks.push((container_path(1, 1), 10, SEC, "pause".into()));
+    node.tasks.push((container_path(1, 2), 20, SEC, "app".into()));
+    node.limits.insert(container_path(1, 2), 64 << 20);
+    node.limits.insert(pod_path(1), 32 << 20);
+    node
+}
+
+fn runtime_settings() -> Settings {
+    Settings {
+        runtime: Some(RuntimeSettings {
+            names: vec!["containerd".into()],
+            correlation: CorrelatorLimits { exit_match_ns: 60 * SEC, oom_match_ns: 30 * SEC, max_entries: 64 },
+        }),
+        ..Settings::default()
+    }
+}
+
+fn started(node: FakeNode, settings: Settings) -> Watchdog<FakeNode> {
+    let mut wd = Watchdog::new(node, settings);
+    let _ = wd.discover(SEC).count();
+    wd
+}
+
+fn kernel(wd: &mut Watchdog<FakeNode>, event: Event, now_ns: u64) -> Vec<Finding> {
+    wd.on_kernel(&event, now_ns).collect()
+}
+
+fn tick(wd: &mut Watchdog<FakeNode>, now_ns: u64) -> Vec<Finding> {
+    wd.on_tick(now_ns).collect()
+}
+
+fn oom_events(findings: &[Finding]) -> Vec<(OomScope, u32)> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::OomEvent { scope, victims, .. } => Some((*scope, *victims)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pod_ooms(findings: &[Finding]) -> Vec<&PodOom> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::PodOom(p) => Some(p),
+            _ => None,
+        })
+        .collect()
+}
+
+fn deaths(findings: &[Finding]) -> Vec<&SandboxDeath> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::SandboxDeath(d) => Some(d),
+            _ => None,
+        })
+        .collect()
+}
+
+fn storms(findings: &[Finding]) -> Vec<StormEdge> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::OomStorm(e) => Some(*e),
+            _ => None,
+        })
+        .collect()
+}
+
+fn model(findings: &[Finding]) -> Option<ModelStats> {
+    findings.iter().rev().find_map(|f| match f {
+        Finding::Model(m) => Some(*m),
+        _ => None,
+    })
+}
+
+/// Names the runtime lists for pod 1: namespace `shop`, pod `web`, its
+/// sandbox and container 2 as `app`.
+fn listing() -> Snapshot {
+    Snapshot {
+        pods: vec![PodMeta { uid: uid(1), namespace: "shop".into(), name: "web".into(), sandbox_id: cid(1) }],
+        containers: vec![
+            ContainerMeta { id: cid(1), name: "POD".into(), pod_uid: uid(1), sandbox: true },
+            ContainerMeta { id: cid(2), name: "app".into(), pod_uid: uid(1), sandbox: false },
+        ],
+    }
+}
+
+/// Guards: closing a burst by the clock instead of the records' own kernel
+/// time. A backlog (an agent that fell behind: records a second older than
+/// its clock) of one group kill must stay one OOM event; the next record's
+/// kernel time, or a quiet tick, closes it. (Mutation checked: passing
+/// `now` instead of `event.ts_ns()` to `close_oom_events` in `kernel`
+/// splits the burst into three events and fails this test.)
+#[test]
+fn a_backlog_of_one_group_kill_is_one_oom_event_closed_by_kernel_time() {
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    let handled_at = 5 * SEC; // the records are from 1.1 s: a backlog
+    let mut found = Vec::new();
+    for (i, pid) in [30, 20, 31].into_iter().enumerate() {
+        found.extend(kernel(&mut wd, oom(pid, 102, "app", 30, SEC + 100 * MS + i as u64 * MS), handled_at));
+    }
+    assert!(oom_events(&found).is_empty(), "the burst is still open: {found:?}");
+    let kills: Vec<TaskRole> = found
+        .iter()
+        .filter_map(|f| match f {
+            Finding::OomKill(k) => Some(k.report.role),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kills, [TaskRole::ContainerChild, TaskRole::ContainerInit, TaskRole::ContainerGroup]);
+    // A record within the gap of the last victim does not close it…
+    let found = kernel(&mut wd, exit(40, 102, "sh", ExitStatus::Code(0), SEC + 150 * MS), handled_at + MS);
+    assert!(oom_events(&found).is_empty(), "{found:?}");
+    // …one past the gap does, however late it is handled.
+    let found = kernel(&mut wd, exit(41, 102, "sh", ExitStatus::Code(0), SEC + 500 * MS), handled_at + 2 * MS);
+    assert_eq!(oom_events(&found), [(OomScope::Container, 3)]);
+    // Without a record, the tick closes a quiet burst by the clock.
+    kernel(&mut wd, oom(50, 102, "app", 50, 6 * SEC), 6 * SEC);
+    assert!(oom_events(&tick(&mut wd, 6 * SEC + 100 * MS)).is_empty(), "within the gap");
+    assert_eq!(oom_events(&tick(&mut wd, 7 * SEC)), [(OomScope::Process, 1)]);
+}
+
+/// Guards: an OOM kill's limit and memory as records and logs show them
+/// come from the victim's cgroups through the host (tightest of container
+/// and pod), and a victim the tracepoint did not name is named from /proc.
+#[test]
+fn an_oom_kill_carries_the_tightest_limit_and_a_name_from_proc() {
+    let mut node = node_with_one_pod();
+    node.comms.insert(20, "app-from-proc".into());
+    let mut wd = started(node, Settings::default());
+    let found = kernel(&mut wd, oom(20, 102, "", 20, 2 * SEC), 2 * SEC);
+    let Some(Finding::OomKill(kill)) = found.iter().find(|f| matches!(f, Finding::OomKill(_))) else {
+        panic!("{found:?}")
+    };
+    assert_eq!(kill.limit_bytes, Some(32 << 20), "the pod's limit is tighter than the container's");
+    assert_eq!(kill.report.victim_comm, "app-from-proc");
+    assert_eq!(kill.report.role, TaskRole::ContainerInit);
+    assert_eq!(kill.ts_ns, 2 * SEC);
+}
+
+/// Guards: counting a per-pod series or a sandbox death before the
+/// runtime named the pod (it would carry empty names forever), and losing
+/// what still waits at shutdown, a burst that closes only then included
+/// (before, `flush` handed that burst's series to the queue and left it
+/// there). (Mutations checked: making `defer` emit at once fails the first
+/// part; emptying the queue in `flush` only by `release_named` fails the
+/// last.)
+#[test]
+fn findings_wait_for_names_and_go_out_named_or_at_shutdown() {
+    let mut node = node_with_one_pod();
+    node.listing_up = true;
+    let mut wd = started(node, Settings::default());
+    // The workload's init is OOM-killed: counted at once, its pod's series waits.
+    let found = kernel(&mut wd, oom(20, 102, "app", 20, 2 * SEC), 2 * SEC);
+    assert!(found.iter().any(|f| matches!(f, Finding::OomKill(k) if k.names == Names::default())));
+    let found = tick(&mut wd, 3 * SEC);
+    assert_eq!(oom_events(&found), [(OomScope::Process, 1)], "counted node-wide now");
+    assert!(pod_ooms(&found).is_empty(), "the series waits for names: {found:?}");
+    assert!(wd.host().wanted.borrow().contains(&cid(2)), "and the listing is asked for them");
+    // The listing names it: the series goes out with the names.
+    let found: Vec<Finding> = wd.on_metadata(&listing(), 4 * SEC).collect();
+    let named = pod_ooms(&found);
+    assert_eq!(named.len(), 1, "{found:?}");
+    assert_eq!(
+        (named[0].names.namespace.as_str(), named[0].names.pod.as_str(), named[0].names.container.as_str()),
+        ("shop", "web", "app")
+    );
+    // An unnamed pod's sandbox dies: counted now, its record waits…
+    let mut node = node_with_one_pod();
+    node.listing_up = true;
+    let mut wd = started(node, Settings::default());
+    let found = kernel(&mut wd, exit(10, 101, "pause", KILLED, 5 * SEC), 5 * SEC);
+    assert!(found.iter().any(|f| matches!(f, Finding::TaskExit(r) if r.sandbox_death == Some(DeathCause::Signal))));
+    assert!(deaths(&found).is_empty());
+    assert!(deaths(&tick(&mut wd, 5 * SEC + NAME_WAIT_NS - 1)).is_empty(), "still waiting");
+    // …at most NAME_WAIT_NS, then it goes out as it is.
+    let found = tick(&mut wd, 5 * SEC + NAME_WAIT_NS);
+    assert_eq!(deaths(&found).len(), 1);
+    assert_eq!(deaths(&found)[0].names, Names::default());
+    // At shutdown, what waits and an open burst go out.
+    kernel(&mut wd, oom(20, 102, "app", 20, 20 * SEC), 20 * SEC);
+    let found: Vec<Finding> = wd.flush(20 * SEC).collect();
+    assert_eq!(oom_events(&found), [(OomScope::Process, 1)]);
+    assert_eq!(pod_ooms(&found).len(), 1, "{found:?}");
+}
+
+/// Guards: naming from a listing that is down (no wait then: nothing would
+/// name it), and waiting for a pod that has no container to name.
+#[test]
+fn without_a_listing_nothing_waits() {
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    let found = kernel(&mut wd, exit(10, 101, "pause", KILLED, 5 * SEC), 5 * SEC);
+    assert_eq!(deaths(&found).len(), 1, "{found:?}");
+    assert_eq!(deaths(&found)[0].cause, DeathCause::Signal);
+}
+
+/// Guards: a loss that may have held cgroup changes must re-read the tree
+/// and apply what differs (a pod torn down in the gap goes, one created in
+/// it is known), and only after such a loss; a walk cut short takes
+/// nothing for gone; a mkdir older than the re-read of a cgroup gone now is
+/// followed by its rmdir. (Mutations checked: dropping the resync call in
+/// `on_tick` fails the first part; ignoring `complete` fails the second;
+/// dropping `gone_already` fails the third.)
+#[test]
+fn lost_cgroup_changes_are_recovered_from_the_tree() {
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    assert!(!tick(&mut wd, 2 * SEC).iter().any(|f| matches!(f, Finding::CgroupResync { .. })), "no loss, no re-read");
+    // Pod 1 went and pod 2 came while the ring buffer was full.
+    {
+        let node = wd.host_mut();
+        node.cgroups.retain(|_, id| *id < 100);
+        node.cgroups.insert(pod_path(2), 200);
+        node.cgroups.insert(container_path(2, 3), 201);
+        node.losses.kernel += 7;
+        node.losses.kernel_cgroup_changes += 2;
+    }
+    let found = tick(&mut wd, 3 * SEC);
+    assert!(found.contains(&Finding::CgroupResync { reread: true, created: 2, removed: 3 }), "{found:?}");
+    assert!(found.contains(&Finding::EventsLost { stage: LossStage::Kernel, count: 7 }));
+    assert_eq!(model(&found).map(|m| (m.sandboxes, m.containers)), Some((1, 1)));
+    assert!(wd.registry().sandbox(&uid(2)).is_some() && wd.registry().sandbox(&uid(1)).is_none());
+    // The next tick: no new loss, no re-read, no second loss record.
+    assert!(tick(&mut wd, 4 * SEC)
+        .iter()
+        .all(|f| !matches!(f, Finding::CgroupResync { .. } | Finding::EventsLost { .. })));
+    // A walk cut short: what it did not see is not taken for gone.
+    {
+        let node = wd.host_mut();
+        node.cgroups.retain(|_, id| *id < 100);
+        node.tree_cut_short = true;
+        node.losses.channel += 1;
+    }
+    let found = tick(&mut wd, 5 * SEC);
+    assert!(found.contains(&Finding::CgroupResync { reread: true, created: 0, removed: 0 }), "{found:?}");
+    assert!(wd.registry().sandbox(&uid(2)).is_some());
+    // A mkdir that waited in the ring buffer (produced before that re-read)
+    // of a pod gone now: its rmdir, which may be lost, is made up for.
+    let found = kernel(&mut wd, mkdir(&pod_path(3), 300, 4 * SEC), 6 * SEC);
+    assert!(found.contains(&Finding::CgroupResync { reread: false, created: 0, removed: 1 }), "{found:?}");
+    assert!(wd.registry().sandbox(&uid(3)).is_none());
+    // One produced after it is taken as it is.
+    kernel(&mut wd, mkdir(&pod_path(4), 400, 5 * SEC + 1), 6 * SEC);
+    assert!(wd.registry().sandbox(&uid(4)).is_some());
+}
+
+/// Guards: the storm flag's threshold and hysteresis as findings, one edge
+/// each way. (Mutation checked: clearing at `n < clear` instead of
+/// `n <= clear` in `Storm::update` fails this test.)
+#[test]
+fn storm_edges_rise_at_the_threshold_and_fall_at_the_clear_level() {
+    let settings = Settings { storm: StormSettings { window_secs: 10, threshold: 3, clear: 1 }, ..Settings::default() };
+    let mut wd = started(node_with_one_pod(), settings);
+    let mut edges = Vec::new();
+    // Three OOM events a second apart, each its own (after the gap).
+    for i in 0..3u64 {
+        let at = (2 + i) * SEC;
+        kernel(&mut wd, oom(60 + i as u32, 102, "worker", 60 + i as u32, at), at);
+        edges.extend(storms(&tick(&mut wd, at + 500 * MS)));
+    }
+    assert_eq!(edges, [StormEdge { started: true, events_in_window: 3, window_secs: 10 }]);
+    // The first leaves the window: two left, above the clear level.
+    let found = tick(&mut wd, 12 * SEC + 600 * MS);
+    assert!(storms(&found).is_empty());
+    assert!(found.contains(&Finding::OomWindow { events: 2, window_secs: 10, storm: true }), "{found:?}");
+    // One left: the storm is over, once.
+    let found = tick(&mut wd, 13 * SEC + 600 * MS);
+    assert_eq!(storms(&found), [StormEdge { started: false, events_in_window: 1, window_secs: 10 }]);
+    assert!(storms(&tick(&mut wd, 30 * SEC)).is_empty());
+}
+
+/// Guards: the runtime's lag measured from the kernel's exit to the
+/// runtime's delivery whichever side comes first; a TaskExit for a
+/// container already torn down is a late event of the runtime, stamped on
+/// the boot clock; an exec's exit is not the init's. (Mutation checked:
+/// measuring to the envelope's `published` time instead of delivery fails
+/// the first assertion.)
+#[test]
+fn the_runtime_side_measures_lag_and_counts_late_task_exits() {
+    let mut node = node_with_one_pod();
+    node.stream_up = true;
+    let mut wd = started(node, runtime_settings());
+    // Boot time 10 s is wall time 1 000 s.
+    let now = |boot_ns: u64| Now { boot_ns, wall_ns: 990 * SEC + boot_ns };
+    let task_exit = |container: u32, exec: u32, pid: u32, boot_ns: u64| RuntimeEvent::TaskExit {
+        container_id: cid(container),
+        exec_id: cid(exec),
+        pid,
+        exit_status: 137,
+        published_ns: 990 * SEC + boot_ns,
+    };
+    let lags = |found: &[Finding]| -> Vec<u64> {
+        found
+            .iter()
+            .filter_map(|f| match f {
+                Finding::ExitLag { lag_ns } => Some(*lag_ns),
+                _ => None,
+            })
+            .collect()
+    };
+    // Kernel first: the init of container 2 exits at 10 s, the runtime
+    // publishes at 10.2 s and delivers at 10.5 s.
+    assert!(lags(&kernel(&mut wd, exit(20, 102, "app", KILLED, 10 * SEC), 10 * SEC)).is_empty());
+    let found: Vec<Finding> =
+        wd.on_runtime(&task_exit(2, 2, 20, 10 * SEC + 200 * MS), now(10 * SEC + 500 * MS)).collect();
+    assert_eq!(lags(&found), [500 * MS]);
+    // An exec'd process of container 1: not the init, nothing found.
+    let found: Vec<Finding> = wd.on_runtime(&task_exit(1, 9, 77, 11 * SEC), now(11 * SEC)).collect();
+    assert!(found.is_empty(), "{found:?}");
+    // Runtime first (its stream overtook the kernel's batch).
+    assert!(wd.on_runtime(&task_exit(1, 1, 10, 12 * SEC), now(12 * SEC)).next().is_none());
+    let found = kernel(&mut wd, exit(10, 101, "pause", KILLED, 12 * SEC - 100 * MS), 12 * SEC + MS);
+    assert_eq!(lags(&found), [100 * MS]);
+    // Container 2's cgroup went; the runtime's TaskExit for it comes after.
+    kernel(&mut wd, rmdir(&container_path(1, 2), 102, 13 * SEC), 13 * SEC);
+    let found: Vec<Finding> = wd.on_runtime(&task_exit(2, 2, 21, 13 * SEC + 400 * MS), now(14 * SEC)).collect();
+    let late: Vec<&LateExit> = found
+        .iter()
+        .filter_map(|f| match f {
+            Finding::LateExit(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(late.len(), 1, "{found:?}");
+    assert_eq!((late[0].reason, late[0].report.source), (LateReason::ContainerMissing, Source::Runtime));
+    assert_eq!((late[0].pid, late[0].ts_ns), (Some(21), 13 * SEC + 400 * MS));
+    assert_eq!(late[0].report.pod.as_ref().map(|p| p.pod_uid.clone()), Some(uid(1)));
+}
+
+/// Guards: an OOM kill both sides reported is matched (only while the
+/// stream is up), and one only the kernel saw settles as a mismatch once
+/// its wait is over, reported once.
+#[test]
+fn oom_kills_are_matched_with_the_runtime_or_settle_as_mismatches() {
+    let mut node = node_with_one_pod();
+    node.stream_up = true;
+    let mut wd = started(node, runtime_settings());
+    let now = |boot_ns: u64| Now { boot_ns, wall_ns: 990 * SEC + boot_ns };
+    kernel(&mut wd, oom(20, 102, "app", 20, 2 * SEC), 2 * SEC);
+    let oom_event = RuntimeEvent::TaskOom { container_id: cid(2), published_ns: 990 * SEC + 2 * SEC + 10 * MS };
+    let found: Vec<Finding> = wd.on_runtime(&oom_event, now(2 * SEC + 20 * MS)).collect();
+    assert_eq!(found, [Finding::OomMatched { count: 1 }]);
+    // The sandbox's OOM kill: the runtime never says so.
+    kernel(&mut wd, oom(10, 101, "pause", 10, 3 * SEC), 3 * SEC);
+    let mismatches = |found: &[Finding]| -> Vec<Expired> {
+        found
+            .iter()
+            .filter_map(|f| match f {
+                Finding::Mismatch(e) => Some(*e),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(mismatches(&tick(&mut wd, 20 * SEC)).is_empty(), "still within the wait");
+    assert_eq!(mismatches(&tick(&mut wd, 34 * SEC)), [Expired { kernel_only_ooms: 1, ..Expired::default() }]);
+    assert!(mismatches(&tick(&mut wd, 35 * SEC)).is_empty(), "reported once");
+}
+
+/// Guards: the runtime's processes as the core sees them: up from the
+/// first scan, a crash from its exit (by name and status), and a restart
+/// from a later scan once it runs again.
+#[test]
+fn a_runtime_crash_and_restart_are_found_from_its_exit_and_proc() {
+    let mut node = node_with_one_pod();
+    node.runtime_processes = vec![(500, "containerd".into())];
+    let mut wd = Watchdog::new(node, runtime_settings());
+    let found: Vec<Finding> = wd.discover(SEC).collect();
+    assert!(found.contains(&Finding::RuntimeUp { runtime: "containerd".into(), up: true }), "{found:?}");
+    let mut crash = exit(500, 0, "containerd", ExitStatus::Code(2), 2 * SEC);
+    if let Event::Exit(e) = &mut crash {
+        (e.cgroup_id, e.untracked) = (None, true);
+    }
+    let found = kernel(&mut wd, crash, 2 * SEC);
+    assert!(found.contains(&Finding::RuntimeCrash {
+        runtime: "containerd".into(),
+        pid: 500,
+        reason: crate::model::crashes::CrashReason::Panic
+    }));
+    assert!(found.contains(&Finding::RuntimeUp { runtime: "containerd".into(), up: false }));
+    wd.host_mut().runtime_processes = vec![(600, "containerd".into())];
+    let found = tick(&mut wd, 3 * SEC);
+    assert!(found.contains(&Finding::RuntimeRestart { runtime: "containerd".into(), pid: 600 }), "{found:?}");
+}
+
+/// Guards: discovery tracks the pods' cgroups in the kernel (and says when
+/// the map is full), seeds their tasks, and a new cgroup that is no pod's
+/// goes back to being counted in the kernel.
+#[test]
+fn discovery_tracks_pods_and_non_pod_cgroups_are_untracked() {
+    let mut node = node_with_one_pod();
+    node.track_room = Some(2);
+    let mut wd = Watchdog::new(node, Settings::default());
+    let found: Vec<Finding> = wd.discover(SEC).collect();
+    let full: Vec<&Finding> = found.iter().filter(|f| matches!(f, Finding::TrackingFull { .. })).collect();
+    assert_eq!(full.len(), 1, "three pod cgroups, room for two: {found:?}");
+    assert_eq!(wd.tasks_seeded(), 2);
+    assert_eq!(model(&found).map(|m| (m.sandboxes, m.containers, m.processes)), Some((1, 2, 2)));
+    kernel(&mut wd, mkdir("/system.slice/cron.service", 900, 2 * SEC), 2 * SEC);
+    assert_eq!(wd.host().untracked, [900]);
+    kernel(&mut wd, mkdir(&container_path(1, 5), 105, 2 * SEC), 2 * SEC);
+    assert_eq!(wd.host().untracked, [900], "a pod's container stays tracked");
+}
+
+/// Guards: a torn-down pod's per-pod series expire after their grace, not
+/// before; 0 (`None`) keeps them.
+#[test]
+fn a_gone_pods_series_expire_after_the_grace() {
+    let settings = Settings { pod_series_ttl_ns: Some(10 * SEC), ..Settings::default() };
+    let mut wd = started(node_with_one_pod(), settings);
+    for (path, id) in [(container_path(1, 1), 101), (container_path(1, 2), 102), (pod_path(1), 100)] {
+        kernel(&mut wd, rmdir(&path, id, 5 * SEC), 5 * SEC);
+    }
+    let expired = |found: &[Finding]| found.iter().filter(|f| matches!(f, Finding::PodSeriesExpired { .. })).count();
+    assert_eq!(expired(&tick(&mut wd, 14 * SEC)), 0, "within the grace: late events still count");
+    assert_eq!(
+        tick(&mut wd, 15 * SEC).iter().filter(|f| **f == Finding::PodSeriesExpired { pod_uid: uid(1) }).count(),
+        1
+    );
+    let settings = Settings { pod_series_ttl_ns: None, ..Settings::default() };
+    let mut wd = started(node_with_one_pod(), settings);
+    kernel(&mut wd, rmdir(&pod_path(1), 100, 5 * SEC), 5 * SEC);
+    assert_eq!(expired(&tick(&mut wd, u64::MAX / 2)), 0);
+}
+
+/// Guards: host exits the kernel only counted reach their outcome, once.
+#[test]
+fn host_exits_counted_in_the_kernel_are_reported_once() {
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    wd.host_mut().losses.host_exits = 40;
+    assert!(tick(&mut wd, 2 * SEC).contains(&Finding::HostExits { count: 40 }));
+    assert!(!tick(&mut wd, 3 * SEC).iter().any(|f| matches!(f, Finding::HostExits { .. })));
+}
+
+/// The model reports itself only when it changed: a plain child exit is
+/// not worth a recount of every pod.
+#[test]
+fn the_model_is_reported_only_when_it_changed() {
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    let found = kernel(&mut wd, exit(33, 102, "sh", ExitStatus::Code(0), 2 * SEC), 2 * SEC);
+    assert!(model(&found).is_none(), "{found:?}");
+    assert!(found.iter().any(|f| matches!(f, Finding::TaskExit(r) if r.role == TaskRole::ContainerChild)));
+    let found = kernel(&mut wd, attach(&container_path(1, 2), 102, 34, "sh", 2 * SEC), 2 * SEC);
+    assert!(model(&found).is_some());
+}
