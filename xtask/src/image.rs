@@ -15,11 +15,8 @@ use sha2::{Digest as _, Sha256};
 
 use crate::util::{self, cargo_path, output, workspace_root};
 
-/// The Rust target of the image's binary: musl, static by default. Chosen
-/// by `cargo xtask bench --agent`: the same CPU per event as a static
-/// glibc build within the measurement's resolution, 5 MiB less peak RSS,
-/// and name lookups that work without glibc's NSS libraries (README "Image").
-pub const TARGET: &str = "x86_64-unknown-linux-musl";
+/// The Rust target of the image's binary (setup installs it).
+pub use crate::setup::IMAGE_TARGET as TARGET;
 /// Where the binary lives in the image; PATH finds it (`kubectl exec
 /// ds/sandwatch -- sandwatch events`).
 pub const BINARY: &str = "usr/local/bin/sandwatch";

@@ -1,8 +1,37 @@
 //! Events of the container runtime, as the watchdog takes them: what
 //! containerd's event stream (and a container record read for its names)
-//! says, independent of the wire format it came in.
+//! says, and the CRI's listings of pods and containers, independent of the
+//! wire format they came in.
 
-use crate::model::metadata::Snapshot;
+/// A pod sandbox as the runtime lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodMeta {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// The sandbox's id, which is also its (pause) container's id.
+    pub sandbox_id: String,
+}
+
+/// A container as the runtime lists it; sandboxes are listed as their
+/// own containers too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerMeta {
+    pub id: String,
+    pub name: String,
+    pub pod_uid: String,
+    pub sandbox: bool,
+}
+
+/// One complete listing of the runtime.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub pods: Vec<PodMeta>,
+    pub containers: Vec<ContainerMeta>,
+}
+
+/// Container name given to a sandbox's own container (cAdvisor's word).
+pub const SANDBOX_CONTAINER_NAME: &str = "POD";
 
 /// One runtime event; times are the runtime's wall clock (ns since epoch)
 /// at which containerd published it.

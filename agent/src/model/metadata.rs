@@ -1,42 +1,15 @@
 //! What the container runtime calls things: pod names and namespaces,
 //! container names, and which container is a pod's sandbox, as listed over
-//! the CRI. Pure data, no I/O: the CRI task builds [`Snapshot`]s, the
-//! registry keeps the names in a bounded [`MetadataStore`].
+//! the CRI. Pure data, no I/O: the runtime clients build listings
+//! ([`Snapshot`]s, in `events::runtime`), the registry keeps the names in a
+//! bounded [`MetadataStore`].
 //!
 //! Names outlive the runtime's listing by a TTL, so that an exit or OOM
 //! kill handled after its pod was deleted still reads with names.
 
 use std::collections::HashMap;
 
-/// A pod sandbox as the runtime lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodMeta {
-    pub uid: String,
-    pub namespace: String,
-    pub name: String,
-    /// The sandbox's id, which is also its (pause) container's id.
-    pub sandbox_id: String,
-}
-
-/// A container as the runtime lists it; sandboxes are listed as their
-/// own containers too.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContainerMeta {
-    pub id: String,
-    pub name: String,
-    pub pod_uid: String,
-    pub sandbox: bool,
-}
-
-/// One complete listing of the runtime.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Snapshot {
-    pub pods: Vec<PodMeta>,
-    pub containers: Vec<ContainerMeta>,
-}
-
-/// Container name given to a sandbox's own container (cAdvisor's word).
-pub const SANDBOX_CONTAINER_NAME: &str = "POD";
+pub use crate::events::runtime::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME};
 
 /// Names for metric labels and logs; empty where nothing is known.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
