@@ -109,14 +109,17 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     let agent = agent_for(&ctrd);
 
     // The sandbox first (the registry's rule), then a workload that runs
-    // out of its 32 MiB.
+    // out of its 32 MiB, a second after it started: containerd watches a
+    // task's OOMs only once the task runs (on v1, memory.oom_control's
+    // eventfd), and an init that dies sooner has no OOM event to match
+    // (seen with containerd 1.7 here).
     let (sandbox, workload) = (cid(0xa1), cid(0xa2));
     ctrd.run(&sandbox, &pod.container_path(&sandbox), None, "exec sleep 3600");
     ctrd.run(
         &workload,
         &pod.container_path(&workload),
         Some(32 << 20),
-        "exec dd if=/dev/zero of=/dev/null bs=64M count=1",
+        "sleep 1; exec dd if=/dev/zero of=/dev/null bs=64M count=1",
     );
 
     // The kernel's OOM kill of the init, containerd's OOM event for the
