@@ -259,7 +259,7 @@ fn least_privilege_bpf_and_perfmon_suffice_and_each_is_needed() {
     let wrapper = only("+bpf,+perfmon");
     let refs: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let agent = AgentProcess::start_wrapped(&refs, &[]);
-    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).expect("status");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).expect("status");
     let cap_eff = status.lines().find_map(|l| l.strip_prefix("CapEff:")).map(str::trim);
     assert_eq!(cap_eff, Some("000000c000000000"), "only CAP_BPF and CAP_PERFMON");
     // Host exits: counted in the kernel, dispatched as the host's.

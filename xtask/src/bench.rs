@@ -20,7 +20,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 
 use crate::{
-    node::{get, sh, storm, workers, Agent, OwnCgroup},
+    node::{get, sh, start_agent, status_kib, storm, workers, Agent, OwnCgroup},
     util::cargo,
 };
 
@@ -89,7 +89,7 @@ impl Tool {
     fn start(setup: Setup, bin: &Path, args: &Args) -> Result<Self> {
         Ok(match setup {
             Setup::Baseline => Tool::None,
-            Setup::Sandwatch => Tool::Agent(Agent::start(bin, &args.agent_args, None)?),
+            Setup::Sandwatch => Tool::Agent(start_agent(bin, &args.agent_args, None)?),
             Setup::Peer => bpftrace(PEER_SCRIPT)?,
             Setup::Floor => bpftrace(FLOOR_SCRIPT)?,
         })
@@ -168,15 +168,6 @@ fn cpu_ns(pid: u32) -> u64 {
         }
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     }
-}
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// One storm with one setup.
@@ -456,7 +447,7 @@ impl Drop for Pods {
             let _ = p.kill();
             let _ = p.wait();
         }
-        let root = self.cgroup.dir().to_path_buf();
+        let root = self.cgroup.path().to_string();
         self.cgroup.remove(&root);
     }
 }
@@ -468,9 +459,9 @@ impl Pods {
         for i in 0..count {
             let pod = format!("kubepods/burstable/pod{:08x}-0000-4c3d-8e9f-0a1b2c3d4e5f", i);
             for c in 0..2u32 {
-                let dir = cgroup.child(&format!("{pod}/{:064x}", u64::from(i) * 2 + u64::from(c) + 1))?;
-                cgroup.limit_memory(&dir, 16 << 20)?;
-                containers.push(dir);
+                let path = cgroup.child(&format!("{pod}/{:064x}", u64::from(i) * 2 + u64::from(c) + 1))?;
+                cgroup.set_memory_limit(&path, 16 << 20)?;
+                containers.push(cgroup.dir(&path));
             }
         }
         // One process per container: a shell that joins it and sleeps.
@@ -499,13 +490,13 @@ fn at_scale(bin: &Path, args: &Args) -> Result<String> {
         std::thread::sleep(Duration::from_secs(3));
         status_kib(agent.pid(), "VmRSS:")
     };
-    let empty = Agent::start(bin, &args.agent_args, None)?;
+    let empty = start_agent(bin, &args.agent_args, None)?;
     let empty_rss = settle(&empty);
     empty.stop()?;
 
     let pods = Pods::create(args.pods)?;
     let started = Instant::now();
-    let agent = Agent::start(bin, &args.agent_args, None)?;
+    let agent = start_agent(bin, &args.agent_args, None)?;
     let ready = started.elapsed();
     let tracked = agent.value("sandwatch_tracked_sandboxes");
     let steady = settle(&agent);
@@ -591,9 +582,9 @@ fn at_scale(bin: &Path, args: &Args) -> Result<String> {
 /// (just after the kill) to the counter showing it on /metrics.
 fn oom_latency(bin: &Path, args: &Args) -> Result<String> {
     const KILLS: usize = 40;
-    let agent = Agent::start(bin, &args.agent_args, None)?;
+    let agent = start_agent(bin, &args.agent_args, None)?;
     let cgroup = OwnCgroup::create("bench")?;
-    cgroup.limit_memory(cgroup.dir(), 32 << 20)?;
+    cgroup.set_memory_limit(cgroup.path(), 32 << 20)?;
     let forks = args.forks;
     let storm = std::thread::spawn(move || storm(forks, workers()));
     let series = "sandwatch_oom_kills_total{qos_class=\"none\",victim_role=\"host\"}";
@@ -606,7 +597,7 @@ fn oom_latency(bin: &Path, args: &Args) -> Result<String> {
                 "-c",
                 &format!(
                     "echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs=256M count=1",
-                    cgroup.dir().join("cgroup.procs").display()
+                    cgroup.procs_file(cgroup.path()).display()
                 ),
             ])
             .stderr(Stdio::null())

@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
-use crate::util::{output, run as run_cmd};
+use crate::util::{download, output, run as run_cmd};
 
 /// Signs every suite's Release file; Debian's own keyring package.
 const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
@@ -55,7 +55,15 @@ impl Suite {
     /// they were fetched already and `fresh` is not asked for.
     fn update(&self, fresh: bool) -> Result<()> {
         if self.system {
-            return if fresh { run_cmd(Command::new("apt-get").args(["update", "-qq"])) } else { Ok(()) };
+            return if fresh {
+                download("apt-get update", || {
+                    let mut cmd = Command::new("apt-get");
+                    cmd.args(["update", "-qq"]);
+                    cmd
+                })
+            } else {
+                Ok(())
+            };
         }
         let lists = self.dir.join("lists");
         let fetched = std::fs::read_dir(&lists)
@@ -73,8 +81,11 @@ impl Suite {
         let line = format!("deb [signed-by={KEYRING}] {} {} main\n", system_mirror(), self.name);
         std::fs::write(self.dir.join("sources.list"), line)?;
         eprintln!("debs: fetching the package lists of Debian {}", self.name);
-        run_cmd(Command::new("apt-get").args(self.apt_options()).arg("update"))
-            .with_context(|| format!("cannot fetch the package lists of Debian {}", self.name))
+        download(&format!("fetching the package lists of Debian {}", self.name), || {
+            let mut cmd = Command::new("apt-get");
+            cmd.args(self.apt_options()).arg("update");
+            cmd
+        })
     }
 
     /// The version this suite carries of `package`.
@@ -123,12 +134,11 @@ impl Suite {
         let downloads = self.dir.join("downloads");
         std::fs::create_dir_all(&downloads)?;
         eprintln!("debs: downloading {package} {version} from Debian {}", self.name);
-        run_cmd(
-            Command::new("apt-get")
-                .args(self.apt_options())
-                .args(["download", &format!("{package}={version}")])
-                .current_dir(&downloads),
-        )?;
+        download(&format!("downloading {package} {version} from Debian {}", self.name), || {
+            let mut cmd = Command::new("apt-get");
+            cmd.args(self.apt_options()).args(["download", &format!("{package}={version}")]).current_dir(&downloads);
+            cmd
+        })?;
         let deb = std::fs::read_dir(&downloads)?
             .flatten()
             .map(|e| e.path())

@@ -102,61 +102,110 @@ fn main() -> Result<()> {
     }
 }
 
-/// Fuzz and soak first, then the VM kernels, then every test on this
-/// kernel, so that the combined summary closes the output.
+/// Lint, fuzz and soak first, then the VM kernels, then every test on
+/// this kernel, so that the combined summary closes the output. Each step
+/// runs whether or not one before it failed (but for what needs a build
+/// that failed); every failure is named in the closing lines.
 fn test(filter: Option<String>) -> Result<()> {
     setup::run()?;
     util::require_root("the privileged tests load eBPF programs and create cgroups")?;
     let tracked = util::TrackedFiles::snapshot()?;
-    let mut tally = util::Tally::default();
-    let mut failures = lint::run()?;
+    let mut run = Run::default();
+    run.failures.extend(lint::run()?);
     if filter.is_none() {
-        fuzz::run_all(&fuzz::Args::short())?;
-        let bin = build()?;
-        soak::run(&bin, &soak::Args::ci())?;
-        let (vm_tally, vm_failures) = vm::run(&vm::Args::all())?;
-        tally.add(vm_tally);
-        failures.extend(vm_failures);
+        run.step("fuzz", || fuzz::run_all(&fuzz::Args::short()));
+        match build() {
+            Ok(bin) => run.step("soak", || soak::run(&bin, &soak::Args::ci())),
+            Err(e) => run.failures.push(format!("build: {e:#}")),
+        }
+        match vm::run(&vm::Args::all()) {
+            Ok((vm_tally, vm_failures)) => {
+                run.tally.add(vm_tally);
+                run.failures.extend(vm_failures.into_iter().map(|f| format!("vm: {f}")));
+            }
+            Err(e) => run.failures.push(format!("vm: {e:#}")),
+        }
     } else {
         println!("vm: a filtered run stays on this kernel; `cargo xtask vm FILTER` runs the VM kernels");
     }
     // The image, twice (the second a clean build in a target directory of
     // its own): the image tests compare them, the DaemonSet's pod runs it.
+    // Read by the test binaries cargo starts next.
+    match images() {
+        Ok((first, second)) => {
+            std::env::set_var("SANDWATCH_IMAGE", first);
+            std::env::set_var("SANDWATCH_IMAGE_REBUILD", second);
+        }
+        Err(e) => run.failures.push(format!("image: {e:#} (the image and DaemonSet tests fail without it)")),
+    }
+    // Default members and the privileged tests, every test binary even if
+    // one before it failed; one test at a time, since privileged tests
+    // share the kernel.
+    let mut args = vec!["test", "--no-fail-fast", "--features", "sandwatch/integration", "--lib", "--bins", "--tests"];
+    args.extend(["--", "--test-threads=1"]);
+    if let Some(f) = filter.as_deref() {
+        args.push(f);
+    }
+    let release = util::output(std::process::Command::new("uname").arg("-r")).unwrap_or_default();
+    let release = release.trim();
+    match util::cargo_test(&args) {
+        Ok(host) => {
+            println!("host kernel {release}: {}", host.tally.summary());
+            for target in &host.failed_targets {
+                run.failures.push(format!("host kernel {release}: test binary `{target}` failed or died"));
+            }
+            if !host.success && host.failed_targets.is_empty() {
+                run.failures.push(format!("host kernel {release}: cargo test failed (see its errors above)"));
+            }
+            run.tally.add(host.tally);
+        }
+        Err(e) => run.failures.push(format!("host kernel {release}: {e:#}")),
+    }
+    match tracked.changed_since() {
+        Ok(changed) if !changed.is_empty() => run.failures.push(format!(
+            "the test run changed tracked files (a run must leave the repository as it found it): {}",
+            changed.join(", ")
+        )),
+        Ok(_) => {}
+        Err(e) => run.failures.push(format!("cannot tell whether the run changed tracked files: {e:#}")),
+    }
+    finish(run.tally, &run.failures)
+}
+
+/// The image built twice; the paths of both archives.
+fn images() -> Result<(std::path::PathBuf, std::path::PathBuf)> {
     let first = image::build(&image::Args::default())?;
     let rebuild_dir = util::workspace_root()?.join("target/image-rebuild");
     let second = image::build(&image::Args { target_dir: Some(rebuild_dir), ..image::Args::default() })?;
     println!("image: built twice, digests {} and {}", first.digest, second.digest);
-    // Read by the test binaries cargo starts next.
-    std::env::set_var("SANDWATCH_IMAGE", &first.archive);
-    std::env::set_var("SANDWATCH_IMAGE_REBUILD", &second.archive);
-    // Default members (the eBPF crate only builds for the BPF target); one
-    // test at a time, since privileged tests share the kernel.
-    let mut args = vec!["test", "--lib", "--bins", "--tests", "--", "--test-threads=1"];
-    if let Some(f) = filter.as_deref() {
-        args.push(f);
-    }
-    let (host, ok) = util::cargo_test(&args)?;
-    let release = util::output(std::process::Command::new("uname").arg("-r")).unwrap_or_default();
-    println!("host kernel {}: {}", release.trim(), host.summary());
-    if !ok {
-        failures.push(format!("tests on the host kernel {} failed", release.trim()));
-    }
-    tally.add(host);
-    let changed = tracked.changed_since()?;
-    if !changed.is_empty() {
-        failures.push(format!(
-            "the test run changed tracked files (a run must leave the repository as it found it): {}",
-            changed.join(", ")
-        ));
-    }
-    finish(tally, &failures)
+    Ok((first.archive, second.archive))
 }
 
-/// Prints the closing summary; fails if anything failed or nothing ran.
+/// A whole test run: the counts, and one line per failure.
+#[derive(Default)]
+struct Run {
+    tally: util::Tally,
+    failures: Vec<String>,
+}
+
+impl Run {
+    /// Runs `step`; a failure is named, and the run goes on.
+    fn step(&mut self, name: &str, step: impl FnOnce() -> Result<()>) {
+        if let Err(e) = step() {
+            self.failures.push(format!("{name}: {e:#}"));
+        }
+    }
+}
+
+/// Prints the closing summary (the counts, then each failure on a line of
+/// its own); fails if anything failed or nothing ran.
 fn finish(tally: util::Tally, failures: &[String]) -> Result<()> {
     println!("tests: {}", tally.summary());
+    for failure in failures {
+        println!("FAILED: {failure}");
+    }
     if !failures.is_empty() {
-        anyhow::bail!("{}", failures.join("\n"));
+        anyhow::bail!("{} failure(s), each named above", failures.len());
     }
     if tally.passed == 0 {
         anyhow::bail!("no test ran");

@@ -5,7 +5,7 @@ use std::{path::PathBuf, process::Command};
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::util::{is_root, output, run as run_cmd};
+use crate::util::{download, is_root, output};
 
 /// Version pinned because newer bpf-linker releases need a newer rustc.
 const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -69,7 +69,11 @@ fn ensure_image_target() -> Result<()> {
         return Ok(());
     }
     say(format!("adding the Rust target {target} (the image's static binary)"));
-    run_cmd(rustup().args(["target", "add", target]))
+    download(&format!("rustup target add {target}"), || {
+        let mut cmd = rustup();
+        cmd.args(["target", "add", target]);
+        cmd
+    })
 }
 
 /// The containerd lines users run besides bookworm's 1.6: Debian trixie
@@ -111,14 +115,11 @@ fn ensure_cargo_fuzz() -> Result<()> {
         return Ok(());
     }
     say(format!("installing cargo-fuzz {CARGO_FUZZ_VERSION}"));
-    run_cmd(Command::new("cargo").args([
-        "install",
-        "cargo-fuzz",
-        "--locked",
-        "--force",
-        "--version",
-        CARGO_FUZZ_VERSION,
-    ]))
+    download("cargo install cargo-fuzz", || {
+        let mut cmd = Command::new("cargo");
+        cmd.args(["install", "cargo-fuzz", "--locked", "--force", "--version", CARGO_FUZZ_VERSION]);
+        cmd
+    })
 }
 
 /// Offline validation of the manifests against Kubernetes' schemas.
@@ -135,11 +136,13 @@ fn ensure_pip((package, module, version): (&str, &str, &str)) -> Result<()> {
     }
     say(format!("installing {package} {version} from PyPI"));
     let pip = |extra: &[&str]| {
-        let mut cmd = Command::new("python3");
-        cmd.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-            .args(extra)
-            .arg(format!("{package}=={version}"));
-        run_cmd(&mut cmd)
+        download(&format!("pip install {package}"), || {
+            let mut cmd = Command::new("python3");
+            cmd.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+                .args(extra)
+                .arg(format!("{package}=={version}"));
+            cmd
+        })
     };
     // Debian's own python3 refuses plain installs (PEP 668); this tool is
     // self-contained, so allow it there.
@@ -165,7 +168,11 @@ fn ensure_nightly() -> Result<String> {
         }
         None => {
             say("installing the nightly toolchain");
-            run_cmd(rustup().args(["toolchain", "install", "nightly", "--profile", "minimal"]))?;
+            download("rustup toolchain install nightly", || {
+                let mut cmd = rustup();
+                cmd.args(["toolchain", "install", "nightly", "--profile", "minimal"]);
+                cmd
+            })?;
             version().context("nightly installed but `rustc +nightly -vV` fails")?
         }
     };
@@ -175,7 +182,11 @@ fn ensure_nightly() -> Result<String> {
         say("rust-src for nightly present");
     } else {
         say("adding rust-src to nightly (needed for -Z build-std=core)");
-        run_cmd(rustup().args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+        download("rustup component add rust-src", || {
+            let mut cmd = rustup();
+            cmd.args(["component", "add", "rust-src", "--toolchain", "nightly"]);
+            cmd
+        })?;
     }
     Ok(text)
 }
@@ -198,12 +209,14 @@ fn ensure_lint_components() -> Result<()> {
                 continue;
             }
             say(format!("adding {component} to {which} (the lint step)"));
-            let mut add = rustup();
-            add.args(["component", "add", component]);
-            if let Some(t) = toolchain {
-                add.args(["--toolchain", t]);
-            }
-            run_cmd(&mut add)?;
+            download(&format!("rustup component add {component}"), || {
+                let mut add = rustup();
+                add.args(["component", "add", component]);
+                if let Some(t) = toolchain {
+                    add.args(["--toolchain", t]);
+                }
+                add
+            })?;
         }
     }
     Ok(())
@@ -234,13 +247,18 @@ fn ensure_apt(packages: &[String]) -> Result<()> {
         bail!("missing apt packages {}: run `cargo xtask setup` as root", missing.join(" "));
     }
     say(format!("installing apt packages: {}", missing.join(" ")));
-    run_cmd(Command::new("apt-get").args(["update", "-qq"]))?;
-    run_cmd(
-        Command::new("apt-get")
-            .args(["install", "-y", "-qq", "--no-install-recommends"])
+    download("apt-get update", || {
+        let mut cmd = Command::new("apt-get");
+        cmd.args(["update", "-qq"]);
+        cmd
+    })?;
+    download("apt-get install", || {
+        let mut cmd = Command::new("apt-get");
+        cmd.args(["install", "-y", "-qq", "--no-install-recommends"])
             .args(&missing)
-            .env("DEBIAN_FRONTEND", "noninteractive"),
-    )
+            .env("DEBIAN_FRONTEND", "noninteractive");
+        cmd
+    })
 }
 
 fn bpf_linker_path() -> Option<PathBuf> {
@@ -265,21 +283,13 @@ fn ensure_bpf_linker(llvm: u32) -> Result<()> {
     }
     say(format!("installing bpf-linker {BPF_LINKER_VERSION} against LLVM {llvm}"));
     let path = format!("/usr/lib/llvm-{llvm}/bin:{}", std::env::var("PATH").unwrap_or_default());
-    run_cmd(
-        Command::new("cargo")
-            .args([
-                "install",
-                "bpf-linker",
-                "--locked",
-                "--force",
-                "--version",
-                BPF_LINKER_VERSION,
-                "--no-default-features",
-                "--features",
-                &format!("llvm-{llvm}"),
-            ])
-            .env("PATH", path),
-    )?;
+    download("cargo install bpf-linker", || {
+        let mut cmd = Command::new("cargo");
+        cmd.args(["install", "bpf-linker", "--locked", "--force", "--version", BPF_LINKER_VERSION])
+            .args(["--no-default-features", "--features", &format!("llvm-{llvm}")])
+            .env("PATH", &path);
+        cmd
+    })?;
     if !bpf_linker_matches(llvm) {
         bail!("bpf-linker was installed but is not on PATH or not linked against LLVM {llvm}");
     }

@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::node::{sh, storm, storm_in, workers, Agent, OwnCgroup};
+use crate::node::{sh, start_agent, storm, storm_in, workers, Agent, OwnCgroup};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -59,15 +59,15 @@ impl Drop for Pauses {
 
 /// Creates pod `n` (burstable, cgroupfs names) with a sandbox container
 /// running `sandbox` and an app container running `app`, each limited to
-/// 32 MiB; returns the pod's cgroup dir and UID.
-fn pod(root: &mut OwnCgroup, n: u32, sandbox: &str, app: &str) -> Result<(PathBuf, String)> {
+/// 32 MiB; returns the pod's cgroup path and UID.
+fn pod(root: &mut OwnCgroup, n: u32, sandbox: &str, app: &str) -> Result<(String, String)> {
     let uid = format!("{n:08x}-0000-4000-8000-{:012x}", std::process::id());
     let pod_rel = format!("kubepods/burstable/pod{uid}");
-    let pod_dir = root.child(&pod_rel)?;
+    let pod_path = root.child(&pod_rel)?;
     for (i, script) in [sandbox, app].iter().enumerate() {
-        let dir = root.child(&format!("{pod_rel}/{}", format!("{:02x}", i + 1).repeat(32)))?;
-        root.limit_memory(&dir, 32 << 20)?;
-        let procs = dir.join("cgroup.procs");
+        let path = root.child(&format!("{pod_rel}/{}", format!("{:02x}", i + 1).repeat(32)))?;
+        root.set_memory_limit(&path, 32 << 20)?;
+        let procs = root.procs_file(&path);
         // Started and left alone: the cgroup's removal kills it.
         let _child = sh(&format!("echo $$ > {} && exec {script}", procs.display()))?;
         // The first task in the cgroup is its init: wait until it is there.
@@ -78,7 +78,7 @@ fn pod(root: &mut OwnCgroup, n: u32, sandbox: &str, app: &str) -> Result<(PathBu
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    Ok((pod_dir, uid))
+    Ok((pod_path, uid))
 }
 
 /// OOM kills the agent attributed to pod `uid` (all its series).
@@ -117,7 +117,7 @@ impl Soak<'_> {
     fn restart(&mut self) -> Result<()> {
         self.starts += 1;
         let log = self.logs.join(format!("agent-{}.log", self.starts));
-        let next = Agent::start(self.bin, &[], Some(&log))?;
+        let next = start_agent(self.bin, &[], Some(&log))?;
         let old = std::mem::replace(&mut self.agent, next);
         self.log_texts.push(old.stop()?);
         Ok(())
@@ -132,10 +132,10 @@ impl Soak<'_> {
         let container = root.child(&format!("{pod}/{}", "ee".repeat(32)))?;
         let before = dropped(&self.agent);
         self.agent.signal(libc::SIGSTOP);
-        let result = storm_in(&container.join("cgroup.procs"), 60_000, workers());
+        let result = storm_in(&root.procs_file(&container), 60_000, workers());
         self.agent.signal(libc::SIGCONT);
-        let pod_dir = root.dir().join(&pod);
-        root.remove(&pod_dir);
+        let pod_path = format!("{}/{pod}", root.path());
+        root.remove(&pod_path);
         result?;
         let mut after = before;
         wait_until(Duration::from_secs(10), || {
@@ -167,7 +167,7 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
     // A pod that lives through the whole soak: every restarted agent must
     // rediscover it, with both inits.
     let (keeper, _) = pod(&mut root, 0, &pauses.idle(), "sleep 100000")?;
-    let agent = Agent::start(bin, &[], Some(&logs.join("agent-0.log")))?;
+    let agent = start_agent(bin, &[], Some(&logs.join("agent-0.log")))?;
     let mut soak = Soak { bin, logs, agent, starts: 0, log_texts: Vec::new() };
 
     // Restarts happen in the first half; the second half measures memory.

@@ -34,6 +34,39 @@ pub fn run(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// Attempts at a download before it counts as failed.
+pub const DOWNLOAD_ATTEMPTS: u32 = 3;
+
+/// Runs a command that downloads (apt, cargo install, pip, rustup): a
+/// failure is retried, after 5 and then 10 s, up to DOWNLOAD_ATTEMPTS in
+/// all, each retry logged; the last failure is the error.
+pub fn download(what: &str, mut cmd: impl FnMut() -> Command) -> Result<()> {
+    retrying(what, DOWNLOAD_ATTEMPTS, std::time::Duration::from_secs(5), || run(&mut cmd()))
+}
+
+/// `attempt` until it succeeds, at most `attempts` times, waiting `first`
+/// and then twice as long before each retry.
+pub fn retrying<T>(
+    what: &str,
+    attempts: u32,
+    first: std::time::Duration,
+    mut attempt: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let mut wait = first;
+    for n in 1.. {
+        match attempt() {
+            Ok(v) => return Ok(v),
+            Err(e) if n < attempts => {
+                eprintln!("retry: {what} failed ({e:#}); attempt {} of {attempts} in {} s", n + 1, wait.as_secs());
+                std::thread::sleep(wait);
+                wait *= 2;
+            }
+            Err(e) => return Err(e.context(format!("{what} failed {attempts} times"))),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
 /// Runs a command and returns its stdout, or None if it could not run or failed.
 pub fn output(cmd: &mut Command) -> Option<String> {
     let out = cmd.output().ok()?;
@@ -124,16 +157,39 @@ impl Tally {
     }
 }
 
+/// What one `cargo test` run did.
+#[derive(Debug, Default)]
+pub struct CargoTest {
+    pub tally: Tally,
+    /// Test binaries that failed or died, as cargo names them
+    /// (`-p sandwatch --test runtime`).
+    pub failed_targets: Vec<String>,
+    pub success: bool,
+}
+
 /// Runs `cargo test …`, echoing its output; returns the counts over every
-/// test binary and whether cargo succeeded.
-pub fn cargo_test(args: &[&str]) -> Result<(Tally, bool)> {
+/// test binary and the binaries that failed (cargo's own account on
+/// stderr: pass `--no-fail-fast` to have every binary run).
+pub fn cargo_test(args: &[&str]) -> Result<CargoTest> {
     use std::io::{BufRead as _, BufReader};
     let mut child = Command::new(cargo_path())
         .args(args)
         .current_dir(workspace_root()?)
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .context("cannot start cargo test")?;
+    let stderr = child.stderr.take().context("cargo test stderr")?;
+    // cargo's own messages (which binary failed or died) are read beside
+    // the tests' output, which stays on stdout.
+    let errors = std::thread::spawn(move || {
+        let mut failed = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            failed.extend(failed_target(&line));
+        }
+        failed
+    });
     let mut tally = Tally::default();
     if let Some(out) = child.stdout.take() {
         for line in BufReader::new(out).lines().map_while(Result::ok) {
@@ -142,7 +198,15 @@ pub fn cargo_test(args: &[&str]) -> Result<(Tally, bool)> {
         }
     }
     let status = child.wait().context("waiting for cargo test")?;
-    Ok((tally, status.success()))
+    let mut failed_targets = errors.join().unwrap_or_default();
+    failed_targets.dedup();
+    Ok(CargoTest { tally, failed_targets, success: status.success() })
+}
+
+/// The target of cargo's `error: test failed, to rerun pass `…``.
+fn failed_target(line: &str) -> Option<String> {
+    let rest = line.trim().strip_prefix("error: test failed, to rerun pass `")?;
+    Some(rest.split('`').next()?.to_string())
 }
 
 /// Replaces this process with `bin args…` so signals reach the agent directly.
@@ -154,7 +218,37 @@ pub fn exec(bin: &Path, args: &[String]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::Tally;
+    use super::*;
+
+    #[test]
+    fn cargo_names_the_test_binary_that_failed() {
+        assert_eq!(
+            failed_target("error: test failed, to rerun pass `-p sandwatch --test runtime`").as_deref(),
+            Some("-p sandwatch --test runtime")
+        );
+        assert_eq!(failed_target("warning: unused import"), None);
+    }
+
+    #[test]
+    fn retries_are_bounded_and_the_last_error_is_kept() {
+        let mut calls = 0;
+        let r: Result<()> = retrying("fetch", 3, std::time::Duration::ZERO, || {
+            calls += 1;
+            anyhow::bail!("try {calls}")
+        });
+        assert_eq!(calls, 3);
+        let text = format!("{:#}", r.unwrap_err());
+        assert!(text.contains("fetch failed 3 times") && text.contains("try 3"), "{text}");
+        let mut calls = 0;
+        let r = retrying("fetch", 3, std::time::Duration::ZERO, || {
+            calls += 1;
+            if calls < 2 {
+                anyhow::bail!("flaky")
+            }
+            Ok(calls)
+        });
+        assert_eq!(r.unwrap(), 2);
+    }
 
     #[test]
     fn tally_reads_libtest_result_lines() {

@@ -81,6 +81,7 @@ pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
     let dir = root.join("target/vm");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let binaries = build_test_binaries(&root, VM_TESTS)?;
+    let expected = count_tests(&binaries, args.filter.as_deref())?;
     let initramfs = build_initramfs(&dir, "initramfs", &binaries, args.filter.as_deref(), &Extras::default())?;
     let packages: Vec<String> = if args.kernels.is_empty() {
         DEFAULT_KERNELS.iter().map(|s| s.to_string()).collect()
@@ -90,38 +91,47 @@ pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
     let mut total = Tally::default();
     let mut failures = Vec::new();
     let timeout = Duration::from_secs(args.timeout_minutes * 60);
-    let mut boot_one = |kernel: &Kernel, initramfs: &Path, what: &str, memory_mib: u32| match boot(
+    // Boots one VM; its counts go to the total, a failure comes back.
+    let mut boot_one = |kernel: &Kernel, initramfs: &Path, what: &str, memory_mib: u32, expected: u64| match boot(
         &dir, kernel, initramfs, timeout, what, memory_mib,
     ) {
-        Ok(outcome) => {
+        Ok(mut outcome) => {
+            outcome.expected = expected;
             println!("vm {} (cgroup v2{what}): {}", kernel.release, outcome.tally.summary());
             total.add(outcome.tally);
-            if let Some(why) = outcome.failure() {
-                failures.push(format!(
-                    "kernel {} (cgroup v2{what}): {why}; serial log {}",
-                    kernel.release,
-                    outcome.log.display()
-                ));
-            }
+            outcome.failure().map(|why| {
+                format!("kernel {} (cgroup v2{what}): {why}; serial log {}", kernel.release, outcome.log.display())
+            })
         }
-        Err(e) => failures.push(format!("kernel {} (cgroup v2{what}): {e:#}", kernel.release)),
+        Err(e) => Some(format!("kernel {} (cgroup v2{what}): {e:#} ({expected} tests did not run)", kernel.release)),
     };
     // A filter naming the runtime tests runs only the runtime VM.
     let runtime_only = args.filter.as_deref().is_some_and(|f| f.contains(RUNTIME_FILTER));
     for package in packages.iter().filter(|_| !runtime_only) {
-        let kernel = fetch_kernel(&root, package)?;
-        boot_one(&kernel, &initramfs, "", 2048);
+        // A kernel that cannot be had is one failure; the others still run.
+        match fetch_kernel(&root, package) {
+            Ok(kernel) => failures.extend(boot_one(&kernel, &initramfs, "", 2048, expected)),
+            Err(e) => failures.push(format!("kernel {package}: cannot fetch it: {e:#} ({expected} tests did not run)")),
+        }
     }
     if args.kernels.is_empty() && (args.filter.is_none() || runtime_only) {
-        let binaries = build_test_binaries(&root, RUNTIME_TESTS)?;
+        let what = ", containerd 2.x and runc";
         let filter = match args.filter.as_deref() {
             Some(f) if f.contains(RUNTIME_FILTER) => f.to_string(),
             _ => RUNTIME_FILTER.to_string(),
         };
-        let kernel = fetch_kernel(&root, RUNTIME_KERNEL)?;
-        let extras = Extras::runtime(&root, &kernel, &dir)?;
-        let initramfs = build_initramfs(&dir, "initramfs-runtime", &binaries, Some(&filter), &extras)?;
-        boot_one(&kernel, &initramfs, ", containerd 2.x and runc", 3072);
+        let prepared = (|| -> Result<(Kernel, PathBuf, u64)> {
+            let binaries = build_test_binaries(&root, RUNTIME_TESTS)?;
+            let expected = count_tests(&binaries, Some(&filter))?;
+            let kernel = fetch_kernel(&root, RUNTIME_KERNEL)?;
+            let extras = Extras::runtime(&root, &kernel, &dir)?;
+            let initramfs = build_initramfs(&dir, "initramfs-runtime", &binaries, Some(&filter), &extras)?;
+            Ok((kernel, initramfs, expected))
+        })();
+        match prepared {
+            Ok((kernel, initramfs, expected)) => failures.extend(boot_one(&kernel, &initramfs, what, 3072, expected)),
+            Err(e) => failures.push(format!("{RUNTIME_KERNEL} (cgroup v2{what}): cannot prepare the VM: {e:#}")),
+        }
     }
     Ok((total, failures))
 }
@@ -252,7 +262,7 @@ fn find_vmlinuz(unpacked: &Path) -> Option<(String, PathBuf)> {
 /// `cargo test --no-run` for `tests`; returns (name, executable).
 fn build_test_binaries(root: &Path, tests: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let mut cmd = Command::new(cargo_path());
-    cmd.args(["test", "--no-run", "--package", "sandwatch", "--message-format=json"]);
+    cmd.args(["test", "--no-run", "--package", "sandwatch", "--features", "integration", "--message-format=json"]);
     for t in tests {
         cmd.args(["--test", t]);
     }
@@ -273,6 +283,19 @@ fn build_test_binaries(root: &Path, tests: &[&str]) -> Result<Vec<(String, PathB
         bail!("expected test binaries {tests:?}, cargo built {found:?}");
     }
     Ok(found)
+}
+
+/// How many tests the binaries hold that `filter` selects (`--list`, run
+/// on the host: listing runs nothing).
+fn count_tests(binaries: &[(String, PathBuf)], filter: Option<&str>) -> Result<u64> {
+    let mut n = 0;
+    for (name, exe) in binaries {
+        let mut cmd = Command::new(exe);
+        cmd.args(["--list", "--format", "terse"]).args(filter);
+        let listed = output(&mut cmd).with_context(|| format!("cannot list the tests of {name}"))?;
+        n += listed.lines().filter(|l| l.ends_with(": test")).count() as u64;
+    }
+    Ok(n)
 }
 
 /// The first `"key":"value"` string in a line of cargo's JSON messages
@@ -459,17 +482,26 @@ struct Outcome {
     /// Test binaries that exited non-zero.
     failed_binaries: Vec<String>,
     finished: bool,
+    /// Tests the binaries hold for this run (0: not known).
+    expected: u64,
     log: PathBuf,
 }
 
 impl Outcome {
     fn failure(&self) -> Option<String> {
+        let ran = self.tally.passed + self.tally.failed + self.tally.ignored;
+        let missing = self.expected.saturating_sub(ran);
         if !self.finished {
-            Some("the VM stopped before the tests finished (timeout, kernel panic or crash)".to_string())
+            Some(format!(
+                "the VM stopped before the tests finished (timeout, kernel panic or crash); {missing} of {} tests did not run",
+                self.expected
+            ))
         } else if !self.failed_binaries.is_empty() {
             Some(format!("{} test(s) failed in {}", self.tally.failed, self.failed_binaries.join(", ")))
         } else if self.tally.passed == 0 {
             Some("no test ran".to_string())
+        } else if missing > 0 {
+            Some(format!("{missing} of {} tests did not run (a test binary died?)", self.expected))
         } else {
             None
         }
@@ -514,7 +546,8 @@ fn boot(
         false
     });
     let started = Instant::now();
-    let mut outcome = Outcome { tally: Tally::default(), failed_binaries: Vec::new(), finished: false, log: log_path };
+    let mut outcome =
+        Outcome { tally: Tally::default(), failed_binaries: Vec::new(), finished: false, expected: 0, log: log_path };
     for raw in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
         let line = String::from_utf8_lossy(&raw);
         let line = line.trim_end_matches('\r');
@@ -569,10 +602,13 @@ mod tests {
             tally: Tally { passed: 5, failed: 0, ignored: 0 },
             failed_binaries: Vec::new(),
             finished: false,
+            expected: 6,
             log: PathBuf::new(),
         };
-        assert!(o.failure().is_some(), "unfinished");
+        assert!(o.failure().is_some_and(|f| f.contains("1 of 6 tests did not run")), "unfinished");
         o.finished = true;
+        assert_eq!(o.failure().as_deref(), Some("1 of 6 tests did not run (a test binary died?)"));
+        o.tally.passed = 6;
         assert!(o.failure().is_none());
         o.failed_binaries.push("pods".to_string());
         assert!(o.failure().is_some());

@@ -1,26 +1,31 @@
-//! Shared pieces of the privileged tests: cgroups inside the test's own
-//! subtree (removed on drop, even when a test fails), child processes, the
-//! agent binary under test, and a minimal HTTP client for /metrics.
-#![allow(dead_code)]
+//! Shared pieces of the end-to-end tests, over what they share with
+//! xtask (the `test-support` crate): cgroups inside the test's own subtree
+//! (removed on drop, even when a test fails), child processes, the agent
+//! binary under test, and a minimal HTTP client for its endpoints.
+#![allow(dead_code, unused_imports)] // each test binary uses a part of it
 
 pub mod containerd;
 pub mod cri;
 pub mod kubelet;
 
 use std::{
-    io::{Read as _, Write as _},
-    net::{SocketAddr, TcpListener, TcpStream},
+    net::SocketAddr,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
 
 use sandwatch::{
     events::Event,
     probes::{
-        cgroups::{own_cgroup, CgroupLayout, CgroupMode},
+        cgroups::{CgroupLayout, CgroupMode},
         reader::EventStream,
     },
+};
+pub use test_support::http::{get as http_get, get_timeout as http_get_timeout, metric};
+use test_support::{
+    agent::{Agent, Launch},
+    cgroup::OwnCgroup,
 };
 
 /// The image `cargo xtask image` built: `SANDWATCH_IMAGE` (set by `cargo
@@ -53,177 +58,57 @@ pub fn require_root() {
 }
 
 /// A cgroup created inside this process's own memory cgroup (v1) or
-/// unified cgroup (v2). Dropping it kills what is left inside and removes
-/// it, children first.
+/// unified cgroup (v2), with the agent's view of the layout. Dropping it
+/// kills what is left inside and removes it and everything below.
 pub struct TestCgroup {
     pub layout: CgroupLayout,
     /// Relative to the hierarchy root, as the kernel's tracepoints show it.
     pub path: String,
-    children: Vec<String>,
+    cg: OwnCgroup,
 }
 
 impl TestCgroup {
     pub fn create(name: &str) -> Self {
         let layout = CgroupLayout::detect().expect("cgroup layout");
-        let own = own_cgroup(&layout).expect("own cgroup in /proc/self/cgroup");
-        let path = format!("{}/sandwatch-test-{}-{name}", own.trim_end_matches('/'), std::process::id());
-        delegate_memory(&layout, &own);
-        std::fs::create_dir(layout.dir(&path))
-            .unwrap_or_else(|e| panic!("cannot create cgroup {}: {e}", layout.dir(&path).display()));
-        Self { layout, path, children: Vec::new() }
+        let cg = OwnCgroup::create(&format!("test-{name}")).unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(cg.mount(), layout.mount, "the agent and the tests see the same hierarchy");
+        Self { layout, path: cg.path().to_string(), cg }
     }
 
     /// Creates a nested cgroup (removed before this one).
     pub fn child(&mut self, rel: &str) -> String {
-        let mut path = self.path.clone();
-        for part in rel.split('/').filter(|p| !p.is_empty()) {
-            let parent = path;
-            path = format!("{parent}/{part}");
-            if !self.layout.dir(&path).exists() {
-                delegate_memory(&self.layout, &parent);
-                std::fs::create_dir(self.layout.dir(&path))
-                    .unwrap_or_else(|e| panic!("cannot create cgroup {path}: {e}"));
-                self.children.push(path.clone());
-            }
-        }
-        path
+        self.cg.child(rel).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     pub fn dir(&self) -> PathBuf {
-        self.layout.dir(&self.path)
+        self.cg.dir(&self.path)
     }
 
     pub fn id(&self) -> u64 {
-        self.layout.cgroup_id(&self.path).expect("cgroup id")
+        self.id_of(&self.path)
     }
 
     pub fn id_of(&self, path: &str) -> u64 {
-        self.layout.cgroup_id(path).expect("cgroup id")
+        self.cg.id(path).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     pub fn procs_file(&self, path: &str) -> PathBuf {
-        self.layout.dir(path).join("cgroup.procs")
+        self.cg.procs_file(path)
     }
 
     pub fn set_memory_limit(&self, path: &str, bytes: u64) {
-        let file = match self.layout.mode {
-            CgroupMode::V1Memory { .. } => "memory.limit_in_bytes",
-            CgroupMode::V2 => "memory.max",
-        };
-        let target = self.layout.dir(path).join(file);
-        std::fs::write(&target, bytes.to_string()).unwrap_or_else(|e| panic!("cannot write {}: {e}", target.display()));
-        if self.layout.mode != CgroupMode::V2 {
-            // Without swap accounting the limit is the whole story; with it,
-            // keep the OOM from being delayed by swapping.
-            let _ = std::fs::write(self.layout.dir(path).join("memory.swappiness"), "0");
-        }
+        self.cg.set_memory_limit(path, bytes).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
-    /// The kernel's own count of OOM kills of processes in `path` (and
-    /// below): `oom_kill` of `memory.events` on v2, of `memory.oom_control`
-    /// on v1.
+    /// The kernel's own count of OOM kills of processes in `path` (and below).
     pub fn oom_kills(&self, path: &str) -> u64 {
-        let file = match self.layout.mode {
-            CgroupMode::V1Memory { .. } => "memory.oom_control",
-            CgroupMode::V2 => "memory.events",
-        };
-        let target = self.layout.dir(path).join(file);
-        let text = std::fs::read_to_string(&target).unwrap_or_else(|e| panic!("cannot read {}: {e}", target.display()));
-        text.lines()
-            .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("no oom_kill line in {}: {text}", target.display()))
-    }
-
-    /// Removes one cgroup: kill what is inside (only processes this test
-    /// started can be there), wait for them to go, rmdir.
-    fn remove(layout: &CgroupLayout, path: &str) {
-        let dir = layout.dir(path);
-        for _ in 0..100 {
-            let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-            let pids: Vec<i32> = procs.lines().filter_map(|l| l.trim().parse().ok()).collect();
-            for pid in &pids {
-                // SAFETY: plain kill(2) of a pid inside our own test cgroup.
-                unsafe { libc::kill(*pid, libc::SIGKILL) };
-            }
-            if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("warning: could not remove cgroup {}", dir.display());
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        for child in self.children.iter().rev() {
-            Self::remove(&self.layout, child);
-        }
-        // What a runtime created inside and a failed test left behind.
-        Self::remove_below(&self.layout, &self.path);
-        Self::remove(&self.layout, &self.path);
-        // On v1 a runtime (runc, cgroupfs driver) creates the same path in
-        // every hierarchy; this test's part of it goes too.
-        if self.layout.mode != CgroupMode::V2 {
-            let Some(root) = self.layout.mount.parent() else { return };
-            let Ok(hierarchies) = std::fs::read_dir(root) else { return };
-            for h in hierarchies.flatten() {
-                let dir = h.path().join(self.path.trim_start_matches('/'));
-                if h.path() != self.layout.mount && dir.is_dir() {
-                    remove_empty_tree(&dir);
-                }
-            }
-        }
-    }
-}
-
-impl TestCgroup {
-    /// Removes every cgroup below `path`, deepest first.
-    fn remove_below(layout: &CgroupLayout, path: &str) {
-        let Ok(entries) = std::fs::read_dir(layout.dir(path)) else { return };
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                let sub = format!("{path}/{}", e.file_name().to_string_lossy());
-                Self::remove_below(layout, &sub);
-                Self::remove(layout, &sub);
-            }
-        }
-    }
-}
-
-/// rmdir of a tree of cgroups without processes (a hierarchy whose
-/// processes were killed through the memory one), deepest first.
-fn remove_empty_tree(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_empty_tree(&e.path());
-            }
-        }
-    }
-    if std::fs::remove_dir(dir).is_err() && dir.exists() {
-        eprintln!("warning: could not remove cgroup {}", dir.display());
-    }
-}
-
-/// On v2, children get a memory controller only if their parent delegates
-/// it. A cgroup that holds processes (other than the root) cannot delegate;
-/// then `set_memory_limit` fails and says which file is missing.
-fn delegate_memory(layout: &CgroupLayout, parent: &str) {
-    if layout.mode == CgroupMode::V2 {
-        let _ = std::fs::write(layout.dir(parent).join("cgroup.subtree_control"), "+memory");
+        self.cg.oom_kills(path).unwrap_or_else(|e| panic!("{e:#}"))
     }
 }
 
 /// Runs `sh -c script` and returns the child.
 pub fn sh(script: &str) -> Child {
-    Command::new("sh")
-        .args(["-c", script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sh")
+    test_support::sh(script).expect("spawn sh")
 }
 
 /// A process that joins `procs_file`'s cgroup and then tries to allocate and
@@ -257,31 +142,7 @@ pub async fn collect(
 
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
-}
-
-/// GET over plain HTTP/1.0; returns (status, body).
-pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    http_get_timeout(addr, path, Duration::from_secs(5))
-}
-
-/// GET over plain HTTP/1.0 within `timeout` for connecting and for each read.
-pub fn http_get_timeout(addr: SocketAddr, path: &str, timeout: Duration) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout.min(Duration::from_secs(2))).ok()?;
-    s.set_read_timeout(Some(timeout)).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).ok()?;
-    let status = resp.split_whitespace().nth(1)?.parse().ok()?;
-    let body = resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((status, body))
-}
-
-/// Value of one exact series (`name{labels}`) in a text exposition.
-pub fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+    test_support::free_port().expect("free port")
 }
 
 /// One event record as a client reads it off the wire: every line must be
@@ -351,9 +212,8 @@ impl WireRecord {
 /// The agent binary, started on a free loopback port; killed on drop if a
 /// test fails before stopping it.
 pub struct AgentProcess {
-    pub child: Child,
+    agent: Agent,
     pub addr: SocketAddr,
-    log: PathBuf,
 }
 
 impl AgentProcess {
@@ -364,52 +224,22 @@ impl AgentProcess {
     /// Starts the agent through `wrapper` (e.g. `unshare --cgroup --`),
     /// which must exec it so the pid stays the agent's.
     pub fn start_wrapped(wrapper: &[&str], extra: &[&str]) -> Self {
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-        // A file, not a pipe: a chatty agent must never block on its log.
-        let log = std::env::temp_dir().join(format!("sandwatch-test-{}-{}.log", std::process::id(), addr.port()));
-        let log_file = std::fs::File::create(&log).expect("agent log file");
-        let bin = env!("CARGO_BIN_EXE_sandwatch");
-        let mut cmd = match wrapper.split_first() {
-            Some((first, rest)) => {
-                let mut c = Command::new(first);
-                c.args(rest).arg(bin);
-                c
-            }
-            None => Command::new(bin),
-        };
-        let child = cmd
-            .args(["--listen", &addr.to_string(), "--log-level", "info"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .expect("spawn sandwatch");
-        let mut agent = Self { child, addr, log };
-        agent.wait_ready(Duration::from_secs(20));
-        agent
+        let bin = Path::new(env!("CARGO_BIN_EXE_sandwatch"));
+        let launch = Launch { wrapper, ready_within: Duration::from_secs(20), ..Launch::new(bin, extra) };
+        let agent = Agent::start(launch).unwrap_or_else(|e| panic!("{e:#}"));
+        Self { addr: agent.addr, agent }
     }
 
-    fn wait_ready(&mut self, timeout: Duration) {
-        let start = Instant::now();
-        while start.elapsed() < timeout {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("sandwatch exited early with {status}: {}", self.log_text());
-            }
-            if matches!(http_get(self.addr, "/readyz"), Some((200, _))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("sandwatch was not ready within {timeout:?}");
+    pub fn pid(&self) -> u32 {
+        self.agent.pid()
     }
 
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.agent.log_text()
     }
 
     pub fn metrics(&self) -> String {
-        http_get(self.addr, "/metrics").expect("scrape /metrics").1
+        self.agent.metrics().unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// The agent's event records so far (`GET /events`, the history).
@@ -419,28 +249,9 @@ impl AgentProcess {
         body.lines().filter(|l| !l.trim().is_empty()).map(WireRecord::parse).collect()
     }
 
-    /// SIGTERM, then wait up to `timeout`; returns the exit status and stderr.
-    pub fn terminate(mut self, timeout: Duration) -> (std::process::ExitStatus, String) {
-        // SAFETY: kill(2) of the child we started, by its pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return (status, self.log_text());
-            }
-            assert!(start.elapsed() < timeout, "sandwatch did not exit within {timeout:?} of SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for AgentProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let _ = std::fs::remove_file(&self.log);
+    /// SIGTERM, then wait up to `timeout`; returns the exit status and its log.
+    pub fn terminate(mut self, timeout: Duration) -> (ExitStatus, String) {
+        self.agent.terminate(timeout).unwrap_or_else(|e| panic!("{e:#}"))
     }
 }
 
