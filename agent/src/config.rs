@@ -10,10 +10,7 @@ use clap::Parser;
 
 use crate::{
     model::{correlation::CorrelatorLimits, storm::StormSettings, Limits},
-    probes::{
-        loader::{DEFAULT_DRAIN_INTERVAL_MS, DEFAULT_RING_BUFFER_BYTES},
-        ProbeOptions,
-    },
+    probes::{loader::DEFAULT_DRAIN_INTERVAL_MS, ProbeOptions},
     runtime::{containerd::StreamConfig, cri::CriConfig},
     telemetry::{logs::LogFormat, watchdog_metrics::MetricsSettings},
     watchdog::{self, RuntimeSettings},
@@ -28,7 +25,7 @@ pub struct Config {
 
     /// Ring buffer size in bytes (power of two, at least 4096; suffixes K, M
     /// accepted, e.g. 8M). The kernel maps it twice: RSS shows twice this.
-    #[arg(long, env = "SANDWATCH_RING_BUFFER_BYTES", default_value_t = DEFAULT_RING_BUFFER_BYTES, value_parser = parse_ring_size)]
+    #[arg(long, env = "SANDWATCH_RING_BUFFER_BYTES", default_value = DEFAULT_RING_BUFFER, value_parser = parse_ring_size)]
     pub ring_buffer_bytes: u32,
 
     /// Longest wait, in ms, before the reader drains exit and cgroup records
@@ -118,6 +115,10 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 }
+
+/// `--ring-buffer-bytes`'s default, as a user writes it (the probes'
+/// `DEFAULT_RING_BUFFER_BYTES`; a unit test keeps them equal).
+const DEFAULT_RING_BUFFER: &str = "2M";
 
 /// What the flags mean to each part of the agent.
 #[derive(Debug, Clone)]
@@ -352,6 +353,49 @@ mod tests {
         assert_eq!(s.cri.map(|c| c.socket), Some(PathBuf::from("/run/crio/crio.sock")));
         assert_eq!(s.records.node, "node-7");
         assert_eq!(s.channel_capacity, 64);
+    }
+
+    #[test]
+    fn the_ring_buffer_default_is_the_probes_default() {
+        let default = crate::probes::loader::DEFAULT_RING_BUFFER_BYTES;
+        assert_eq!(parse_ring_size(DEFAULT_RING_BUFFER), Ok(default));
+        assert_eq!(settings(&[]).probes.ring_buffer_bytes, default);
+    }
+
+    /// docs/operating.md's flags table, row by row: each flag the agent
+    /// has, its variable and its default, and no other.
+    #[test]
+    fn the_flags_reference_is_the_agents_flags() {
+        use clap::CommandFactory as _;
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operating.md");
+        let doc = std::fs::read_to_string(path).expect("docs/operating.md");
+        let table = doc.split("\n## Flags\n").nth(1).and_then(|t| t.split("\n## ").next()).expect("a Flags section");
+        let cell = |c: &str| c.trim().trim_matches('`').to_string();
+        let documented: Vec<(String, String, String)> = table
+            .lines()
+            .filter(|l| l.starts_with("| `--"))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').skip(1).collect();
+                (cell(cells[0]), cell(cells[1]), cells[2].trim().to_string())
+            })
+            .collect();
+        let command = Config::command();
+        let mut flags = Vec::new();
+        for arg in command.get_arguments().filter(|a| a.get_long().is_some_and(|l| l != "help" && l != "version")) {
+            let long = format!("--{}", arg.get_long().unwrap_or_default());
+            flags.push(long.clone());
+            let row = documented.iter().find(|(flag, ..)| *flag == long);
+            let (_, env, default) = row.unwrap_or_else(|| panic!("{long} is not in {path}'s flags table"));
+            let want_env = arg.get_env().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
+            assert_eq!(*env, want_env, "{long}'s variable");
+            let defaults: Vec<String> =
+                arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
+            if !defaults.is_empty() {
+                assert_eq!(*default, format!("`{}`", defaults.join(",")), "{long}'s default");
+            }
+        }
+        let extra: Vec<&String> = documented.iter().map(|(f, ..)| f).filter(|f| !flags.contains(f)).collect();
+        assert!(extra.is_empty(), "documented but not a flag: {extra:?}");
     }
 
     #[test]

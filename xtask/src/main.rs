@@ -1,10 +1,11 @@
-//! Project tasks: `cargo xtask setup | build | image | run | test | vm | bench | fuzz | soak`.
+//! Project tasks: `cargo xtask setup | build | image | run | lint | mutants | test | vm | bench | fuzz | soak`.
 
 mod bench;
 mod debs;
 mod fuzz;
 mod image;
 mod lint;
+mod mutants;
 mod node;
 mod purity;
 mod setup;
@@ -41,6 +42,9 @@ enum Command {
     /// Formatting and clippy (host crates and the eBPF crate): the first
     /// step of `test`.
     Lint,
+    /// Put each bug the watchdog core's unit tests guard back into the
+    /// code, one at a time, and check that its test fails. Part of `test`.
+    Mutants,
     /// Set up, then run every test, the privileged ones included (needs root).
     Test {
         /// Only tests whose name contains this.
@@ -72,6 +76,14 @@ fn main() -> Result<()> {
             let failed = lint::run()?;
             if !failed.is_empty() {
                 anyhow::bail!("{}", failed.join("\n"));
+            }
+            Ok(())
+        }
+        Command::Mutants => {
+            setup::run()?;
+            let missed = mutants::run()?;
+            if !missed.is_empty() {
+                anyhow::bail!("{}", missed.join("\n"));
             }
             Ok(())
         }
@@ -113,6 +125,10 @@ fn test(filter: Option<String>) -> Result<()> {
     let mut run = Run::default();
     run.failures.extend(lint::run()?);
     if filter.is_none() {
+        match mutants::run() {
+            Ok(missed) => run.failures.extend(missed),
+            Err(e) => run.failures.push(format!("mutants: {e:#}")),
+        }
         run.step("fuzz", || fuzz::run_all(&fuzz::Args::short()));
         match build() {
             Ok(bin) => run.step("soak", || soak::run(&bin, &soak::Args::ci())),

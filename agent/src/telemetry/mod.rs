@@ -36,3 +36,104 @@ impl Outputs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::BTreeMap, sync::Arc};
+
+    use super::*;
+    use crate::{
+        model::{Names, OomReport, Outcome, PodRef, TaskKey, TaskRole},
+        runtime::metrics::RuntimeMetrics,
+        stats::PipelineStats,
+        watchdog::PodOom,
+    };
+
+    /// (type, label names) of every family in a text exposition.
+    fn families(text: &str) -> BTreeMap<String, (String, Vec<String>)> {
+        let mut found: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                found.insert(name.to_string(), (kind.to_string(), Vec::new()));
+            } else if !line.starts_with('#') && !line.is_empty() {
+                let series = line.split(' ').next().unwrap();
+                let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s).filter(|f| found.get(*f).is_some_and(|(t, _)| t == "histogram")))
+                    .unwrap_or(name);
+                let names: Vec<String> = labels
+                    .trim_end_matches('}')
+                    .split(',')
+                    .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.to_string()))
+                    .filter(|k| k != "le")
+                    .collect();
+                if let Some((_, labels)) = found.get_mut(family) {
+                    if labels.is_empty() {
+                        *labels = names;
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// docs/operating.md's metrics table, row by row against everything the
+    /// agent registers: the same families, types and label names.
+    #[test]
+    fn the_metrics_reference_is_what_the_agent_exports() {
+        let registry = metrics::registry(Arc::new(PipelineStats::default()), None, 6, "test").unwrap();
+        let runtime = RuntimeMetrics::register(&registry).unwrap();
+        let settings =
+            watchdog_metrics::MetricsSettings { runtime_names: vec!["containerd".into()], ..Default::default() };
+        let outputs = Outputs {
+            metrics: watchdog_metrics::WatchdogMetrics::register(&registry, &settings).unwrap(),
+            records: Some(records::RecordHub::new(&registry, "n", 1).unwrap()),
+        };
+        // The families whose series appear only with what they count.
+        runtime.stream.info.observe("containerd", "2.1.9", "abc");
+        outputs.publish([
+            Finding::RuntimeUp { runtime: "containerd".into(), up: true },
+            Finding::PodOom(PodOom {
+                report: OomReport {
+                    outcome: Outcome::Handled,
+                    role: TaskRole::ContainerInit,
+                    pod: Some(PodRef { pod_uid: "u".into(), qos: None, container_id: Some("c".into()) }),
+                    victim: TaskKey::new(1, 0),
+                    victim_comm: "x".into(),
+                    trigger: None,
+                    delay_ns: 0,
+                },
+                names: Names::default(),
+            }),
+        ]);
+        let text = metrics::render_with(&registry, &[outputs.metrics.pod_series_text().unwrap()]).unwrap();
+        let exported = families(&text);
+
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operating.md");
+        let doc = std::fs::read_to_string(path).expect("docs/operating.md");
+        let table =
+            doc.split("\n## Metrics\n").nth(1).and_then(|t| t.split("\n## ").next()).expect("a Metrics section");
+        let mut documented = BTreeMap::new();
+        for row in table.lines().filter(|l| l.starts_with("| `sandwatch_")) {
+            let cells: Vec<&str> = row.split('|').skip(1).map(str::trim).collect();
+            let name = cells[0].trim_matches('`').to_string();
+            let labels: Vec<String> =
+                cells[2].split(',').map(|l| l.trim().trim_matches('`').to_string()).filter(|l| !l.is_empty()).collect();
+            documented.insert(name, (cells[1].to_string(), labels));
+        }
+        for (name, (kind, labels)) in &exported {
+            let Some((doc_kind, doc_labels)) = documented.get(name) else {
+                panic!("{name} ({kind}) is exported but not in {path}'s metrics table")
+            };
+            assert_eq!(doc_kind, kind, "{name}'s type");
+            let (mut want, mut have) = (labels.clone(), doc_labels.clone());
+            want.sort();
+            have.sort();
+            assert_eq!(have, want, "{name}'s labels");
+        }
+        let extra: Vec<&String> = documented.keys().filter(|n| !exported.contains_key(*n)).collect();
+        assert!(extra.is_empty(), "documented but not exported: {extra:?}");
+    }
+}

@@ -1,0 +1,125 @@
+//! `cargo xtask mutants`: the watchdog core's unit tests each guard a bug;
+//! this puts each bug back into the code, one at a time, and checks that
+//! the test that guards it fails. A mutation whose code is no longer there
+//! fails the run too: the list must follow the code. Every file is
+//! restored, whatever happens.
+
+use std::process::Command;
+
+use anyhow::{Context as _, Result};
+
+use crate::util::{cargo_path, workspace_root};
+
+/// A bug: in `file`, `from` becomes `to`; `test` (a name filter of the
+/// agent's unit tests) must fail then.
+struct Mutation {
+    file: &'static str,
+    from: &'static str,
+    to: &'static str,
+    test: &'static str,
+    bug: &'static str,
+}
+
+const MUTATIONS: &[Mutation] = &[
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "self.close_oom_events(event.ts_ns(), now);",
+        to: "self.close_oom_events(now, now);",
+        test: "a_backlog_of_one_group_kill_is_one_oom_event_closed_by_kernel_time",
+        bug: "OOM bursts closed by the clock instead of the records' kernel time",
+    },
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "Some(id) if !names.complete() && self.host.listing_up()",
+        to: "Some(id) if false && self.host.listing_up()",
+        test: "findings_wait_for_names_and_go_out_named_or_at_shutdown",
+        bug: "per-pod series and sandbox deaths sent out before the runtime named them",
+    },
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "        while let Some((what, _)) = self.awaiting.pop_front() {\n            let names = self.names(what.pod());\n            self.out.push(what.named(names));\n        }",
+        to: "        self.release_named(later);",
+        test: "findings_wait_for_names_and_go_out_named_or_at_shutdown",
+        bug: "the flush at shutdown leaves what a closing burst handed over waiting",
+    },
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "            self.resync(now_ns);\n        }\n        self.report_losses(totals);",
+        to: "        }\n        self.report_losses(totals);",
+        test: "lost_cgroup_changes_are_recovered_from_the_tree",
+        bug: "no re-read of the cgroup tree after a loss",
+    },
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "let gone: Vec<u64> = if tree.complete {",
+        to: "let gone: Vec<u64> = if true {",
+        test: "lost_cgroup_changes_are_recovered_from_the_tree",
+        bug: "a walk cut short at its bound takes what it did not see for gone",
+    },
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "Event::CgroupMkdir(c) => self.gone_already(c, now),",
+        to: "Event::CgroupMkdir(_) => None,",
+        test: "lost_cgroup_changes_are_recovered_from_the_tree",
+        bug: "a mkdir older than the re-read brings back a pod that is gone",
+    },
+    Mutation {
+        file: "agent/src/model/storm.rs",
+        from: "} else if self.storm && n <= self.settings.clear {",
+        to: "} else if self.storm && n < self.settings.clear {",
+        test: "storm_edges_rise_at_the_threshold_and_fall_at_the_clear_level",
+        bug: "the storm ends one event below the clear level",
+    },
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "side.correlator.runtime_exit(*pid, now.boot_ns)",
+        to: "side.correlator.runtime_exit(*pid, published)",
+        test: "the_runtime_side_measures_lag_and_counts_late_task_exits",
+        bug: "the runtime's lag measured to its envelope's time, not to its delivery",
+    },
+];
+
+/// Puts a file back as it was when dropped.
+struct Restore {
+    path: std::path::PathBuf,
+    text: String,
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if std::fs::write(&self.path, &self.text).is_err() {
+            eprintln!("mutants: could not restore {}: `git checkout` it", self.path.display());
+        }
+    }
+}
+
+/// Runs every mutation; returns one line per mutation its test missed.
+pub fn run() -> Result<Vec<String>> {
+    let root = workspace_root()?;
+    let mut missed = Vec::new();
+    for m in MUTATIONS {
+        let path = root.join(m.file);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        if text.matches(m.from).count() != 1 {
+            missed.push(format!("mutants: {}: the code of `{}` is not there once; update the list", m.file, m.bug));
+            continue;
+        }
+        let restore = Restore { path: path.clone(), text: text.clone() };
+        std::fs::write(&path, text.replacen(m.from, m.to, 1))?;
+        let out = Command::new(cargo_path())
+            .args(["test", "--quiet", "--package", "sandwatch", "--lib", "--", m.test])
+            .current_dir(&root)
+            .output()
+            .context("cannot run cargo test")?;
+        drop(restore);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let caught = !out.status.success() && stdout.contains("test result: FAILED");
+        let compiled = stdout.contains("test result:");
+        eprintln!("mutants: {}: {}", if caught { "caught" } else { "NOT CAUGHT" }, m.bug);
+        if !caught {
+            let why = if compiled { "its test passed" } else { "the mutated code did not build" };
+            missed.push(format!("mutants: `{}` ({}) was not caught by {}: {why}", m.bug, m.file, m.test));
+        }
+    }
+    Ok(missed)
+}
