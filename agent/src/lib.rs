@@ -19,6 +19,7 @@ pub mod probes;
 pub mod runtime;
 pub mod stats;
 pub mod telemetry;
+pub mod text;
 pub mod watchdog;
 
 use std::{

@@ -279,6 +279,54 @@ fn sandwatch(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_sandwatch")).args(args).stdin(Stdio::null()).output().expect("sandwatch")
 }
 
+/// A tenant names its process `ESC[2J ESC[H PWNED` (a copy of dd under
+/// that file name: the kernel takes comm from it) and has it OOM-killed
+/// while an operator watches: the rows already on the screen stay there,
+/// and the hostile one shows its name escaped. (Before names were
+/// escaped, the screen was cleared: one line left where two rows had been.)
+#[test]
+fn a_hostile_process_name_cannot_drive_the_live_table() {
+    use std::os::unix::fs::PermissionsExt as _;
+    require_root();
+    let agent = AgentProcess::start(&[]);
+    let url = format!("http://{}", agent.addr);
+    let tmux = Tmux::start(&format!("{} events --url {url}", env!("CARGO_BIN_EXE_sandwatch")));
+    tmux.wait_for("header", |s| s.starts_with("TIME"));
+    let mut pod = KubePod::build("hostile", UID, false, 3);
+    let hostile_name = "\x1b[2J\x1b[HPWNED";
+    let hostile = pod.tmp.join(hostile_name);
+    std::fs::copy("/bin/dd", &hostile).expect("copy dd");
+    std::fs::set_permissions(&hostile, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    pod.start_init(SANDBOX, "exec sleep 1000");
+    pod.start_init(APP, &format!("exec dd {HOG}"));
+    pod.start_init(2, &format!("exec '{}' {HOG}", hostile.display()));
+
+    pod.trigger(APP);
+    let app = pod.init_pid(APP).to_string();
+    tmux.wait_for("the first OOM kill", |s| s.lines().any(|l| l.contains("oom_kill") && l.contains(&app)));
+    pod.trigger(2);
+    let tenant = pod.init_pid(2).to_string();
+    let screen = tmux.wait_for("the hostile OOM kill", |s| s.lines().any(|l| l.contains(tenant.as_str())));
+    eprintln!("the screen:\n{screen}");
+    let rows: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(rows[0].starts_with("TIME"), "the header stays: {screen}");
+    assert!(rows.iter().any(|l| l.contains("oom_kill") && l.contains(&app)), "the earlier row stays: {screen}");
+    let row = rows.iter().find(|l| l.contains(tenant.as_str())).expect("the hostile row");
+    assert!(row.contains("\\x1b[2J\\x1b["), "its name shown escaped: {row}");
+    // The record carries the name as it is, escaped on the wire.
+    let (_, body) = http_get(agent.addr, "/events").expect("GET /events");
+    assert!(!body.chars().any(|c| c.is_control() && c != '\n'), "no raw control on the wire: {body:?}");
+    let kill = body.lines().map(Record::parse).find(|r| r.pid().map(|p| p.to_string()) == Some(tenant.clone()));
+    assert_eq!(kill.as_ref().and_then(Record::comm), Some(hostile_name), "{body}");
+    // And in the agent's own log the name stays on its one line.
+    let log = agent.log_text();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(tenant.as_str())).collect();
+    assert!(!lines.is_empty() && lines.iter().all(|l| l.contains("\\x1b[2J")), "{log}");
+    assert!(!log.chars().any(|c| c.is_control() && c != '\n'), "no raw control in the log: {log:?}");
+    drop(tmux);
+    drop(pod);
+}
+
 #[test]
 fn sandwatch_events_shows_the_kills_on_a_terminal() {
     require_root();

@@ -69,7 +69,12 @@ pub enum ClientError {
     Ended { url: String },
     #[error("lost the agent at {url}: {reason}")]
     Lost { url: String, reason: String },
+    #[error("{url} sent a line longer than {MAX_LINE} bytes: no event record is that long")]
+    LineTooLong { url: String },
 }
+
+/// The longest line the client buffers: a record is a few hundred bytes.
+pub const MAX_LINE: usize = 64 * 1024;
 
 /// Runs the client; exit 0 when done, 1 with one line otherwise.
 pub fn main(args: &Args) -> ExitCode {
@@ -129,8 +134,12 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
         response.headers().get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let mut body = response.into_body();
     if status != StatusCode::OK || !content_type.starts_with(NDJSON) {
-        let first = match body.collect().await {
-            Ok(all) => String::from_utf8_lossy(&all.to_bytes()).lines().next().unwrap_or("").trim().to_string(),
+        // At most a line's worth of an answer that is not the stream.
+        let first = match http_body_util::Limited::new(body, MAX_LINE).collect().await {
+            Ok(all) => {
+                let text = String::from_utf8_lossy(&all.to_bytes()).into_owned();
+                crate::text::visible(text.lines().next().unwrap_or("").trim()).into_owned()
+            }
             Err(_) => String::new(),
         };
         let ours = content_type.starts_with("text/plain");
@@ -157,6 +166,9 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
         };
         let Ok(data) = frame.into_data() else { continue };
         pending.extend_from_slice(&data);
+        if pending.len() > MAX_LINE && !pending[..MAX_LINE + 1].contains(&b'\n') {
+            return Err(ClientError::LineTooLong { url });
+        }
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
             let line = String::from_utf8_lossy(&line[..end]);
@@ -165,7 +177,7 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
             }
             let record = Incoming::parse(&line).ok_or_else(|| ClientError::NotSandwatch {
                 url: url.clone(),
-                why: format!("it sent {:?}, which is no event record", cut(&line, 60)),
+                why: format!("it sent \"{}\", which is no event record", crate::text::visible(&cut(&line, 60))),
             })?;
             if printer.print(&record, &line, out).is_err() {
                 // stdout closed (e.g. piped into head): done.
@@ -241,7 +253,7 @@ impl Printer<'_> {
 
     fn print(&mut self, record: &Incoming, line: &str, out: &mut impl Write) -> std::io::Result<()> {
         match self.format {
-            Format::Json => writeln!(out, "{line}")?,
+            Format::Json => writeln!(out, "{}", crate::text::json_escaped(line))?,
             Format::Table(t) => {
                 self.print_header(out)?;
                 writeln!(out, "{}", t.row(record))?;
@@ -309,10 +321,11 @@ impl Table {
             if i > 0 {
                 line.push(' ');
             }
-            let cell = if cell.is_empty() { "-" } else { cell.as_str() };
+            // Names are a tenant's (and the server's): shown, never obeyed.
+            let cell = crate::text::visible(if cell.is_empty() { "-" } else { cell.as_str() });
             let last = i + 1 == COLUMNS.len();
             let text = match self.width {
-                Some(_) if !last => cut(cell, width),
+                Some(_) if !last => cut(&cell, width),
                 _ => cell.to_string(),
             };
             let start = line.len();
@@ -621,5 +634,63 @@ mod tests {
         assert_eq!(human(2 << 20), "2.0M");
         assert_eq!(human(3 << 30), "3.0G");
         assert_eq!(human(10 << 10), "10K");
+    }
+
+    #[test]
+    fn hostile_names_are_shown_escaped_and_stay_one_row() {
+        let hostile = OomKillRecord {
+            pod: PodFields { namespace: Some("shop\u{9b}2J".into()), ..shop_web() },
+            comm: Some("\u{1b}[2J\u{1b}[HPWNED".into()),
+            trigger_pid: Some(1),
+            trigger_comm: Some("two\nlines".into()),
+            ..oom_record()
+        };
+        for table in [Table { colour: false, width: Some(120) }, Table { colour: false, width: None }] {
+            let row = table.row(&known(Body::OomKill(hostile.clone())));
+            assert!(!row.chars().any(crate::text::is_hostile), "{row:?}");
+            assert!(row.contains("\\x1b[2J"), "{row}");
+            if table.width.is_none() {
+                assert!(row.contains("two\\x0alines"), "{row}");
+            }
+        }
+        let coloured = Table { colour: true, width: Some(120) }.row(&known(Body::OomKill(hostile)));
+        let unpainted = coloured.replace("\u{1b}[31m", "").replace("\u{1b}[0m", "");
+        assert!(!unpainted.chars().any(crate::text::is_hostile), "only our colour: {coloured:?}");
+    }
+
+    #[tokio::test]
+    async fn a_json_line_is_printed_escaped_and_an_endless_line_is_refused() {
+        use tokio::io::AsyncWriteExt as _;
+        async fn serve(body: Vec<u8>) -> String {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let mut request = [0u8; 1024];
+                let _ = tokio::io::AsyncReadExt::read(&mut conn, &mut request).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\nconnection: close\r\n\r\n";
+                let _ = conn.write_all(head.as_bytes()).await;
+                let _ = conn.write_all(&body).await;
+            });
+            format!("http://{addr}")
+        }
+        let args = |url: String| Args {
+            url,
+            output: Output::Json,
+            kind: Vec::new(),
+            namespace: None,
+            pod: None,
+            no_follow: true,
+        };
+        let line = "{\"time\":\"t\",\"node\":\"n\",\"kind\":\"missed\",\"count\":1,\"note\":\"a\u{9b}b\"}\n";
+        let mut out = Vec::new();
+        run(&args(serve(line.as_bytes().to_vec()).await), &Format::Json, &mut out).await.unwrap();
+        let printed = String::from_utf8(out).unwrap();
+        assert_eq!(printed, line.replace('\u{9b}', "\\u009b"), "the same JSON, escaped");
+        let mut out = Vec::new();
+        let endless = vec![b'x'; MAX_LINE * 2];
+        let err = run(&args(serve(endless).await), &Format::Json, &mut out).await.unwrap_err();
+        assert!(matches!(err, ClientError::LineTooLong { .. }), "{err}");
+        assert!(!err.to_string().contains('\n'));
     }
 }

@@ -2,11 +2,15 @@
 //! of the watchdog's findings. A finding an operator must see is one
 //! `tracing` line whose fields are named as the metrics' labels and the
 //! records' fields (`pod_uid`, `namespace`, `pod`, `container`,
-//! `container_id`, `victim_role`, …).
+//! `container_id`, `victim_role`, …). Names (process names are a
+//! tenant's to choose) are written escaped (`crate::text::visible`), in
+//! the message and in the fields: one finding is one line, and no line
+//! drives a terminal.
 
 use crate::{
     labels::Label as _,
     model::{Names, PodRef},
+    text::visible as v,
     watchdog::Finding,
 };
 
@@ -56,27 +60,27 @@ pub fn log(finding: &Finding) {
             let r = &k.report;
             let names = &k.names;
             let trigger =
-                r.trigger.as_ref().map(|t| format!(", triggered by pid {} ({})", t.tgid, t.comm)).unwrap_or_default();
+                r.trigger.as_ref().map(|t| format!(", triggered by pid {} ({})", t.tgid, v(&t.comm))).unwrap_or_default();
             let (pod_uid, container_id) = ids(r.pod.as_ref());
             tracing::info!(
                 event = "oom_kill",
                 pod_uid,
-                namespace = names.namespace.as_str(),
-                pod = names.pod.as_str(),
-                container = names.container.as_str(),
+                namespace = v(&names.namespace).as_ref(),
+                pod = v(&names.pod).as_ref(),
+                container = v(&names.container).as_ref(),
                 container_id,
                 victim_role = r.role.label(),
                 pid = r.victim.pid,
-                comm = r.victim_comm.as_str(),
+                comm = v(&r.victim_comm).as_ref(),
                 trigger_pid = r.trigger.as_ref().map(|t| t.tgid),
-                trigger_comm = r.trigger.as_ref().map(|t| t.comm.as_str()),
+                trigger_comm = r.trigger.as_ref().map(|t| v(&t.comm).into_owned()),
                 qos_class = r.pod.as_ref().and_then(|p| p.qos).map(|q| q.label()),
                 rss_bytes = k.rss_bytes,
                 limit_bytes = k.limit_bytes,
                 outcome = r.outcome.label(),
                 "OOM kill: victim pid {} ({}) role {} in {} [{}]{trigger}",
                 r.victim.pid,
-                r.victim_comm,
+                v(&r.victim_comm),
                 r.role.label(),
                 describe(r.pod.as_ref(), names),
                 r.outcome.label(),
@@ -88,12 +92,12 @@ pub fn log(finding: &Finding) {
             tracing::info!(
                 event = "sandbox_death",
                 pod_uid,
-                namespace = names.namespace.as_str(),
-                pod = names.pod.as_str(),
-                container = names.container.as_str(),
+                namespace = v(&names.namespace).as_ref(),
+                pod = v(&names.pod).as_ref(),
+                container = v(&names.container).as_ref(),
                 container_id,
                 pid = d.pid,
-                comm = d.comm.as_str(),
+                comm = v(&d.comm).as_ref(),
                 cause = d.cause.label(),
                 "sandbox death ({}): {}",
                 d.cause.label(),
@@ -107,12 +111,12 @@ pub fn log(finding: &Finding) {
             tracing::warn!(
                 event = "late_exit",
                 pod_uid,
-                namespace = names.namespace.as_str(),
-                pod = names.pod.as_str(),
-                container = names.container.as_str(),
+                namespace = v(&names.namespace).as_ref(),
+                pod = v(&names.pod).as_ref(),
+                container = v(&names.container).as_ref(),
                 container_id,
                 pid = l.pid,
-                comm = l.comm.as_deref(),
+                comm = l.comm.as_deref().map(|c| v(c).into_owned()),
                 reason = l.reason.label(),
                 source = r.source.label(),
                 "late exit event ({}, source {}): {}",
@@ -184,13 +188,13 @@ pub fn log(finding: &Finding) {
 
 fn describe(pod: Option<&PodRef>, names: &Names) -> String {
     let Some(p) = pod else { return "no pod".to_string() };
-    let mut text = format!("pod {}", p.pod_uid);
+    let mut text = format!("pod {}", v(&p.pod_uid));
     if !names.pod.is_empty() {
-        text.push_str(&format!(" ({}/{})", names.namespace, names.pod));
+        text.push_str(&format!(" ({}/{})", v(&names.namespace), v(&names.pod)));
     }
-    text.push_str(&format!(" container {}", p.container_id.as_deref().unwrap_or("-")));
+    text.push_str(&format!(" container {}", v(p.container_id.as_deref().unwrap_or("-"))));
     if !names.container.is_empty() {
-        text.push_str(&format!(" ({})", names.container));
+        text.push_str(&format!(" ({})", v(&names.container)));
     }
     text
 }
@@ -198,4 +202,72 @@ fn describe(pod: Option<&PodRef>, names: &Names) -> String {
 /// Pod UID and container id for log fields, empty when unknown.
 fn ids(pod: Option<&PodRef>) -> (&str, &str) {
     (pod.map_or("", |p| p.pod_uid.as_str()), pod.and_then(|p| p.container_id.as_deref()).unwrap_or(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::{
+        model::{OomReport, Outcome, TaskKey, TaskRole, Trigger},
+        watchdog::OomKill,
+    };
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn logged(format: LogFormat, finding: &Finding) -> String {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let fmt = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false);
+        match format {
+            LogFormat::Text => tracing::subscriber::with_default(fmt.finish(), || log(finding)),
+            LogFormat::Json => {
+                tracing::subscriber::with_default(fmt.json().flatten_event(true).finish(), || log(finding))
+            }
+        }
+        let bytes = buffer.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// Guards: a process name that clears the screen, or forges a log line.
+    #[test]
+    fn a_hostile_process_name_is_one_escaped_line_in_text_and_json() {
+        let name = "\u{1b}[2J\u{1b}[H\nPWNED\u{9b}";
+        let kill = Finding::OomKill(OomKill {
+            report: OomReport {
+                outcome: Outcome::Handled,
+                role: TaskRole::ContainerChild,
+                pod: None,
+                victim: TaskKey::new(7, 0),
+                victim_comm: name.into(),
+                trigger: Some(Trigger { pid: 8, tgid: 8, comm: name.into(), cgroup_id: 1 }),
+                delay_ns: 0,
+            },
+            names: Names::default(),
+            rss_bytes: None,
+            limit_bytes: None,
+            ts_ns: 0,
+        });
+        for format in [LogFormat::Text, LogFormat::Json] {
+            let text = logged(format, &kill);
+            assert_eq!(text.lines().count(), 1, "{format:?}: {text:?}");
+            assert!(!text.trim_end().chars().any(crate::text::is_hostile), "{format:?}: {text:?}");
+            assert!(text.contains("PWNED"), "{text}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&logged(LogFormat::Json, &kill)).unwrap();
+        assert_eq!(json["comm"], crate::text::visible(name).as_ref());
+        assert_eq!(json["trigger_comm"], crate::text::visible(name).as_ref());
+    }
 }

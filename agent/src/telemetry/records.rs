@@ -294,7 +294,8 @@ fn some(s: &str) -> Option<String> {
 impl Record {
     /// One JSON line.
     fn line(&self) -> Bytes {
-        let mut text = serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"));
+        // Names are a tenant's: no raw control character on the wire.
+        let mut text = crate::text::json_line(self).unwrap_or_else(|_| String::from("{}"));
         text.push('\n');
         Bytes::from(text)
     }
@@ -648,6 +649,20 @@ mod tests {
             "{\"time\":\"2025-12-01T08:03:46.123Z\",\"node\":\"node-a\",\"kind\":\"oom_kill\",\"namespace\":\"shop\",\"pod\":\"web\",\"victim_role\":\"container_child\",\"pid\":42,\"outcome\":\"handled\"}\n"
         );
         assert_eq!(serde_json::from_str::<Record>(text.trim()).unwrap(), oom("web"));
+    }
+
+    /// Guards: a name that drives a terminal reaching the wire raw (serde
+    /// escapes C0 itself, not DEL, C1 or the bidirectional controls).
+    #[test]
+    fn no_raw_control_character_reaches_the_wire() {
+        let mut r = oom("web\u{9b}2J");
+        if let Body::OomKill(k) = &mut r.body {
+            k.comm = Some("\u{1b}[2J\u{7f}\u{202e}".into());
+        }
+        let line = r.line();
+        let text = std::str::from_utf8(&line).unwrap();
+        assert!(!text.trim_end().chars().any(crate::text::is_hostile), "{text:?}");
+        assert_eq!(serde_json::from_str::<Record>(text.trim()).unwrap(), r, "reads back as it was");
     }
 
     #[test]
