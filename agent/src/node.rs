@@ -10,6 +10,7 @@ use strum::IntoEnumIterator as _;
 use crate::{
     events::Event,
     host,
+    model::crashes::RuntimeProcess,
     pipeline::Pipeline,
     probes::{
         cgroups::CgroupLayout,
@@ -94,8 +95,15 @@ impl Host for NodeHost {
         host::proc::comm(pid, start_ns)
     }
 
-    fn runtime_processes(&self) -> Vec<(u32, String)> {
+    fn runtime_processes(&self) -> Vec<RuntimeProcess> {
         host::proc::processes_named(&self.runtime_names)
+            .into_iter()
+            .map(|(pid, comm)| {
+                let cgroup = host::proc::cgroups(pid)
+                    .and_then(|text| self.layout.task_path(&text).map(|p| self.layout.host_path(p)));
+                RuntimeProcess { pid, comm, cgroup }
+            })
+            .collect()
     }
 
     fn track(&mut self, cgroup_id: u64) -> bool {
@@ -130,6 +138,10 @@ impl Host for NodeHost {
 
     fn stream_up(&self) -> bool {
         self.runtime.as_ref().is_some_and(|m| m.stream.is_up())
+    }
+
+    fn runtime_peer(&self) -> Option<u32> {
+        self.runtime.as_ref().and_then(|m| m.stream.peer())
     }
 
     fn want_names(&self, container_id: &str) {

@@ -77,6 +77,27 @@ const MUTATIONS: &[Mutation] = &[
         test: "the_runtime_side_measures_lag_and_counts_late_task_exits",
         bug: "the runtime's lag measured to its envelope's time, not to its delivery",
     },
+    Mutation {
+        file: "agent/src/model/crashes.rs",
+        from: "self.cgroup.as_deref().is_some_and(|c| super::cgroup_path::parse(c).is_some())",
+        to: "false",
+        test: "a_pod_process_named_like_the_runtime_is_not_the_runtime",
+        bug: "a process in a pod named like the runtime keeps the runtime up",
+    },
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "side.processes.exited(e.tgid, &e.comm, e.status, r.pod.is_some())",
+        to: "side.processes.exited(e.tgid, &e.comm, e.status, false)",
+        test: "a_pod_process_named_like_the_runtime_is_not_the_runtime",
+        bug: "a pod process renamed like the runtime exiting 2 counts as its crash",
+    },
+    Mutation {
+        file: "agent/src/model/crashes.rs",
+        from: "Some((pinned, pid)) if *pinned == runtime && *pid != tgid => return None,",
+        to: "Some((pinned, pid)) if *pinned == runtime && *pid != tgid && false => return None,",
+        test: "a_pod_process_named_like_the_runtime_is_not_the_runtime",
+        bug: "a process of the runtime's name that is not the socket's peer counts as the runtime",
+    },
 ];
 
 /// Puts a file back as it was when dropped.

@@ -52,6 +52,11 @@ pub fn processes_named(names: &[String]) -> Vec<(u32, String)> {
     found
 }
 
+/// /proc/<pid>/cgroup.
+pub fn cgroups(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()
+}
+
 /// (tgid, tid) of every thread under `proc`.
 pub fn tasks(proc: &Path) -> Vec<(u32, u32)> {
     let numeric = |e: std::fs::DirEntry| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok());

@@ -132,6 +132,16 @@ async fn stream_once(
     metrics: &RuntimeStreamMetrics,
 ) -> Result<(), String> {
     let channel = containerd_client::connect(&config.socket).await.map_err(|e| format!("{e}"))?;
+    // Who is at the other end of the socket is the runtime: its pid, from
+    // the kernel, names it where a process name cannot (a tenant can name
+    // its process containerd).
+    match tokio::net::UnixStream::connect(&config.socket).await.and_then(|s| s.peer_cred()) {
+        Ok(cred) => {
+            let pid = cred.pid().and_then(|p| u32::try_from(p).ok()).unwrap_or(0);
+            metrics.peer.store(pid, std::sync::atomic::Ordering::Relaxed);
+        }
+        Err(e) => log::debug!("no peer credentials of {}: {e}", config.socket.display()),
+    }
     match VersionClient::new(channel.clone()).version(()).await {
         Ok(v) => {
             let v = v.into_inner();

@@ -6,7 +6,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc, Mutex,
+    },
 };
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
@@ -45,12 +48,19 @@ pub struct RuntimeStreamMetrics {
     /// Container records read for names, by result.
     pub lookups: IntCounterVec,
     pub info: RuntimeInfo,
+    /// The pid at the other end of the socket (SO_PEERCRED), 0 until known.
+    pub peer: Arc<AtomicU32>,
 }
 
 impl RuntimeStreamMetrics {
     /// Whether the event stream is connected now.
     pub fn is_up(&self) -> bool {
         self.up.get() == 1
+    }
+
+    /// The runtime's pid, as its socket's peer credentials said.
+    pub fn peer(&self) -> Option<u32> {
+        Some(self.peer.load(Ordering::Relaxed)).filter(|pid| *pid != 0)
     }
 }
 
@@ -196,6 +206,7 @@ impl RuntimeMetrics {
                 &["result"],
             )?,
             info: info.clone(),
+            peer: Arc::default(),
         };
         registry.register(Box::new(stream.up.clone()))?;
         registry.register(Box::new(stream.events.clone()))?;

@@ -5,7 +5,10 @@
 
 use std::collections::HashSet;
 
-use crate::events::{kernel::CgroupChange, Event};
+use crate::{
+    events::{kernel::CgroupChange, Event},
+    model::crashes::RuntimeProcess,
+};
 
 /// The pipeline's loss counters as they stand (totals since start).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,8 +54,9 @@ pub trait Host {
     /// The name of process `pid` started at `start_ns` (0: any start),
     /// while it is not reaped.
     fn comm(&self, pid: u32, start_ns: u64) -> Option<String>;
-    /// (tgid, comm) of the live processes named like a configured runtime.
-    fn runtime_processes(&self) -> Vec<(u32, String)>;
+    /// The live processes named like a configured runtime, with their
+    /// cgroups.
+    fn runtime_processes(&self) -> Vec<RuntimeProcess>;
 
     // --- the kernel's maps ------------------------------------------------
 
@@ -71,6 +75,9 @@ pub trait Host {
     fn listing_up(&self) -> bool;
     /// Whether the runtime's event stream is connected.
     fn stream_up(&self) -> bool;
+    /// The pid at the other end of the runtime's socket (its peer
+    /// credentials), once connected.
+    fn runtime_peer(&self) -> Option<u32>;
     /// Asks the CRI listing for a container's names (no wait).
     fn want_names(&self, container_id: &str);
 }

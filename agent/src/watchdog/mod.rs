@@ -373,7 +373,8 @@ impl<H: Host> Watchdog<H> {
 
     fn kernel_exit(&mut self, r: ExitReport, e: &Exit, now: u64) {
         if let Some(side) = self.runtime.as_mut() {
-            if let Some(change) = side.processes.exited(e.tgid, &e.comm, e.status) {
+            // A process in a pod is never the runtime, whatever its name.
+            if let Some(change) = side.processes.exited(e.tgid, &e.comm, e.status, r.pod.is_some()) {
                 self.out.push(runtime_change(change));
                 self.report_runtimes_up();
             }
@@ -688,7 +689,7 @@ impl<H: Host> Watchdog<H> {
     fn scan_runtimes(&mut self) {
         let Some(side) = self.runtime.as_mut() else { return };
         let procs = self.host.runtime_processes();
-        let changes = side.processes.scanned(&procs);
+        let changes = side.processes.scanned(&procs, self.host.runtime_peer());
         self.out.extend(changes.into_iter().map(runtime_change));
         self.report_runtimes_up();
     }

@@ -14,6 +14,7 @@ use crate::{
         ExitStatus,
     },
     model::{
+        crashes::RuntimeProcess,
         metadata::{ContainerMeta, PodMeta},
         storm::StormEdge,
         DeathCause, LateReason, OomScope, Source,
@@ -50,7 +51,8 @@ struct FakeNode {
     oom_group: HashMap<String, bool>,
     limits: HashMap<String, u64>,
     comms: HashMap<u32, String>,
-    runtime_processes: Vec<(u32, String)>,
+    runtime_processes: Vec<RuntimeProcess>,
+    runtime_peer: Option<u32>,
     /// The tree walk stops at its bound.
     tree_cut_short: bool,
     losses: LossTotals,
@@ -99,8 +101,12 @@ impl Host for FakeNode {
         self.comms.get(&pid).cloned()
     }
 
-    fn runtime_processes(&self) -> Vec<(u32, String)> {
+    fn runtime_processes(&self) -> Vec<RuntimeProcess> {
         self.runtime_processes.clone()
+    }
+
+    fn runtime_peer(&self) -> Option<u32> {
+        self.runtime_peer
     }
 
     fn track(&mut self, cgroup_id: u64) -> bool {
@@ -569,7 +575,7 @@ fn oom_kills_are_matched_with_the_runtime_or_settle_as_mismatches() {
 #[test]
 fn a_runtime_crash_and_restart_are_found_from_its_exit_and_proc() {
     let mut node = node_with_one_pod();
-    node.runtime_processes = vec![(500, "containerd".into())];
+    node.runtime_processes = vec![runtime_process(500, "/system.slice/containerd.service")];
     let mut wd = Watchdog::new(node, runtime_settings());
     let found: Vec<Finding> = wd.discover(SEC).collect();
     assert!(found.contains(&Finding::RuntimeUp { runtime: "containerd".into(), up: true }), "{found:?}");
@@ -584,9 +590,46 @@ fn a_runtime_crash_and_restart_are_found_from_its_exit_and_proc() {
         reason: crate::model::crashes::CrashReason::Panic
     }));
     assert!(found.contains(&Finding::RuntimeUp { runtime: "containerd".into(), up: false }));
-    wd.host_mut().runtime_processes = vec![(600, "containerd".into())];
+    wd.host_mut().runtime_processes = vec![runtime_process(600, "/system.slice/containerd.service")];
     let found = tick(&mut wd, 3 * SEC);
     assert!(found.contains(&Finding::RuntimeRestart { runtime: "containerd".into(), pid: 600 }), "{found:?}");
+}
+
+fn runtime_process(pid: u32, cgroup: &str) -> RuntimeProcess {
+    RuntimeProcess { pid, comm: "containerd".into(), cgroup: Some(cgroup.into()) }
+}
+
+/// Guards: a tenant's process named like the runtime taken for it. One in
+/// a pod renamed `containerd` exiting with Go's panic status is no crash;
+/// one that lives on keeps the runtime down while none runs; the socket's
+/// peer is the runtime. (Before: a crash `panic` counted and the runtime
+/// up: `runtime_of` matched the name alone.)
+#[test]
+fn a_pod_process_named_like_the_runtime_is_not_the_runtime() {
+    let mut node = node_with_one_pod();
+    node.runtime_processes = vec![runtime_process(20, &container_path(1, 2))];
+    let mut wd = Watchdog::new(node, runtime_settings());
+    let found: Vec<Finding> = wd.discover(SEC).collect();
+    assert!(found.contains(&Finding::RuntimeUp { runtime: "containerd".into(), up: false }), "{found:?}");
+    let found = kernel(&mut wd, exit(20, 102, "containerd", ExitStatus::Code(2), 2 * SEC), 2 * SEC);
+    assert!(
+        !found.iter().any(|f| matches!(f, Finding::RuntimeCrash { .. } | Finding::RuntimeStopped { .. })),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|f| matches!(f, Finding::TaskExit(r) if r.role == TaskRole::ContainerInit)));
+    // The real one starts, with a host decoy of its name beside it.
+    wd.host_mut().runtime_processes =
+        vec![runtime_process(700, "/system.slice/containerd.service"), runtime_process(701, "/user.slice")];
+    wd.host_mut().runtime_peer = Some(700);
+    for now in 3..=32 {
+        tick(&mut wd, now * SEC);
+    }
+    let mut decoy = exit(701, 0, "containerd", ExitStatus::Code(2), 33 * SEC);
+    if let Event::Exit(e) = &mut decoy {
+        (e.cgroup_id, e.untracked) = (None, true);
+    }
+    let found = kernel(&mut wd, decoy, 33 * SEC);
+    assert!(!found.iter().any(|f| matches!(f, Finding::RuntimeCrash { .. })), "the peer is the runtime: {found:?}");
 }
 
 /// Guards: discovery tracks the pods' cgroups in the kernel (and says when
