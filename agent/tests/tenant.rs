@@ -8,9 +8,15 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::{metric, require_root, AgentProcess, KubePod};
+use harness::{
+    containerd::{remove_in_all_hierarchies, Containerd, Runtime, RuntimePod},
+    cri::Cri,
+    metric, require_root, AgentProcess, KubePod,
+};
 
 const UID: &str = "7a1b2c3d-0001-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_PAUSE: &str = "7a1b2c3d-0002-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_PAUSE_CRI: &str = "7a1b2c3d-0003-4e5f-8a9b-0c1d2e3f4a5b";
 
 fn wait_for(agent: &AgentProcess, series: &str, ok: impl Fn(f64) -> bool) -> String {
     let start = Instant::now();
@@ -64,4 +70,84 @@ fn a_pod_process_named_containerd_is_not_the_runtime() {
     assert!(!agent.log_text().contains("container runtime containerd"), "{}", agent.log_text());
     drop(agent);
     drop(pod);
+}
+
+/// The pod's real sandbox lives; a second container's init runs a binary
+/// named `pause` and is OOM-killed: a container init's kill, no sandbox
+/// death, and the real sandbox is still the sandbox (its own death, later,
+/// is one). Without runtime data: the name alone must not promote it.
+/// (Before: one sandbox death with role `sandbox`, the real sandbox demoted.)
+#[test]
+fn a_workload_init_named_pause_is_no_sandbox_without_runtime_data() {
+    require_root();
+    let agent = AgentProcess::start(&["--containerd-socket", "", "--cri-socket", ""]);
+    let mut pod = KubePod::build("tenant-pause", UID_PAUSE, false, 2);
+    let pause = pod.pause_binary();
+    pod.start_init(0, "exec sleep 1000");
+    pod.start_init(1, &format!("exec {pause} if=/dev/zero of=/dev/null bs=256M count=1"));
+    pod.trigger(1);
+    let init = "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}";
+    wait_for(&agent, init, |v| v >= 1.0);
+    std::thread::sleep(Duration::from_millis(500));
+    let text = agent.metrics();
+    assert_eq!(
+        metric(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}"),
+        Some(0.0),
+        "{text}"
+    );
+    for cause in ["oom", "signal", "exit"] {
+        assert_eq!(metric(&text, &format!("sandwatch_sandbox_deaths_total{{cause=\"{cause}\"}}")), Some(0.0), "{text}");
+    }
+    assert!(!agent.records().iter().any(|r| r.kind() == "sandbox_death"));
+    // The real sandbox's init dies: that is the sandbox death.
+    let sandbox = pod.init_pid(0);
+    // SAFETY: kill(2) of the sandbox init this test started.
+    unsafe { libc::kill(sandbox as i32, libc::SIGKILL) };
+    wait_for(&agent, "sandwatch_sandbox_deaths_total{cause=\"signal\"}", |v| v == 1.0);
+    drop(pod);
+}
+
+/// The same through a real CRI (containerd 1.6, Debian's): the workload's
+/// init renames itself `pause` and is OOM-killed while the sandbox lives.
+/// The runtime names the sandbox, so no name does.
+#[test]
+fn a_workload_init_named_pause_is_no_sandbox_with_the_runtimes_data() {
+    require_root();
+    let cgroups = RuntimePod::new("tenant-pause-cri", UID_PAUSE_CRI);
+    let ctrd = Containerd::start_cri(&Runtime::system(), "tenant-pause");
+    let socket = ctrd.socket.display().to_string();
+    let agent =
+        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
+    wait_for(&agent, "sandwatch_runtime_metadata_up", |v| v == 1.0);
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let pod = cri.run_pod("web", "shop", UID_PAUSE_CRI, &cgroups.pod_path);
+    // The shell is the init: it renames itself and then holds the memory
+    // itself, so the OOM killer takes it.
+    let hog = cri.run_container(
+        &pod,
+        "hog",
+        Some(32 << 20),
+        "printf pause > /proc/self/comm; sleep 1; x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 100",
+    );
+    let series = format!(
+        "sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_PAUSE_CRI}\",victim_role=\"container_init\"}}"
+    );
+    wait_for(&agent, &series, |v| v == 1.0);
+    std::thread::sleep(Duration::from_millis(500));
+    let text = agent.metrics();
+    for cause in ["oom", "signal", "exit"] {
+        assert_eq!(metric(&text, &format!("sandwatch_sandbox_deaths_total{{cause=\"{cause}\"}}")), Some(0.0), "{text}");
+    }
+    let records = agent.records();
+    let kill = records.iter().find(|r| r.kind() == "oom_kill" && r.container() == Some("hog"));
+    assert_eq!(kill.and_then(|r| r.comm()), Some("pause"), "{records:#?}");
+    assert_eq!(kill.and_then(|r| r.victim_role()), Some("container_init"));
+    // The sandbox's own death is the one.
+    let sandbox_pid = ctrd.task_pid(&pod.id).expect("sandbox task");
+    // SAFETY: kill(2) of the sandbox process this test's runtime started.
+    unsafe { libc::kill(sandbox_pid as i32, libc::SIGKILL) };
+    wait_for(&agent, "sandwatch_sandbox_deaths_total{cause=\"signal\"}", |v| v == 1.0);
+    drop(cri);
+    drop(ctrd);
+    remove_in_all_hierarchies(&format!("{}/kubepods", cgroups.cg.path));
 }

@@ -98,6 +98,20 @@ const MUTATIONS: &[Mutation] = &[
         test: "a_pod_process_named_like_the_runtime_is_not_the_runtime",
         bug: "a process of the runtime's name that is not the socket's peer counts as the runtime",
     },
+    Mutation {
+        file: "agent/src/model/registry.rs",
+        from: "        if !self.runtime_named && !known {",
+        to: "        if !self.runtime_named {",
+        test: "sandbox_rule_first_container_unless_pause_says_otherwise",
+        bug: "a workload init named pause replaces the live, known sandbox",
+    },
+    Mutation {
+        file: "agent/src/model/registry.rs",
+        from: "        if !self.runtime_named && !known {",
+        to: "        if !known {",
+        test: "once_the_runtime_names_the_sandbox_no_process_name_changes_it",
+        bug: "a process name decides the sandbox after the runtime named it",
+    },
 ];
 
 /// Puts a file back as it was when dropped.

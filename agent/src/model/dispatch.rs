@@ -5,7 +5,7 @@
 
 use super::{
     cgroup_path::QosClass,
-    registry::{CgroupOwner, ContainerRole, PodRegistry, RuncStage, SandboxState, TaskKey},
+    registry::{CgroupOwner, ContainerRole, PauseSeen, PodRegistry, RuncStage, SandboxState, TaskKey},
 };
 use crate::events::ExitStatus;
 
@@ -237,8 +237,7 @@ pub fn task_exit(reg: &mut PodRegistry, exit: &TaskExit, now_ns: u64) -> ExitRep
     container.exited_init = Some(exit.key);
     container.init = None;
     let mut role = container.role;
-    if role == ContainerRole::Workload && exit.comm == "pause" {
-        sandbox.promote_pause(&container_id);
+    if role == ContainerRole::Workload && exit.comm == "pause" && sandbox.pause_seen(&container_id, PauseSeen::End) {
         role = ContainerRole::Sandbox;
     }
     report.outcome = Outcome::Handled;
@@ -319,8 +318,11 @@ pub fn oom_kill(reg: &mut PodRegistry, oom: &OomVictim, now_ns: u64) -> OomRepor
     let is_init =
         container.is_init(&oom.key, &oom.comm) || (container.starting() && RuncStage::of(&oom.comm).is_some());
     let mut role = container.role;
-    if is_init && role == ContainerRole::Workload && oom.comm == "pause" {
-        sandbox.promote_pause(&container_id);
+    if is_init
+        && role == ContainerRole::Workload
+        && oom.comm == "pause"
+        && sandbox.pause_seen(&container_id, PauseSeen::End)
+    {
         role = ContainerRole::Sandbox;
     }
     let group = sandbox.container(&container_id).is_some_and(|c| c.oom_group == Some(true));

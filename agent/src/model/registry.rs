@@ -161,6 +161,19 @@ pub struct Sandbox {
     pub state: SandboxState,
     /// Set when the first container cgroup appeared: the sandbox rule.
     had_container: bool,
+    /// The runtime said which container is the sandbox: a process's name
+    /// decides nothing more.
+    pub runtime_named: bool,
+}
+
+/// Where a container's init was seen named `pause`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseSeen {
+    /// At its first attach to the container (the start-up scan reads each
+    /// process's name as it is then; runc attaches before it execs).
+    Attach,
+    /// At its exit or OOM kill: a name the process chose itself.
+    End,
 }
 
 impl Sandbox {
@@ -173,6 +186,7 @@ impl Sandbox {
             containers: BTreeMap::new(),
             state: SandboxState::Running,
             had_container: false,
+            runtime_named: false,
         }
     }
 
@@ -195,9 +209,33 @@ impl Sandbox {
         self.containers.remove(id)
     }
 
-    /// Makes `id` the sandbox container (its init is named `pause`); the
-    /// previous one, if any, becomes a workload container.
-    pub(super) fn promote_pause(&mut self, id: &str) {
+    /// The runtime says `id` is the sandbox container: so it is, whatever
+    /// any process is called.
+    pub(super) fn runtime_names_sandbox(&mut self, id: &str) {
+        self.runtime_named = true;
+        self.promote(id);
+    }
+
+    /// `id`'s init was seen named `pause`. Without the runtime's word the
+    /// name makes it the sandbox, but never in place of a known sandbox
+    /// that lives: at attach, one whose own init was seen named `pause`
+    /// too; at an end, one whose init is known (a tenant can name its
+    /// process `pause`, and name it so just before it dies). Returns
+    /// whether `id` is the sandbox container now.
+    pub(super) fn pause_seen(&mut self, id: &str, seen: PauseSeen) -> bool {
+        let known = self.sandbox_container.as_ref().filter(|c| c.id != id).is_some_and(|c| match seen {
+            PauseSeen::Attach => c.init.as_ref().is_some_and(|t| t.comm == "pause"),
+            PauseSeen::End => c.init.is_some() || c.exited_init.is_some(),
+        });
+        if !self.runtime_named && !known {
+            self.promote(id);
+        }
+        self.sandbox_container.as_ref().is_some_and(|c| c.id == id)
+    }
+
+    /// Makes `id` the sandbox container; the previous one, if any, becomes
+    /// a workload container.
+    fn promote(&mut self, id: &str) {
         if self.sandbox_container.as_ref().is_some_and(|c| c.id == id) {
             return;
         }
@@ -361,7 +399,7 @@ impl PodRegistry {
         self.metadata.apply(snapshot, now_ns);
         for pod in &snapshot.pods {
             if let Some(sandbox) = self.sandboxes.get_mut(&pod.uid) {
-                sandbox.promote_pause(&pod.sandbox_id);
+                sandbox.runtime_names_sandbox(&pod.sandbox_id);
             }
         }
     }
@@ -491,7 +529,7 @@ impl PodRegistry {
                         }
                     }
                     match self.metadata.container(&container_id) {
-                        Some(meta) if meta.sandbox => sandbox.promote_pause(&container_id),
+                        Some(meta) if meta.sandbox => sandbox.runtime_names_sandbox(&container_id),
                         Some(_) => {}
                         None if self.unnamed.len() < MAX_UNNAMED => self.unnamed.push_back(container_id.clone()),
                         None => {}
@@ -512,19 +550,23 @@ impl PodRegistry {
         };
         let Some(sandbox) = self.sandboxes.get_mut(pod_uid) else { return };
         let Some(container) = sandbox.container_mut(container_id) else { return };
+        let mut first_init = false;
         if container.cgroup_id == cgroup_id {
             if !container.attached {
                 container.attached = true;
                 if container.init.is_none() && container.exited_init.is_none() {
                     container.init = Some(Task { key, comm: comm.to_string() });
+                    first_init = true;
                 }
             } else if !container.init.as_ref().is_some_and(|t| t.key.matches(&key)) {
                 container.joined_later = true;
             }
         }
-        if comm == "pause" && container.init.as_ref().is_some_and(|t| t.key.matches(&key)) {
+        // Only the init's own first attach: a process that moves itself
+        // again later chose its name.
+        if comm == "pause" && first_init {
             let id = container_id.clone();
-            sandbox.promote_pause(&id);
+            sandbox.pause_seen(&id, PauseSeen::Attach);
         }
     }
 

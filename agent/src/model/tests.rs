@@ -319,14 +319,69 @@ fn sandbox_rule_first_container_unless_pause_says_otherwise() {
     assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(8)));
     assert!(s.containers.contains_key(&cid(7)));
 
-    // Learned only from the exit's comm: the death is still a sandbox death.
+    // A name at the end (the process chose it) never replaces a sandbox
+    // whose init is known: a workload's init named `pause` that dies is a
+    // container init, and the real sandbox stays the sandbox. (It was a
+    // sandbox death once: a tenant could forge one, and demote the real
+    // sandbox with it.)
     let mut reg = PodRegistry::default();
     reg.cgroup_created(301, &container_path(3, 1));
     reg.task_attached(301, TaskKey::new(90, SEC), "runc:[2:INIT]");
     reg.cgroup_created(302, &container_path(3, 2));
     reg.task_attached(302, TaskKey::new(91, SEC), "runc:[2:INIT]");
-    let r = task_exit(&mut reg, &exit(TaskKey::new(91, SEC), 302, ExitStatus::Code(0), "pause", 2 * SEC), 2 * SEC);
+    let r = oom_kill(&mut reg, &oom(TaskKey::new(91, SEC), 302, "pause", 2 * SEC), 2 * SEC);
+    assert_eq!(r.role, TaskRole::ContainerInit);
+    let r = task_exit(&mut reg, &exit(TaskKey::new(91, SEC), 302, KILLED, "pause", 2 * SEC), 2 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerInit, None));
+    let s = reg.sandbox(&uid(3)).expect("sandbox");
+    assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(1)), "the real sandbox stays");
+    // …but where nothing else is known of the sandbox (its container's
+    // first task never seen), the name at the end still says it.
+    let mut reg = PodRegistry::default();
+    reg.cgroup_created(501, &container_path(5, 1));
+    reg.cgroup_created(502, &container_path(5, 2));
+    reg.task_attached(502, TaskKey::new(95, SEC), "runc:[2:INIT]");
+    let r = task_exit(&mut reg, &exit(TaskKey::new(95, SEC), 502, ExitStatus::Code(0), "pause", 2 * SEC), 2 * SEC);
     assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Exit)));
+    // And at attach, a name does not replace a sandbox seen as `pause` too.
+    let mut reg = PodRegistry::default();
+    reg.cgroup_created(601, &container_path(6, 1));
+    reg.task_attached(601, TaskKey::new(60, SEC), "pause");
+    reg.cgroup_created(602, &container_path(6, 2));
+    reg.task_attached(602, TaskKey::new(61, SEC), "pause");
+    let s = reg.sandbox(&uid(6)).expect("sandbox");
+    assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(1)));
+    // Nor does an init that moves itself again, named `pause` by then.
+    let mut reg = pod_with_two_containers();
+    reg.task_attached(102, TaskKey::new(20, 6 * SEC), "pause");
+    let s = reg.sandbox(&uid(1)).expect("sandbox");
+    assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(1)));
+}
+
+/// Guards: a process name deciding the sandbox once the runtime said which
+/// it is.
+#[test]
+fn once_the_runtime_names_the_sandbox_no_process_name_changes_it() {
+    use super::metadata::{ContainerMeta, PodMeta, Snapshot};
+    let listing = Snapshot {
+        pods: vec![PodMeta { uid: uid(7), namespace: "shop".into(), name: "web".into(), sandbox_id: cid(1) }],
+        containers: vec![
+            ContainerMeta { id: cid(1), name: "POD".into(), pod_uid: uid(7), sandbox: true },
+            ContainerMeta { id: cid(2), name: "app".into(), pod_uid: uid(7), sandbox: false },
+        ],
+    };
+    let mut reg = PodRegistry::default();
+    reg.cgroup_created(701, &container_path(7, 1));
+    reg.cgroup_created(702, &container_path(7, 2));
+    reg.apply_metadata(&listing, SEC);
+    // The sandbox's init unseen, the workload's named `pause` at its first
+    // attach and at its death: still the workload.
+    reg.task_attached(702, TaskKey::new(71, SEC), "pause");
+    let r = task_exit(&mut reg, &exit(TaskKey::new(71, SEC), 702, KILLED, "pause", 2 * SEC), 2 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerInit, None));
+    assert!(reg
+        .sandbox(&uid(7))
+        .is_some_and(|s| s.runtime_named && s.sandbox_container.as_ref().map(|c| c.id.clone()) == Some(cid(1))));
 }
 
 #[test]
