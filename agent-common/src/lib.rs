@@ -255,11 +255,12 @@ pub struct ProbeConfig {
     pub tracked_hierarchy: u32,
     /// 1 on cgroup v2: the exiting task's cgroup is read directly.
     pub unified: u32,
-    /// Routine records (exits, cgroup changes) do not wake the reader until
-    /// this many bytes are pending; the reader also drains on a timer. OOM
-    /// kills always wake it. Batching keeps the agent's CPU per event low.
+    /// Exit records do not wake the reader until this many bytes are
+    /// pending in `EVENTS`; the reader also drains on a timer. Batching
+    /// keeps the agent's CPU per event low.
     pub wakeup_bytes: u32,
-    pub _pad: u32,
+    /// The same for cgroup records in `PRIORITY` (OOM kills always wake it).
+    pub priority_wakeup_bytes: u32,
 }
 
 impl TracepointOffsets {
@@ -312,12 +313,13 @@ impl TaskOffsets {
 }
 
 impl ProbeConfig {
-    pub const UNSET: Self = Self { tracked_hierarchy: 0, unified: 0, wakeup_bytes: 0, _pad: 0 };
+    pub const UNSET: Self = Self { tracked_hierarchy: 0, unified: 0, wakeup_bytes: 0, priority_wakeup_bytes: 0 };
 }
 
 /// Names shared by the eBPF object and the loader; never retype them.
 pub mod names {
     pub const EVENTS: &str = "EVENTS";
+    pub const PRIORITY: &str = "PRIORITY";
     pub const TASKS: &str = "TASKS";
     pub const TRACKED: &str = "TRACKED";
     pub const UNSTREAMED: &str = "UNSTREAMED";

@@ -9,9 +9,15 @@ use aya_ebpf::{
     Global,
 };
 
-/// Replaced at load by `--ring-buffer-bytes`.
+/// Exit records. Replaced at load by `--ring-buffer-bytes`.
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
+
+/// OOM kills and cgroup changes: a ring of their own, so that an exit
+/// flood (a pod can fork as fast as it likes) loses exits, counted, but
+/// never one of these. Sized at load.
+#[map]
+pub static PRIORITY: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 
 /// thread id → cgroup, start time, tgid, for tasks of tracked cgroups
 /// only (pods). Sized at load from pid_max.
@@ -123,6 +129,21 @@ pub fn routine_wakeup() -> u64 {
     }
     let threshold = u64::from(PROBE_CONFIG.load().wakeup_bytes);
     if EVENTS.query(BPF_RB_AVAIL_DATA) >= threshold {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    }
+}
+
+/// Submit flags for a cgroup record in `PRIORITY`: as `routine_wakeup`,
+/// against that ring's own threshold.
+#[inline(always)]
+pub fn priority_wakeup() -> u64 {
+    if READER.get(0).is_some_and(|asleep| *asleep != 0) {
+        return BPF_RB_FORCE_WAKEUP;
+    }
+    let threshold = u64::from(PROBE_CONFIG.load().priority_wakeup_bytes);
+    if PRIORITY.query(BPF_RB_AVAIL_DATA) >= threshold {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP

@@ -17,8 +17,9 @@ use aya_ebpf::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, global_field, global_ptr, mark_pod_task, maybe_pod_task, routine_wakeup, DROPPED, EMITTED, ENDED, EVENTS,
-    PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED, URGENT_WAKEUP,
+    count, global_field, global_ptr, mark_pod_task, maybe_pod_task, priority_wakeup, routine_wakeup, DROPPED, EMITTED,
+    ENDED, EVENTS, PRIORITY, PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED,
+    URGENT_WAKEUP,
 };
 
 /// Why a probe gave up on a record; logged through aya-log.
@@ -416,7 +417,7 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
     }
 
     let kind = EventKind::OomKill as u32;
-    let Some(mut entry) = EVENTS.reserve::<OomKillEvent>(0) else {
+    let Some(mut entry) = PRIORITY.reserve::<OomKillEvent>(0) else {
         count(&DROPPED, kind);
         return Ok(());
     };
@@ -506,7 +507,7 @@ fn try_cgroup_attach(ctx: &RawTracePointContext) -> ProbeResult {
     mark_pod_task(pid, true);
     let _ = TASKS.insert(&pid, &info, 0);
 
-    let Some(mut entry) = EVENTS.reserve::<CgroupEvent>(0) else {
+    let Some(mut entry) = PRIORITY.reserve::<CgroupEvent>(0) else {
         count(&DROPPED, EventKind::CgroupAttach as u32);
         return Ok(());
     };
@@ -532,7 +533,7 @@ fn try_cgroup_attach(ctx: &RawTracePointContext) -> ProbeResult {
         }
         (*ev).header = header(EventKind::CgroupAttach, flags);
     }
-    entry.submit(routine_wakeup());
+    entry.submit(priority_wakeup());
     count(&EMITTED, EventKind::CgroupAttach as u32);
     Ok(())
 }
@@ -547,7 +548,7 @@ fn emit_cgroup(
     cgroup_id: u64,
     path_offset: u32,
 ) -> ProbeResult {
-    let Some(mut entry) = EVENTS.reserve::<CgroupEvent>(0) else {
+    let Some(mut entry) = PRIORITY.reserve::<CgroupEvent>(0) else {
         count(&DROPPED, kind as u32);
         return Ok(());
     };
@@ -569,7 +570,7 @@ fn emit_cgroup(
         }
         (*ev).header = header(kind, flags);
     }
-    entry.submit(routine_wakeup());
+    entry.submit(priority_wakeup());
     count(&EMITTED, kind as u32);
     Ok(())
 }

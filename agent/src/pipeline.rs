@@ -28,7 +28,9 @@ impl Pipeline {
         let mut probes = Probes::load(opts)?;
         let kernel = Arc::new(probes.kernel_counters()?);
         let stats = Arc::new(PipelineStats::default());
-        let (tx, rx) = mpsc::channel(channel_capacity.max(1));
+        let (routine_tx, routine_rx) = mpsc::channel(channel_capacity.max(1));
+        let (priority_tx, priority_rx) = mpsc::channel(reader::PRIORITY_CHANNEL);
+        let tx = reader::Senders { routine: routine_tx, priority: priority_tx };
         let mut tasks = JoinSet::new();
         if let Some(ring) = probes.take_ring() {
             let (stats, shutdown) = (stats.clone(), shutdown.clone());
@@ -47,7 +49,14 @@ impl Pipeline {
                 }
             });
         }
-        Ok(Self { probes, events: EventStream::new(rx, stats.clone()), stats, kernel, tasks, shutdown })
+        Ok(Self {
+            probes,
+            events: EventStream::new(routine_rx, priority_rx, stats.clone()),
+            stats,
+            kernel,
+            tasks,
+            shutdown,
+        })
     }
 
     /// Stops the reader (after a final drain) and detaches the programs.

@@ -151,3 +151,49 @@ fn a_workload_init_named_pause_is_no_sandbox_with_the_runtimes_data() {
     drop(ctrd);
     remove_in_all_hierarchies(&format!("{}/kubepods", cgroups.cg.path));
 }
+
+/// A pod floods the node with exits, past the exit ring's capacity, while
+/// another container's processes are OOM-killed in the same seconds (the
+/// agent stopped meanwhile, as a busy one falls behind): exits are lost,
+/// counted; no OOM kill is, each counted with its role. (Before: OOM kills
+/// shared the exits' ring and were lost with them.)
+#[test]
+fn an_exit_flood_loses_exits_counted_but_no_oom_kill() {
+    require_root();
+    let agent = AgentProcess::start(&["--ring-buffer-bytes", "64K", "--containerd-socket", "", "--cri-socket", ""]);
+    let mut pod = KubePod::build("tenant-flood", UID, false, 3);
+    pod.start_init(0, "exec sleep 1000");
+    pod.start_init(1, "i=0; while [ $i -lt 8000 ]; do /bin/true; i=$((i+1)); done; exec sleep 1000");
+    pod.start_init(
+        2,
+        "for i in 1 2 3 4 5 6 7 8; do dd if=/dev/zero of=/dev/null bs=64M count=1; done; exec sleep 1000",
+    );
+    let before = agent.metrics();
+    let series = |text: &str, s: &str| metric(text, s).unwrap_or(0.0);
+    agent.signal(libc::SIGSTOP);
+    pod.trigger(1);
+    // By then the flood has filled the exits' ring (64 KiB: ~800 exits).
+    std::thread::sleep(Duration::from_millis(1500));
+    pod.trigger(2);
+    // Until both are done: the flooder's last exit and the eighth kill.
+    let start = Instant::now();
+    while pod.oom_kills(2) < 8
+        || !std::fs::read_to_string(format!("/proc/{}/comm", pod.init_pid(1))).is_ok_and(|c| c.trim() == "sleep")
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "the flood or the kills never finished");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    agent.signal(libc::SIGCONT);
+    let kills = pod.oom_kills(2) as f64;
+    let child = "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}";
+    let text = wait_for(&agent, child, |v| v >= kills);
+    let dropped = |kind: &str| {
+        let s = format!("sandwatch_kernel_events_dropped_total{{kind=\"{kind}\"}}");
+        series(&text, &s) - series(&before, &s)
+    };
+    assert!(dropped("exit") > 0.0, "the flood overflowed the exits' ring: {text}");
+    assert_eq!(dropped("oom_kill"), 0.0, "no OOM kill lost: {text}");
+    assert_eq!(dropped("cgroup_attach"), 0.0);
+    assert_eq!(series(&text, child) - series(&before, child), kills, "every kill counted, as a child's");
+    drop(pod);
+}

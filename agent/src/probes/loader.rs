@@ -53,7 +53,10 @@ pub enum LoadError {
 /// What the loader may be told.
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
+    /// The exit records' ring.
     pub ring_buffer_bytes: u32,
+    /// The ring of OOM kills and cgroup changes.
+    pub priority_ring_bytes: u32,
     /// How often the reader drains records that did not wake it.
     pub drain_interval: std::time::Duration,
     /// After this long without a record the reader stops its drain timer
@@ -71,6 +74,7 @@ impl Default for ProbeOptions {
     fn default() -> Self {
         Self {
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
+            priority_ring_bytes: DEFAULT_PRIORITY_RING_BYTES,
             drain_interval: std::time::Duration::from_millis(DEFAULT_DRAIN_INTERVAL_MS.into()),
             idle_after: DEFAULT_IDLE_AFTER,
             task_table_entries: None,
@@ -99,9 +103,17 @@ pub const DEFAULT_RING_BUFFER_BYTES: u32 = 2 * 1024 * 1024;
 /// Routine records wait at most this long for the reader.
 pub const DEFAULT_DRAIN_INTERVAL_MS: u32 = 25;
 
-/// The ring buffer and the flag that tells the programs its reader sleeps.
+/// OOM kills and cgroup changes have a ring of their own: ~900 cgroup
+/// records, far more than a node's churn between two drains. Mapped twice,
+/// as the other.
+pub const DEFAULT_PRIORITY_RING_BYTES: u32 = 256 * 1024;
+
+/// The ring buffers and the flag that tells the programs their reader sleeps.
 pub struct Ring {
+    /// Exits.
     pub events: RingBuf<MapData>,
+    /// OOM kills and cgroup changes, which no exit flood crowds out.
+    pub priority: RingBuf<MapData>,
     pub asleep: ReaderFlag,
 }
 
@@ -213,9 +225,11 @@ fn pod_pid_slots(layout: &CgroupLayout) -> u32 {
 impl Probes {
     pub fn load(opts: &ProbeOptions) -> Result<Self, LoadError> {
         check_privileges()?;
-        let rb = opts.ring_buffer_bytes;
-        if !rb.is_power_of_two() || rb < 4096 {
-            return Err(LoadError::RingBufferSize(rb));
+        let (rb, prio) = (opts.ring_buffer_bytes, opts.priority_ring_bytes);
+        for size in [rb, prio] {
+            if !size.is_power_of_two() || size < 4096 {
+                return Err(LoadError::RingBufferSize(size));
+            }
         }
         match KernelVersion::current() {
             Ok(v) if v < KernelVersion::new(5, 8, 0) => return Err(LoadError::UnsupportedKernel(format!("{v:?}"))),
@@ -235,7 +249,8 @@ impl Probes {
             // A sixteenth of the buffer: a burst wakes the reader long
             // before the buffer is full; quieter traffic waits for its timer.
             wakeup_bytes: rb / 16,
-            _pad: 0,
+            // Cgroup records are few: a quarter of their ring.
+            priority_wakeup_bytes: prio / 4,
         };
         log::info!(
             "cgroup layout {:?} at {} (namespace root {}); tracefs at {}",
@@ -261,6 +276,7 @@ impl Probes {
                     .override_global(names::PROBE_CONFIG, &config, true)
                     .override_global(names::RUNTIME_COMMS, &comms, true)
                     .map_max_entries(names::EVENTS, rb)
+                    .map_max_entries(names::PRIORITY, prio)
                     .map_max_entries(names::TRACKED, TRACKED_CGROUPS)
                     .map_max_entries(names::TASKS, tasks)
                     .map_max_entries(names::POD_PIDS, pod_pids)
@@ -305,7 +321,10 @@ impl Probes {
         let events = RingBuf::try_from(events).map_err(|source| LoadError::Map { name: names::EVENTS, source })?;
         let asleep = Array::try_from(take_map(&mut ebpf, names::READER)?)
             .map_err(|source| LoadError::Map { name: names::READER, source })?;
-        let ring = Ring { events, asleep: ReaderFlag(asleep) };
+        let priority = take_map(&mut ebpf, names::PRIORITY)?;
+        let priority =
+            RingBuf::try_from(priority).map_err(|source| LoadError::Map { name: names::PRIORITY, source })?;
+        let ring = Ring { events, priority, asleep: ReaderFlag(asleep) };
         Ok(Self { ebpf, ring: Some(ring), logger, tracker: Some(tracker), layout, attached })
     }
 

@@ -1,5 +1,10 @@
-//! Drains the ring buffer and forwards records; decides nothing. A full
+//! Drains the ring buffers and forwards records; decides nothing. A full
 //! channel is a counted drop, never a wait: the kernel must not back up.
+//!
+//! Two rings, two channels: exits in one, OOM kills and cgroup changes in
+//! the other, so that an exit flood loses exits (counted) and nothing
+//! else. [`EventStream`] hands them on in the kernel's order, by each
+//! record's timestamp.
 
 use std::{sync::Arc, time::Duration};
 
@@ -20,6 +25,15 @@ use super::loader::{Logger, ReaderFlag, Ring};
 
 /// Raw record as read from the ring buffer.
 pub type Record = Vec<u8>;
+
+/// The reader's two channels: exits, and OOM kills with cgroup changes.
+pub struct Senders {
+    pub routine: mpsc::Sender<Record>,
+    pub priority: mpsc::Sender<Record>,
+}
+
+/// OOM kills and cgroup changes queued for the decoder, at most.
+pub const PRIORITY_CHANNEL: usize = 16384;
 
 /// When the reader drains.
 #[derive(Debug, Clone, Copy)]
@@ -45,34 +59,43 @@ pub const ASLEEP_DRAIN: Duration = Duration::from_secs(1);
 /// wakeup a second instead of one per drain interval.
 pub async fn run(
     ring: Ring,
-    tx: mpsc::Sender<Record>,
+    tx: Senders,
     stats: Arc<PipelineStats>,
     pace: Pace,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let Ring { events, mut asleep } = ring;
-    // SAFETY: the ring buffer owns its map fd, which stays open and
-    // unchanged until the AsyncFd (and with it the ring) is dropped.
+    let Ring { events, priority, mut asleep } = ring;
+    // SAFETY: each ring buffer owns its map fd, which stays open and
+    // unchanged until its AsyncFd (and with it the ring) is dropped.
     let mut fd = unsafe { AsyncFd::register_with_interest(events, tokio::io::Interest::READABLE) }
         .map_err(|e| e.into_parts().1)?;
+    let mut prio = unsafe { AsyncFd::register_with_interest(priority, tokio::io::Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)?;
+    // Both rings, the priority one first.
+    let drain_both = |fd: &mut AsyncFd<RingBuf<MapData>>, prio: &mut AsyncFd<RingBuf<MapData>>| {
+        drain(prio.get_mut(), &tx.priority, &stats) + drain(fd.get_mut(), &tx.routine, &stats)
+    };
     let mut sleep = Sleep { asleep: false, allowed: true, last_record: Instant::now() };
     let mut next = Instant::now() + pace.drain;
     loop {
         let (records, timed) = tokio::select! {
             _ = shutdown.cancelled() => {
-                drain(fd.get_mut(), &tx, &stats);
+                drain_both(&mut fd, &mut prio);
                 return Ok(());
             }
             guard = fd.readable_mut() => {
-                let mut guard = guard?;
-                let n = drain(guard.get_inner_mut(), &tx, &stats);
-                guard.clear_ready();
+                guard?.clear_ready();
                 stats.reader_drained(DrainCause::Wakeup);
-                (n, false)
+                (drain_both(&mut fd, &mut prio), false)
+            }
+            guard = prio.readable_mut() => {
+                guard?.clear_ready();
+                stats.reader_drained(DrainCause::Wakeup);
+                (drain_both(&mut fd, &mut prio), false)
             }
             _ = tokio::time::sleep_until(next) => {
                 stats.reader_drained(DrainCause::Timer);
-                (drain(fd.get_mut(), &tx, &stats), true)
+                (drain_both(&mut fd, &mut prio), true)
             }
         };
         let now = Instant::now();
@@ -86,7 +109,7 @@ pub async fn run(
             sleep.fall_asleep(&mut asleep);
             // A record submitted before the programs saw the flag did not
             // wake the reader: take it now.
-            if sleep.asleep && drain(fd.get_mut(), &tx, &stats) > 0 {
+            if sleep.asleep && drain_both(&mut fd, &mut prio) > 0 {
                 sleep.last_record = now;
                 sleep.wake(&mut asleep);
             }
@@ -148,19 +171,54 @@ fn drain(ring: &mut RingBuf<MapData>, tx: &mpsc::Sender<Record>, stats: &Pipelin
 /// Decoded events out of the reader's channel; decode errors are counted
 /// and skipped.
 pub struct EventStream {
-    rx: mpsc::Receiver<Record>,
+    routine: mpsc::Receiver<Record>,
+    priority: mpsc::Receiver<Record>,
+    /// The next record of each channel, taken but not handed on yet.
+    heads: [Option<Record>; 2],
     stats: Arc<PipelineStats>,
 }
 
+/// A record's kernel timestamp (the header's second word); 0 when too short
+/// (the decoder counts it).
+fn ts_of(record: &[u8]) -> u64 {
+    record.get(8..16).and_then(|b| b.try_into().ok()).map_or(0, u64::from_ne_bytes)
+}
+
 impl EventStream {
-    pub fn new(rx: mpsc::Receiver<Record>, stats: Arc<PipelineStats>) -> Self {
-        Self { rx, stats }
+    pub fn new(routine: mpsc::Receiver<Record>, priority: mpsc::Receiver<Record>, stats: Arc<PipelineStats>) -> Self {
+        Self { routine, priority, heads: [None, None], stats }
+    }
+
+    /// The next record in the kernel's order: of what both channels hold,
+    /// the older (the reader fills both in one drain, so what one holds the
+    /// other is not behind on); `None` once the reader has stopped.
+    async fn record(&mut self) -> Option<Record> {
+        if self.heads[0].is_none() {
+            self.heads[0] = self.routine.try_recv().ok();
+        }
+        if self.heads[1].is_none() {
+            self.heads[1] = self.priority.try_recv().ok();
+        }
+        if self.heads[0].is_none() && self.heads[1].is_none() {
+            let (routine, priority) = (&mut self.routine, &mut self.priority);
+            tokio::select! {
+                biased;
+                r = priority.recv() => self.heads[1] = Some(r?),
+                r = routine.recv() => self.heads[0] = Some(r?),
+            }
+        }
+        let older = match (&self.heads[0], &self.heads[1]) {
+            (Some(r), Some(p)) if ts_of(p) <= ts_of(r) => 1,
+            (Some(_), _) => 0,
+            _ => 1,
+        };
+        self.heads[older].take()
     }
 
     /// The next event, or `None` once the reader has stopped.
     pub async fn next(&mut self) -> Option<Event> {
         loop {
-            let record = self.rx.recv().await?;
+            let record = self.record().await?;
             match decode(&record) {
                 Ok(event) => {
                     if !event.attributed() {

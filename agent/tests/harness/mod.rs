@@ -238,6 +238,11 @@ impl AgentProcess {
         self.agent.log_text()
     }
 
+    /// Sends `signal` to the agent (by its pid).
+    pub fn signal(&self, signal: i32) {
+        self.agent.signal(signal);
+    }
+
     pub fn metrics(&self) -> String {
         self.agent.metrics().unwrap_or_else(|e| panic!("{e:#}"))
     }
