@@ -112,6 +112,13 @@ const MUTATIONS: &[Mutation] = &[
         test: "once_the_runtime_names_the_sandbox_no_process_name_changes_it",
         bug: "a process name decides the sandbox after the runtime named it",
     },
+    Mutation {
+        file: "agent/src/probes/reader.rs",
+        from: "                r = routine.recv() => self.heads[0] = Some(r?),\n            }\n        }",
+        to: "                r = routine.recv() => self.heads[0] = Some(r?),\n            }\n            break;\n        }",
+        test: "a_waiting_decoder_still_hands_on_the_older_record_first",
+        bug: "a waiting decoder hands on the record that woke it before an older one of the other ring",
+    },
 ];
 
 /// Puts a file back as it was when dropped.

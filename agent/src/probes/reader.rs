@@ -192,14 +192,21 @@ impl EventStream {
     /// The next record in the kernel's order: of what both channels hold,
     /// the older (the reader fills both in one drain, so what one holds the
     /// other is not behind on); `None` once the reader has stopped.
+    ///
+    /// Both heads are looked at after every wait: the channel that wakes a
+    /// waiting decoder is the one the reader filled first (the priority
+    /// one), and the other may hold older records of the same drain.
     async fn record(&mut self) -> Option<Record> {
-        if self.heads[0].is_none() {
-            self.heads[0] = self.routine.try_recv().ok();
-        }
-        if self.heads[1].is_none() {
-            self.heads[1] = self.priority.try_recv().ok();
-        }
-        if self.heads[0].is_none() && self.heads[1].is_none() {
+        loop {
+            if self.heads[0].is_none() {
+                self.heads[0] = self.routine.try_recv().ok();
+            }
+            if self.heads[1].is_none() {
+                self.heads[1] = self.priority.try_recv().ok();
+            }
+            if self.heads[0].is_some() || self.heads[1].is_some() {
+                break;
+            }
             let (routine, priority) = (&mut self.routine, &mut self.priority);
             tokio::select! {
                 biased;
@@ -249,5 +256,42 @@ pub async fn forward_logs(logger: Logger, shutdown: CancellationToken) -> std::i
                 guard.clear_ready();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as the decoder's merge sees it: a header with `ts`.
+    fn record(ts: u64) -> Record {
+        let mut r = vec![0u8; 16];
+        r[8..16].copy_from_slice(&ts.to_ne_bytes());
+        r
+    }
+
+    /// Guards: a decoder waiting on both channels taking the priority
+    /// record that woke it without looking at the other channel, so a
+    /// cgroup's rmdir overtook the exit of its last process (a late exit
+    /// instead of a sandbox death, in the real churn test).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waiting_decoder_still_hands_on_the_older_record_first() {
+        let (routine_tx, routine) = mpsc::channel(8);
+        let (priority_tx, priority) = mpsc::channel(8);
+        let mut stream = EventStream::new(routine, priority, Arc::new(PipelineStats::default()));
+        // The reader's drain: the priority ring first (an rmdir at 20),
+        // then the routine one (the exit at 10), while the decoder waits.
+        let reader = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            priority_tx.try_send(record(20)).map_err(|_| "priority channel")?;
+            routine_tx.try_send(record(10)).map_err(|_| "routine channel")?;
+            Ok::<_, &str>((routine_tx, priority_tx))
+        });
+        let first = stream.record().await.map(|r| ts_of(&r));
+        let second = stream.record().await.map(|r| ts_of(&r));
+        assert_eq!((first, second), (Some(10), Some(20)));
+        let senders = reader.await.expect("reader task").expect("sends");
+        drop(senders);
+        assert_eq!(stream.record().await, None, "both channels closed and empty");
     }
 }
