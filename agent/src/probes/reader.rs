@@ -71,9 +71,16 @@ pub async fn run(
         .map_err(|e| e.into_parts().1)?;
     let mut prio = unsafe { AsyncFd::register_with_interest(priority, tokio::io::Interest::READABLE) }
         .map_err(|e| e.into_parts().1)?;
-    // Both rings, the priority one first.
+    // Both rings, the priority one before and after the routine one: a
+    // priority record taken first is newer than every routine record
+    // submitted before it, and those are all taken in the same drain; the
+    // second look takes a priority record submitted while the routine ring
+    // was read, older than routine records taken after it. The decoder
+    // orders what one drain took by timestamp.
     let drain_both = |fd: &mut AsyncFd<RingBuf<MapData>>, prio: &mut AsyncFd<RingBuf<MapData>>| {
-        drain(prio.get_mut(), &tx.priority, &stats) + drain(fd.get_mut(), &tx.routine, &stats)
+        drain(prio.get_mut(), &tx.priority, &stats)
+            + drain(fd.get_mut(), &tx.routine, &stats)
+            + drain(prio.get_mut(), &tx.priority, &stats)
     };
     let mut sleep = Sleep { asleep: false, allowed: true, last_record: Instant::now() };
     let mut next = Instant::now() + pace.drain;
