@@ -9,7 +9,17 @@ use anyhow::{bail, Context as _, Result};
 
 use crate::util::workspace_root;
 
-pub const TARGETS: [&str; 4] = ["decode", "cgroup_path", "tracefs_format", "btf"];
+pub const TARGETS: [&str; 9] = [
+    "decode",
+    "cgroup_path",
+    "tracefs_format",
+    "btf",
+    "query",
+    "record_row",
+    "containerd_event",
+    "proc_parsers",
+    "version",
+];
 
 #[derive(clap::Args)]
 pub struct Args {

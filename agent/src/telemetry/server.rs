@@ -194,7 +194,7 @@ pub fn parse_query(query: &str) -> Result<(Filter, bool), String> {
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
         let value =
-            percent_decode(raw).ok_or_else(|| format!("query parameter {key}: bad percent-encoding in {raw:?}"))?;
+            percent_decode(raw).ok_or_else(|| format!("query parameter {key:?}: bad percent-encoding in {raw:?}"))?;
         match key {
             "follow" => {
                 follow = match value.as_str() {
@@ -214,7 +214,7 @@ pub fn parse_query(query: &str) -> Result<(Filter, bool), String> {
             }
             "namespace" if !value.is_empty() => filter.namespace = Some(value),
             "pod" if !value.is_empty() => filter.pod = Some(value),
-            "namespace" | "pod" => return Err(format!("{key}= needs a value")),
+            "namespace" | "pod" => return Err(format!("{key:?} needs a value")),
             _ => return Err(format!("unknown query parameter {key:?} (use follow, kind, namespace, pod)")),
         }
     }
@@ -264,6 +264,9 @@ mod tests {
             ("colour=red", "unknown query parameter"),
             ("pod=%zz", "percent-encoding"),
             ("namespace=", "needs a value"),
+            // Found by fuzzing: a key with a line break broke the one line.
+            ("ko\r\r\n\0=%{", "percent-encoding"),
+            ("pod\n", "unknown query parameter"),
         ] {
             let line = parse_query(query).unwrap_err();
             assert!(line.contains(needle) && !line.contains('\n'), "{query}: {line}");
