@@ -197,3 +197,88 @@ fn an_exit_flood_loses_exits_counted_but_no_oom_kill() {
     assert_eq!(series(&text, child) - series(&before, child), kills, "every kill counted, as a child's");
     drop(pod);
 }
+
+const UID_START: &str = "7a1b2c3d-0004-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_AFTER: &str = "7a1b2c3d-0005-4e5f-8a9b-0c1d2e3f4a5b";
+
+/// The pids in container `i`'s cgroup.
+fn procs(pod: &KubePod, i: usize) -> Vec<u32> {
+    std::fs::read_to_string(pod.cg.procs_file(&pod.paths[i]))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// A sandbox started the way youki starts one, its processes named as
+/// youki names them: the first joins the cgroup, hands over to
+/// `youki:[2:INIT]` and exits 0; the OOM killer takes the init-to-be
+/// before it runs pause. One sandbox death, cause `oom`, and the kill's
+/// role `sandbox`, though no name is runc's. (Before: the hand-over counted
+/// as the sandbox's death, cause `exit`, and the OOM kill as none.)
+#[test]
+fn a_start_is_recognised_by_place_not_by_the_runtimes_names() {
+    require_root();
+    let agent = AgentProcess::start(&["--containerd-socket", "", "--cri-socket", ""]);
+    let mut pod = KubePod::build("tenant-start", UID_START, false, 1);
+    // The init-to-be holds the memory itself (the shell that reads the
+    // command substitution), so the OOM killer takes it.
+    pod.start_init(
+        0,
+        "printf 'youki:[1:INTER]' > /proc/self/comm; \
+         (printf 'youki:[2:INIT]' > /proc/self/comm; x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 100) & exit 0",
+    );
+    pod.trigger(0);
+    let text = wait_for(&agent, "sandwatch_sandbox_deaths_total{cause=\"oom\"}", |v| v >= 1.0);
+    std::thread::sleep(Duration::from_millis(500));
+    let text = format!("{text}{}", agent.metrics());
+    assert_eq!(metric(&agent.metrics(), "sandwatch_sandbox_deaths_total{cause=\"oom\"}"), Some(1.0), "{text}");
+    assert_eq!(metric(&agent.metrics(), "sandwatch_sandbox_deaths_total{cause=\"exit\"}"), Some(0.0), "{text}");
+    let records = agent.records();
+    let kill = records.iter().find(|r| r.kind() == "oom_kill");
+    assert_eq!(kill.and_then(|r| r.comm()), Some("youki:[2:INIT]"), "{records:#?}");
+    assert_eq!(kill.and_then(|r| r.victim_role()), Some("sandbox"));
+    drop(pod);
+}
+
+/// Without the runtime's word a runc-started container's init is never
+/// named, and its start ends after ten seconds. Then a tenant's processes
+/// in its running container named `pause` (killed) and `runc:[2:INIT]`
+/// (exiting 1) are children: no sandbox death, no container init exit. The
+/// sandbox's own process, whatever its name, ends as the sandbox's death.
+/// (Before: a forged sandbox death and a forged init exit, and the real
+/// sandbox death missed.)
+#[test]
+fn after_the_start_no_name_stands_for_the_init() {
+    require_root();
+    let agent = AgentProcess::start(&["--containerd-socket", "", "--cri-socket", ""]);
+    let mut pod = KubePod::build("tenant-after", UID_AFTER, false, 2);
+    // Both start as runc does: the first process hands over and exits 0.
+    pod.start_init(0, "printf 'runc:[0:PARENT]' > /proc/self/comm; (exec sleep 1000) & exit 0");
+    pod.start_init(
+        1,
+        "printf 'runc:[0:PARENT]' > /proc/self/comm; (exec sh -c 'sleep 11; \
+         sh -c \"printf pause > /proc/self/comm; kill -KILL \\$\\$\"; \
+         sh -c \"printf \\\"runc:[2:INIT]\\\" > /proc/self/comm; exit 1\"; exec sleep 1000') & exit 0",
+    );
+    pod.trigger(0);
+    pod.trigger(1);
+    let init = "sandwatch_task_exits_total{outcome=\"handled\",role=\"container_init\"}";
+    let child = "sandwatch_task_exits_total{outcome=\"handled\",role=\"container_child\"}";
+    // The two hand-overs, then (after the window) the tenant's two.
+    let text = wait_for(&agent, child, |v| v >= 4.0);
+    std::thread::sleep(Duration::from_millis(500));
+    let text = format!("{text}{}", agent.metrics());
+    for cause in ["oom", "signal", "exit"] {
+        let deaths = metric(&agent.metrics(), &format!("sandwatch_sandbox_deaths_total{{cause=\"{cause}\"}}"));
+        assert_eq!(deaths, Some(0.0), "{text}");
+    }
+    assert_eq!(metric(&agent.metrics(), init), Some(0.0), "{text}");
+    // The sandbox's process: the only one in its cgroup.
+    let sandbox = procs(&pod, 0);
+    assert_eq!(sandbox.len(), 1, "{sandbox:?}");
+    // SAFETY: kill(2) of the sandbox process this test started.
+    unsafe { libc::kill(sandbox[0] as i32, libc::SIGKILL) };
+    wait_for(&agent, "sandwatch_sandbox_deaths_total{cause=\"signal\"}", |v| v == 1.0);
+    drop(pod);
+}

@@ -1,4 +1,4 @@
-//! `cargo xtask mutants`: the watchdog core's unit tests each guard a bug;
+//! `cargo xtask mutants`: the core's and the model's unit tests each guard a bug;
 //! this puts each bug back into the code, one at a time, and checks that
 //! the test that guards it fails. A mutation whose code is no longer there
 //! fails the run too: the list must follow the code. Every file is
@@ -111,6 +111,34 @@ const MUTATIONS: &[Mutation] = &[
         to: "        if !known {",
         test: "once_the_runtime_names_the_sandbox_no_process_name_changes_it",
         bug: "a process name decides the sandbox after the runtime named it",
+    },
+    Mutation {
+        file: "agent/src/model/registry.rs",
+        from: "            && self.start_ns.is_none_or(|s| at_ns < s.saturating_add(START_WINDOW_NS))",
+        to: "            && true",
+        test: "after_its_start_no_name_stands_for_the_init",
+        bug: "a start without the runtime's word never ends, so a tenant's processes stand for the init",
+    },
+    Mutation {
+        file: "agent/src/model/registry.rs",
+        from: "if self.role == ContainerRole::Sandbox && self.init.is_none() && !self.joined_later {",
+        to: "if false {",
+        test: "after_its_start_no_name_stands_for_the_init",
+        bug: "a sandbox whose init no one named never dies",
+    },
+    Mutation {
+        file: "agent/src/model/registry.rs",
+        from: "        self.init.is_none() || self.is_init(key)\n",
+        to: "        true\n",
+        test: "a_start_is_known_by_place_and_time_not_by_names",
+        bug: "a child of a starting container's first process stands for its init",
+    },
+    Mutation {
+        file: "agent/src/model/registry.rs",
+        from: "            if clean {\n                if self.is_init(key) {",
+        to: "            if false {\n                if self.is_init(key) {",
+        test: "a_start_is_known_by_place_and_time_not_by_names",
+        bug: "a start's first process handing over with a clean exit is the container's death",
     },
     Mutation {
         file: "agent/src/probes/reader.rs",

@@ -5,7 +5,7 @@
 
 use super::{
     cgroup_path::QosClass,
-    registry::{CgroupOwner, ContainerRole, PauseSeen, PodRegistry, RuncStage, SandboxState, TaskKey},
+    registry::{CgroupOwner, ContainerRole, Ending, PauseSeen, PodRegistry, SandboxState, TaskKey},
 };
 use crate::events::ExitStatus;
 
@@ -212,28 +212,29 @@ pub fn task_exit(reg: &mut PodRegistry, exit: &TaskExit, now_ns: u64) -> ExitRep
         report.outcome = Outcome::Late(LateReason::ContainerMissing);
         return report;
     };
-    // A container dies once: its init's exit, or, while it starts, the
-    // exit of runc's init-to-be, or of any bootstrap stage the OOM killer
-    // took (the start is over then; the runtime never names an init).
-    let bootstrap = RuncStage::of(&exit.comm) == Some(RuncStage::Bootstrap);
-    let dies = container.is_init(&exit.key, &exit.comm) || (bootstrap && was_oom_victim && container.starting());
-    if !dies {
-        if bootstrap && container.init.as_ref().is_some_and(|t| t.key.matches(&exit.key)) {
-            // runc's bootstrap joined the cgroup first and exits once the
-            // next stage runs: not the init. TaskStart names the real one.
-            container.init = None;
+    // A container dies once: its init's end, or its start's (see
+    // `Container::ending`); names decide nothing.
+    let clean = exit.status == ExitStatus::Code(0);
+    match container.ending(&exit.key, clean, exit.ts_ns) {
+        Ending::Death => {}
+        Ending::HandOver => {
+            // The start's processes changed: the first is no init now.
             reg.touch();
             report.outcome = Outcome::Handled;
             report.role = TaskRole::ContainerChild;
-        } else if container.exited_init.is_some_and(|k| k.matches(&exit.key)) {
-            // The init's exit was handled already: this one is a duplicate.
-            report.outcome = Outcome::Late(LateReason::TaskMissing);
-        } else {
+            return report;
+        }
+        Ending::Child => {
             report.outcome = Outcome::Handled;
             report.role = TaskRole::ContainerChild;
+            return report;
         }
-        return report;
+        Ending::Duplicate => {
+            report.outcome = Outcome::Late(LateReason::TaskMissing);
+            return report;
+        }
     }
+    let oom = was_oom_victim || container.start_oom_killed;
     container.exited_init = Some(exit.key);
     container.init = None;
     let mut role = container.role;
@@ -247,7 +248,7 @@ pub fn task_exit(reg: &mut PodRegistry, exit: &TaskExit, now_ns: u64) -> ExitRep
     };
     if role == ContainerRole::Sandbox {
         sandbox.state = SandboxState::Dead;
-        report.sandbox_death = Some(if was_oom_victim {
+        report.sandbox_death = Some(if oom {
             DeathCause::Oom
         } else if matches!(exit.status, ExitStatus::Signal { .. }) {
             DeathCause::Signal
@@ -309,14 +310,13 @@ pub fn oom_kill(reg: &mut PodRegistry, oom: &OomVictim, now_ns: u64) -> OomRepor
     };
     report.pod =
         Some(PodRef { pod_uid: pod_uid.clone(), qos: Some(sandbox.qos), container_id: Some(container_id.clone()) });
-    let Some(container) = sandbox.container(&container_id) else {
+    let Some(container) = sandbox.container_mut(&container_id) else {
         report.outcome = Outcome::Late(LateReason::ContainerMissing);
         return report;
     };
-    // While a container starts, every runc stage stands for its init:
-    // killing any of them kills the start.
-    let is_init =
-        container.is_init(&oom.key, &oom.comm) || (container.starting() && RuncStage::of(&oom.comm).is_some());
+    // While a container starts, its first victim, whatever its name, is
+    // the start's: killing it kills the start.
+    let is_init = container.oom_victim(&oom.key, oom.ts_ns);
     let mut role = container.role;
     if is_init
         && role == ContainerRole::Workload

@@ -66,12 +66,20 @@ pub struct Container {
     /// A task attached to the cgroup (the first is the init).
     attached: bool,
     /// Another process joined after the first (a `runc exec`, or the
-    /// start-up scan of a running container): runc's stage names no
-    /// longer stand for the container's init.
+    /// start-up scan of a running container): the container has started.
     joined_later: bool,
-    /// The runtime named the init (TaskCreate, TaskStart): runc stage
-    /// names no longer stand for it.
+    /// The runtime named the init (TaskCreate, TaskStart): the container
+    /// has started.
     started: bool,
+    /// When its start began (boot time, ns): its first process's start, or
+    /// the first event of one of its processes; `None` until either.
+    start_ns: Option<u64>,
+    /// The OOM killer's victim while the container started: the start's,
+    /// whatever it was called; its exit ends the start.
+    start_victim: Option<TaskKey>,
+    /// The OOM killer took a process of the start: a start that dies, by
+    /// whichever of its processes' ends, died of it.
+    pub(super) start_oom_killed: bool,
     /// The cgroup's path (relative to the hierarchy root), for reading its
     /// settings.
     pub path: String,
@@ -80,26 +88,16 @@ pub struct Container {
     pub oom_group: Option<bool>,
 }
 
-/// runc's bootstrap stages (nsexec names them): `runc:[0:PARENT]` and
-/// `runc:[1:CHILD]` exit once the next stage runs; `runc:[2:INIT]` is the
-/// container's init before it runs the container's program.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuncStage {
-    Bootstrap,
-    Init,
-}
-
-impl RuncStage {
-    pub fn of(comm: &str) -> Option<Self> {
-        if comm.starts_with("runc:[0") || comm.starts_with("runc:[1") {
-            Some(RuncStage::Bootstrap)
-        } else if comm.starts_with("runc:[2") {
-            Some(RuncStage::Init)
-        } else {
-            None
-        }
-    }
-}
+/// How long a container's start lasts at most without the runtime's word.
+/// From the first process in its cgroup until the runtime names the init
+/// (TaskCreate, TaskStart), another process joins, or the start dies, the
+/// processes in a container's cgroup are the runtime's own (runc's
+/// bootstrap stages, crun's or youki's, the init-to-be): no container code
+/// runs before the runtime starts it. Their names say nothing (each runtime
+/// chooses its own, and a tenant's program can choose any), so nothing
+/// here reads them. Without the runtime's stream the start ends after this
+/// long, so that a tenant's own processes are not taken for the start's.
+pub const START_WINDOW_NS: u64 = 10 * 1_000_000_000;
 
 impl Container {
     fn new(id: String, cgroup_id: u64, role: ContainerRole, path: &str) -> Self {
@@ -112,6 +110,9 @@ impl Container {
             attached: false,
             joined_later: false,
             started: false,
+            start_ns: None,
+            start_victim: None,
+            start_oom_killed: false,
             path: path.to_string(),
             oom_group: None,
         }
@@ -124,22 +125,99 @@ impl Container {
         self.started = true;
     }
 
-    /// The container is starting: the runtime has not said it started,
-    /// no other process joined its first one, and it has not died.
-    pub fn starting(&self) -> bool {
-        self.exited_init.is_none() && !self.joined_later && !self.started
+    /// An event of one of its processes at `at_ns`: the start began then
+    /// at the latest.
+    fn seen_at(&mut self, at_ns: u64) {
+        self.start_ns.get_or_insert(at_ns);
     }
 
-    /// Whether the task (`key`, named `comm` now) is this container's init:
-    /// the named init unless it turns out to be runc's bootstrap (which
-    /// joins first), or, while the container starts, the init-to-be (runc's
-    /// `runc:[2:INIT]`, or `pause` once it ran), which the runtime names
-    /// only after it started, if it ever starts.
-    pub fn is_init(&self, key: &TaskKey, comm: &str) -> bool {
-        let stage = RuncStage::of(comm);
-        let named = self.init.as_ref().is_some_and(|t| t.key.matches(key)) && stage != Some(RuncStage::Bootstrap);
-        named || (self.starting() && (stage == Some(RuncStage::Init) || comm == "pause"))
+    /// The container is starting at `at_ns`: the runtime has not said it
+    /// started, no other process joined its first one, it has not died,
+    /// and the start window is not over.
+    pub fn starting(&self, at_ns: u64) -> bool {
+        self.exited_init.is_none()
+            && !self.joined_later
+            && !self.started
+            && self.start_ns.is_none_or(|s| at_ns < s.saturating_add(START_WINDOW_NS))
     }
+
+    /// Whether `key` is the init as known: the runtime's, or the first
+    /// process attached (until it hands the start over).
+    pub fn is_init(&self, key: &TaskKey) -> bool {
+        self.init.as_ref().is_some_and(|t| t.key.matches(key))
+    }
+
+    /// While the container starts, whether `key` stands for its init: the
+    /// first process, while it lives; once it handed the start over (runc's
+    /// bootstrap does), or if none was seen to join (a runtime may create
+    /// the init inside the cgroup), any process of the container, for none
+    /// but the runtime's runs before the runtime starts it.
+    fn stands_for_init(&self, key: &TaskKey) -> bool {
+        self.init.is_none() || self.is_init(key)
+    }
+
+    /// The OOM killer took `key` at `at_ns`. While the container starts,
+    /// its first victim that stands for the init is the start's. Returns
+    /// whether the victim is the init (or stands for it).
+    pub(super) fn oom_victim(&mut self, key: &TaskKey, at_ns: u64) -> bool {
+        self.seen_at(at_ns);
+        let starting = self.starting(at_ns);
+        self.start_oom_killed |= starting;
+        if starting && self.stands_for_init(key) && self.start_victim.is_none_or(|k| k.matches(key)) {
+            self.start_victim = Some(*key);
+            return true;
+        }
+        self.is_init(key)
+    }
+
+    /// What the end of the whole process `key` at `at_ns` means to the
+    /// container, `clean` when it exited with status 0.
+    pub(super) fn ending(&mut self, key: &TaskKey, clean: bool, at_ns: u64) -> Ending {
+        self.seen_at(at_ns);
+        if let Some(exited) = self.exited_init {
+            return if exited.matches(key) { Ending::Duplicate } else { Ending::Child };
+        }
+        if self.start_victim.is_some_and(|k| k.matches(key)) {
+            return Ending::Death;
+        }
+        if self.starting(at_ns) {
+            // A clean exit hands over to the next stage (the first process,
+            // if it was that, is not the init); a failure of what stands
+            // for the init ends the start.
+            if clean {
+                if self.is_init(key) {
+                    self.init = None;
+                }
+                return Ending::HandOver;
+            }
+            return if self.stands_for_init(key) { Ending::Death } else { Ending::Child };
+        }
+        // Past its start: what happened while it started is not its death.
+        self.start_oom_killed = false;
+        if self.is_init(key) {
+            return Ending::Death;
+        }
+        // A sandbox container runs the runtime's pause and nothing else:
+        // after its start, the end of any process when no init is known,
+        // and no other process joined, is the sandbox's.
+        if self.role == ContainerRole::Sandbox && self.init.is_none() && !self.joined_later {
+            return Ending::Death;
+        }
+        Ending::Child
+    }
+}
+
+/// What a process's end means to its container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// The container's init (or its start) ended: the container died.
+    Death,
+    /// A process of the start exited cleanly, handing over to the next.
+    HandOver,
+    /// Another process of the running container.
+    Child,
+    /// The init's end, handled already.
+    Duplicate,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,13 +297,13 @@ impl Sandbox {
     /// `id`'s init was seen named `pause`. Without the runtime's word the
     /// name makes it the sandbox, but never in place of a known sandbox
     /// that lives: at attach, one whose own init was seen named `pause`
-    /// too; at an end, one whose init is known (a tenant can name its
-    /// process `pause`, and name it so just before it dies). Returns
+    /// too; at an end, one that ever showed a process (a tenant can name
+    /// its process `pause`, and name it so just before it dies). Returns
     /// whether `id` is the sandbox container now.
     pub(super) fn pause_seen(&mut self, id: &str, seen: PauseSeen) -> bool {
         let known = self.sandbox_container.as_ref().filter(|c| c.id != id).is_some_and(|c| match seen {
             PauseSeen::Attach => c.init.as_ref().is_some_and(|t| t.comm == "pause"),
-            PauseSeen::End => c.init.is_some() || c.exited_init.is_some(),
+            PauseSeen::End => c.attached || c.start_ns.is_some() || c.init.is_some() || c.exited_init.is_some(),
         });
         if !self.runtime_named && !known {
             self.promote(id);
@@ -554,6 +632,11 @@ impl PodRegistry {
         if container.cgroup_id == cgroup_id {
             if !container.attached {
                 container.attached = true;
+                // The start began when its first process did (the start-up
+                // scan finds running containers long started).
+                if key.start_ticks > 0 {
+                    container.seen_at(key.start_ticks * TICK_NS);
+                }
                 if container.init.is_none() && container.exited_init.is_none() {
                     container.init = Some(Task { key, comm: comm.to_string() });
                     first_init = true;
@@ -568,6 +651,20 @@ impl PodRegistry {
             let id = container_id.clone();
             sandbox.pause_seen(&id, PauseSeen::Attach);
         }
+    }
+
+    /// What the start-up scan found: every container that showed a
+    /// process runs already, and its oldest process is its init (a scan
+    /// sees processes as they are, not as they started).
+    pub fn found_running(&mut self) {
+        for sandbox in self.sandboxes.values_mut() {
+            for container in sandbox.sandbox_container.iter_mut().chain(sandbox.containers.values_mut()) {
+                if container.attached {
+                    container.started = true;
+                }
+            }
+        }
+        self.touch();
     }
 
     /// The runtime created or started a container's init (containerd's

@@ -62,6 +62,8 @@ fn pod_with_two_containers() -> PodRegistry {
     reg.task_attached(101, TaskKey::new(10, 5 * SEC), "runc:[2:INIT]");
     reg.cgroup_created(102, &container_path(1, 2));
     reg.task_attached(102, TaskKey::new(20, 6 * SEC), "runc:[2:INIT]");
+    // Running, as the start-up scan finds it.
+    reg.found_running();
     reg
 }
 
@@ -149,20 +151,28 @@ fn sandbox_killed_while_it_starts_is_a_sandbox_death_once() {
         let r = oom_kill(&mut reg, &oom(init, 101, "runc:[2:INIT]", 7 * SEC), 7 * SEC);
         assert_eq!((r.outcome, r.role), (Outcome::Handled, TaskRole::Sandbox));
         let r = task_exit(&mut reg, &exit(init, 101, KILLED, "runc:[2:INIT]", 7 * SEC), 7 * SEC);
-        assert_eq!(r.role, TaskRole::Sandbox);
         deaths.extend(r.sandbox_death);
-        if !parent_first {
-            bootstrap(&mut reg);
+        if parent_first {
+            assert_eq!(r.role, TaskRole::Sandbox);
+        } else {
+            // The bootstrap still waited for its init-to-be: it gives up
+            // (runc's nsexec bails, status 1), and that ends the start.
+            let r = task_exit(&mut reg, &exit(child, 101, ExitStatus::Code(0), "runc:[1:CHILD]", 7 * SEC), 7 * SEC);
+            assert_eq!(r.sandbox_death, None);
+            let r = task_exit(&mut reg, &exit(parent, 101, ExitStatus::Code(1), "runc:[0:PARENT]", 7 * SEC), 7 * SEC);
+            assert_eq!(r.role, TaskRole::Sandbox);
+            deaths.extend(r.sandbox_death);
         }
         // The same exit again is a duplicate, not a second death.
-        let r = task_exit(&mut reg, &exit(init, 101, KILLED, "runc:[2:INIT]", 7 * SEC), 8 * SEC);
+        let (last, status) = if parent_first { (init, KILLED) } else { (parent, ExitStatus::Code(1)) };
+        let r = task_exit(&mut reg, &exit(last, 101, status, "runc:[2:INIT]", 7 * SEC), 8 * SEC);
         assert_eq!(r.outcome, Outcome::Late(LateReason::TaskMissing));
         deaths.extend(r.sandbox_death);
         assert_eq!(deaths, [DeathCause::Oom], "parent first: {parent_first}, attached as {attached_as}");
         assert_eq!(reg.sandbox(&uid(1)).map(|s| s.state), Some(SandboxState::Dead));
-        // A TaskStart for the dead init (the stream lags) re-arms nothing.
-        reg.runtime_started(&cid(1), 12);
-        let r = task_exit(&mut reg, &exit(init, 101, KILLED, "runc:[2:INIT]", 7 * SEC), 9 * SEC);
+        // A TaskStart for the dead start (the stream lags) re-arms nothing.
+        reg.runtime_started(&cid(1), last.pid);
+        let r = task_exit(&mut reg, &exit(last, 101, status, "runc:[2:INIT]", 7 * SEC), 9 * SEC);
         assert_eq!((r.outcome, r.sandbox_death), (Outcome::Late(LateReason::TaskMissing), None));
     }
 }
@@ -180,7 +190,9 @@ fn bootstrap_killed_while_starting_is_a_death_and_workload_init_role() {
 
     let mut reg = pod_with_two_containers();
     reg.cgroup_created(103, &container_path(1, 3));
-    reg.task_attached(103, TaskKey::new(30, 7 * SEC), "runc:[0:PARENT]");
+    let parent = TaskKey::new(30, 7 * SEC);
+    reg.task_attached(103, parent, "runc:[0:PARENT]");
+    task_exit(&mut reg, &exit(parent, 103, ExitStatus::Code(0), "runc:[0:PARENT]", 7 * SEC), 7 * SEC);
     let init = TaskKey::new(32, 7 * SEC);
     let r = oom_kill(&mut reg, &oom(init, 103, "runc:[2:INIT]", 8 * SEC), 8 * SEC);
     assert_eq!(r.role, TaskRole::ContainerInit);
@@ -197,6 +209,66 @@ fn pause_killed_before_task_start_is_a_sandbox_death() {
     task_exit(&mut reg, &exit(parent, 101, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
     let pause = TaskKey::new(12, 5 * SEC);
     let r = task_exit(&mut reg, &exit(pause, 101, KILLED, "pause", 7 * SEC), 7 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Signal)));
+}
+
+/// Guards: a start recognised by runc's stage names. Another runtime
+/// names its processes otherwise (youki `youki:[1:INTER]`, `youki:[2:INIT]`;
+/// crun, the init itself, `crun`): the first process hands the start over
+/// with a clean exit, and the OOM killer taking the process that stands for
+/// the init ends the start, whatever it is called. (Before: the hand-over
+/// was the sandbox's death, cause `exit`, and the kill that ended the start
+/// none.) While the first process lives, a victim that is not it is a
+/// child's: a crun init's own children are not its start.
+#[test]
+fn a_start_is_known_by_place_and_time_not_by_names() {
+    let mut reg = sandbox_starting_as("youki");
+    let (first, init) = (TaskKey::new(10, 5 * SEC), TaskKey::new(12, 5 * SEC));
+    let r = task_exit(&mut reg, &exit(first, 101, ExitStatus::Code(0), "youki:[1:INTER]", 5 * SEC), 5 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None), "the hand-over is no death");
+    let r = oom_kill(&mut reg, &oom(init, 101, "youki:[2:INIT]", 6 * SEC), 6 * SEC);
+    assert_eq!(r.role, TaskRole::Sandbox);
+    let r = task_exit(&mut reg, &exit(init, 101, KILLED, "youki:[2:INIT]", 6 * SEC), 6 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Oom)));
+
+    // crun: the first process is the init; its children are not its start.
+    let mut reg = pod_with_two_containers();
+    reg.cgroup_created(103, &container_path(1, 3));
+    let crun = TaskKey::new(30, 7 * SEC);
+    reg.task_attached(103, crun, "crun");
+    let r = oom_kill(&mut reg, &oom(TaskKey::new(31, 7 * SEC), 103, "worker", 8 * SEC), 8 * SEC);
+    assert_eq!(r.role, TaskRole::ContainerChild);
+    let r = oom_kill(&mut reg, &oom(crun, 103, "app", 9 * SEC), 9 * SEC);
+    assert_eq!(r.role, TaskRole::ContainerInit);
+    let r = task_exit(&mut reg, &exit(crun, 103, KILLED, "app", 9 * SEC), 9 * SEC);
+    assert_eq!((r.outcome, r.role), (Outcome::Handled, TaskRole::ContainerInit));
+}
+
+/// Guards: names standing for a start that is long over. Without the
+/// runtime's word (no containerd stream: CRI-O, or a stream that is down)
+/// a runc-started container's init is never named; its start ends after
+/// [`registry::START_WINDOW_NS`]. A tenant's processes in its running
+/// container named `pause` or `runc:[2:INIT]` are children then, and no
+/// sandbox dies of them; the sandbox's own process ends as the sandbox's
+/// death, whatever it is called. (Before: a forged sandbox death, a forged
+/// container init exit, and the real sandbox death missed.)
+#[test]
+fn after_its_start_no_name_stands_for_the_init() {
+    let mut reg = sandbox_starting_as("runc");
+    let first = TaskKey::new(10, 5 * SEC);
+    task_exit(&mut reg, &exit(first, 101, ExitStatus::Code(0), "runc:[0:PARENT]", 5 * SEC), 5 * SEC);
+    reg.cgroup_created(102, &container_path(1, 2));
+    let workload = TaskKey::new(20, 6 * SEC);
+    reg.task_attached(102, workload, "runc");
+    task_exit(&mut reg, &exit(workload, 102, ExitStatus::Code(0), "runc:[0:PARENT]", 6 * SEC), 6 * SEC);
+    let later = 6 * SEC + registry::START_WINDOW_NS + SEC;
+    let r = task_exit(&mut reg, &exit(TaskKey::new(25, later), 102, KILLED, "pause", later), later);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None));
+    let r =
+        task_exit(&mut reg, &exit(TaskKey::new(26, later), 102, ExitStatus::Code(1), "runc:[2:INIT]", later), later);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerChild, None));
+    assert_eq!(reg.sandbox(&uid(1)).and_then(|s| s.sandbox_container.as_ref()).map(|c| c.id.clone()), Some(cid(1)));
+    let r = task_exit(&mut reg, &exit(TaskKey::new(12, 5 * SEC), 101, KILLED, "sleep", later), later);
     assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Signal)));
 }
 
@@ -335,14 +407,14 @@ fn sandbox_rule_first_container_unless_pause_says_otherwise() {
     assert_eq!((r.role, r.sandbox_death), (TaskRole::ContainerInit, None));
     let s = reg.sandbox(&uid(3)).expect("sandbox");
     assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(1)), "the real sandbox stays");
-    // …but where nothing else is known of the sandbox (its container's
-    // first task never seen), the name at the end still says it.
+    // …but where nothing else is known of the sandbox (its container
+    // never showed a process), the name at the end still says it.
     let mut reg = PodRegistry::default();
     reg.cgroup_created(501, &container_path(5, 1));
     reg.cgroup_created(502, &container_path(5, 2));
     reg.task_attached(502, TaskKey::new(95, SEC), "runc:[2:INIT]");
-    let r = task_exit(&mut reg, &exit(TaskKey::new(95, SEC), 502, ExitStatus::Code(0), "pause", 2 * SEC), 2 * SEC);
-    assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Exit)));
+    let r = task_exit(&mut reg, &exit(TaskKey::new(95, SEC), 502, KILLED, "pause", 2 * SEC), 2 * SEC);
+    assert_eq!((r.role, r.sandbox_death), (TaskRole::Sandbox, Some(DeathCause::Signal)));
     // And at attach, a name does not replace a sandbox seen as `pause` too.
     let mut reg = PodRegistry::default();
     reg.cgroup_created(601, &container_path(6, 1));

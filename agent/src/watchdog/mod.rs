@@ -228,6 +228,7 @@ impl<H: Host> Watchdog<H> {
                 }
             }
         }
+        self.dispatcher.registry.found_running();
         for &cgroup_id in &pods {
             if !self.host.track(cgroup_id) {
                 self.out.push(Finding::TrackingFull { cgroup_id });
