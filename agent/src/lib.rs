@@ -27,11 +27,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::Context as _;
-use tokio::{
-    net::TcpListener,
-    sync::{mpsc, watch},
-};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -56,14 +52,22 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
 
-    let listener =
-        TcpListener::bind(settings.listen).await.with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let bound = listener.local_addr().unwrap_or(settings.listen);
+    // Everything a user can get wrong fails here, before anything loads.
+    let credentials = server::Credentials::load(&settings.server)?;
+    let limits = fit_descriptors(settings.server.limits);
+    let listeners = server::Listeners::bind(&settings.server)?;
+    let scheme = if credentials.tls() { "https" } else { "http" };
+    let serving = format!(
+        "{scheme}://{}/metrics, /events at {}",
+        listeners.metrics.describe(),
+        listeners.events.as_ref().map_or_else(|| "nowhere (--events-listen is empty)".to_string(), |b| b.describe())
+    );
     let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, shutdown.clone())?;
     let attached = pipeline.probes.programs_attached();
     let registry =
         metrics::registry(pipeline.stats.clone(), Some(pipeline.kernel.clone()), attached, &host::kernel_release())?;
     let runtime_metrics = RuntimeMetrics::register(&registry)?;
+    let http_metrics = server::metrics::HttpMetrics::register(&registry)?;
     let sources = RuntimeSources::start(&settings, &runtime_metrics, &shutdown);
     let outputs = Outputs {
         metrics: WatchdogMetrics::register(&registry, &settings.metrics)?,
@@ -76,13 +80,20 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     );
     let mut watchdog = Watchdog::new(host, settings.watchdog);
     let state = server::ServerState::agent(registry, outputs.records.clone(), Some(outputs.metrics.clone()));
-    let server_task = tokio::spawn(server::serve(listener, state.clone(), shutdown.clone()));
 
     // What exists already, then what the kernel reports from here on.
     outputs.publish(watchdog.discover(boottime_ns()));
+    // Loaded, attached and seeded: the capabilities that took go, before
+    // any other thread starts (each thread holds its own).
+    let kept = match probes::privileges::drop_after_start(&pipeline.kernel) {
+        Ok(kept) => kept.describe(),
+        Err(e) => format!("as they were (dropping them failed: {e})"),
+    };
+    let server = server::Server::start(listeners, credentials, limits, state.clone(), http_metrics, shutdown.clone())?;
     state.ready.store(true, Ordering::Relaxed);
     log::info!(
-        "sandwatch ready: {attached} programs attached, {} tasks seeded, {} sandboxes found, serving http://{bound}/metrics",
+        "sandwatch ready: {attached} programs attached, {} tasks seeded, {} sandboxes found, serving {serving}; \
+         capabilities now: {kept}",
         watchdog.tasks_seeded(),
         watchdog.registry().tracked_sandboxes(),
     );
@@ -95,10 +106,29 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     log::info!("shutting down: detaching programs");
     shutdown.cancel();
     pipeline.stop().await;
-    if tokio::time::timeout(Duration::from_secs(5), server_task).await.is_err() {
+    if !server.stopped(Duration::from_secs(5)).await {
         log::warn!("HTTP server did not stop within 5 s");
     }
     Ok(())
+}
+
+/// Descriptors each connection may cost (its socket), and what the agent
+/// keeps for itself (maps, programs, files, the runtime's sockets).
+const RESERVED_DESCRIPTORS: u64 = 128;
+
+/// The connection cap, lowered so that both listeners at their caps stay
+/// below the descriptor limit (raised to its hard limit first).
+fn fit_descriptors(limits: server::conns::Limits) -> server::conns::Limits {
+    let nofile = host::raise_nofile();
+    let room = (nofile.saturating_sub(RESERVED_DESCRIPTORS) / 2).max(2) as usize;
+    if limits.max_connections <= room {
+        return limits;
+    }
+    log::warn!(
+        "--max-connections {} lowered to {room}: the descriptor limit is {nofile} and two listeners share it",
+        limits.max_connections
+    );
+    server::conns::Limits { max_connections: room, ..limits }
 }
 
 /// The runtime's two sources of events, started as configured: the CRI

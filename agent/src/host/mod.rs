@@ -3,6 +3,7 @@
 //! Every helper here is a thin, fallible read; deciding what a reading
 //! means is the caller's business.
 
+pub mod caps;
 pub mod proc;
 
 use std::time::{Duration, SystemTime};
@@ -87,6 +88,25 @@ pub fn clock_ticks() -> u64 {
 /// The kernel's largest pid (32768 when it cannot be read).
 pub fn pid_max() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(32768)
+}
+
+/// Raises this process's soft descriptor limit to its hard limit (no
+/// privilege needed); returns the soft limit now.
+pub fn raise_nofile() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit read and write the rlimit we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    lim.rlim_cur
 }
 
 /// This process's real user id.

@@ -389,6 +389,11 @@ fn per_cpu_sum(m: &PerCpuArray<MapData, u64>, slot: u32) -> u64 {
 }
 
 impl KernelCounters {
+    /// Whether the maps can be read now (with the thread's capabilities).
+    pub fn readable(&self) -> bool {
+        self.emitted.get(&0, 0).is_ok()
+    }
+
     /// (emitted, dropped) for one kind; zeros if the map cannot be read.
     pub fn read(&self, kind: u32) -> (u64, u64) {
         (per_cpu_sum(&self.emitted, kind), per_cpu_sum(&self.dropped, kind))

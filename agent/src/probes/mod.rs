@@ -5,6 +5,7 @@ pub mod btf;
 pub mod cgroups;
 pub mod landlock;
 pub mod loader;
+pub mod privileges;
 pub mod reader;
 pub mod scan;
 pub mod tracefs;
