@@ -12,7 +12,11 @@ use crate::{
     model::{correlation::CorrelatorLimits, storm::StormSettings, Limits},
     probes::{loader::DEFAULT_DRAIN_INTERVAL_MS, ProbeOptions},
     runtime::{containerd::StreamConfig, cri::CriConfig},
-    telemetry::{logs::LogFormat, watchdog_metrics::MetricsSettings},
+    telemetry::{
+        logs::LogFormat,
+        server::{self, conns, tls::TlsFiles, Address},
+        watchdog_metrics::MetricsSettings,
+    },
     watchdog::{self, RuntimeSettings},
 };
 
@@ -22,6 +26,42 @@ pub struct Config {
     /// Address of the /metrics, /healthz and /readyz endpoints.
     #[arg(long, env = "SANDWATCH_LISTEN", default_value = "127.0.0.1:9432")]
     pub listen: SocketAddr,
+
+    /// Where /events is served: a unix socket (unix:PATH; on the node, so
+    /// `sandwatch events` there or through `kubectl exec` finds it), or
+    /// HOST:PORT over TCP, which anyone who reaches it can read: the records
+    /// name every namespace's pods and processes. Empty: not served.
+    #[arg(long, env = "SANDWATCH_EVENTS_LISTEN", default_value = DEFAULT_EVENTS_LISTEN)]
+    pub events_listen: String,
+
+    /// PEM certificate (chain) for TLS on the metrics listener; with
+    /// --tls-key-file. Read again when it changes on disk.
+    #[arg(long, env = "SANDWATCH_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert-file. Read again when it changes.
+    #[arg(long, env = "SANDWATCH_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// PEM CA certificates: /metrics then requires a client certificate one
+    /// of them signed (/healthz and /readyz do not, for the kubelet's probes).
+    #[arg(long, env = "SANDWATCH_TLS_CLIENT_CA_FILE")]
+    pub tls_client_ca_file: Option<PathBuf>,
+
+    /// A file whose first line is a token: /metrics then requires
+    /// `Authorization: Bearer <token>`. Needs TLS. Read again when it changes.
+    #[arg(long, env = "SANDWATCH_AUTH_TOKEN_FILE")]
+    pub auth_token_file: Option<PathBuf>,
+
+    /// Open connections per listener, at most; at the cap the one idle the
+    /// longest is closed (counted). Kept below the descriptor limit.
+    #[arg(long, env = "SANDWATCH_MAX_CONNECTIONS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(2..=65_536))]
+    pub max_connections: u32,
+
+    /// A client that has not read what it was sent for this long is
+    /// disconnected (counted): a stalled scrape, a follower of /events.
+    #[arg(long, env = "SANDWATCH_WRITE_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub write_timeout_seconds: u64,
 
     /// Ring buffer size in bytes (power of two, at least 4096; suffixes K, M
     /// accepted, e.g. 8M). The kernel maps it twice: RSS shows twice this.
@@ -116,6 +156,9 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
+/// `--events-listen`'s default: a host path the DaemonSet mounts.
+pub const DEFAULT_EVENTS_LISTEN: &str = "unix:/run/sandwatch/events.sock";
+
 /// `--ring-buffer-bytes`'s default, as a user writes it (the probes'
 /// `DEFAULT_RING_BUFFER_BYTES`; a unit test keeps them equal).
 const DEFAULT_RING_BUFFER: &str = "2M";
@@ -123,8 +166,8 @@ const DEFAULT_RING_BUFFER: &str = "2M";
 /// What the flags mean to each part of the agent.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Where /metrics, /healthz, /readyz and /events are served.
-    pub listen: SocketAddr,
+    /// Where /metrics, /healthz, /readyz and /events are served, and how.
+    pub server: server::Settings,
     pub probes: ProbeOptions,
     /// Records the reader may queue for decoding before it drops.
     pub channel_capacity: usize,
@@ -249,8 +292,38 @@ impl Config {
             ..CorrelatorLimits::default()
         };
         let socket = |s: &str| (!s.is_empty()).then(|| PathBuf::from(s));
+        let tls = match (self.tls_cert_file, self.tls_key_file) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key, client_ca: self.tls_client_ca_file }),
+            (None, None) if self.tls_client_ca_file.is_some() => {
+                return Err("--tls-client-ca-file needs TLS: set --tls-cert-file and --tls-key-file too".into())
+            }
+            (None, None) => None,
+            _ => return Err("--tls-cert-file and --tls-key-file go together".into()),
+        };
+        if tls.is_none() && self.auth_token_file.is_some() {
+            return Err("--auth-token-file needs TLS (a token sent in clear can be read on the way): \
+                        set --tls-cert-file and --tls-key-file too"
+                .into());
+        }
+        let events = (!self.events_listen.is_empty())
+            .then(|| Address::parse(&self.events_listen).map_err(|e| format!("--events-listen {e}")))
+            .transpose()?;
+        if events == Some(Address::Tcp(self.listen)) {
+            return Err(format!("--events-listen must differ from --listen ({})", self.listen));
+        }
+        let server = server::Settings {
+            metrics: self.listen,
+            events,
+            limits: conns::Limits {
+                max_connections: self.max_connections as usize,
+                write_timeout: Duration::from_secs(self.write_timeout_seconds),
+                ..conns::Limits::default()
+            },
+            tls,
+            token_file: self.auth_token_file,
+        };
         Ok(Settings {
-            listen: self.listen,
+            server,
             probes: ProbeOptions {
                 ring_buffer_bytes: self.ring_buffer_bytes,
                 drain_interval: Duration::from_millis(self.drain_interval_ms.into()),
@@ -307,7 +380,10 @@ mod tests {
     #[test]
     fn defaults_are_loopback_and_2mib() {
         let s = settings(&[]);
-        assert_eq!(s.listen, "127.0.0.1:9432".parse().unwrap());
+        assert_eq!(s.server.metrics, "127.0.0.1:9432".parse().unwrap());
+        assert_eq!(s.server.events, Some(Address::Unix(PathBuf::from("/run/sandwatch/events.sock"))));
+        assert_eq!((s.server.tls.clone(), s.server.token_file.clone()), (None, None));
+        assert_eq!(s.server.limits.max_connections, 256);
         assert_eq!(s.probes.ring_buffer_bytes, 2 * 1024 * 1024);
         assert_eq!(s.probes.drain_interval, Duration::from_millis(25));
         assert_eq!(s.probes.task_table_entries, None);

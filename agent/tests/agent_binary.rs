@@ -261,9 +261,13 @@ fn least_privilege_bpf_and_perfmon_suffice_and_each_is_needed() {
     let wrapper = only("+bpf,+perfmon");
     let refs: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let agent = AgentProcess::start_wrapped(&refs, &[]);
-    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).expect("status");
-    let cap_eff = status.lines().find_map(|l| l.strip_prefix("CapEff:")).map(str::trim);
-    assert_eq!(cap_eff, Some("000000c000000000"), "only CAP_BPF and CAP_PERFMON");
+    // Loaded and attached with CAP_BPF and CAP_PERFMON; ready, it holds
+    // nothing more in any thread: map operations through the descriptors
+    // it holds need no capability on this kernel (6.5 and later).
+    let held = thread_capabilities(agent.pid());
+    assert!(held.len() >= 2, "the agent's thread and the HTTP server's: {held:?}");
+    assert!(held.iter().all(|(_, eff, prm)| (*eff, *prm) == (0, 0)), "no capability left: {held:?}");
+    assert!(agent.log_text().contains("capabilities now: none"), "{}", agent.log_text());
     // Host exits: counted in the kernel, dispatched as the host's.
     let exits = |m: &str| metric(m, "sandwatch_task_exits_total{outcome=\"host\",role=\"host\"}").unwrap_or(0.0);
     let before = exits(&agent.metrics());
@@ -295,6 +299,95 @@ fn least_privilege_bpf_and_perfmon_suffice_and_each_is_needed() {
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
         assert!(stderr.contains("CAP_BPF and CAP_PERFMON"), "{stderr}");
     }
+}
+
+/// (thread, CapEff, CapPrm) of every thread of `pid`.
+fn thread_capabilities(pid: u32) -> Vec<(String, u64, u64)> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks").flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .unwrap_or(u64::MAX)
+        };
+        let name = status.lines().find_map(|l| l.strip_prefix("Name:")).unwrap_or("").trim().to_string();
+        found.push((name, field("CapEff:"), field("CapPrm:")));
+    }
+    found
+}
+
+/// Guards: the agent keeping every capability (root's, all of them) for
+/// its whole life. Ready, no thread holds any, and what it does from then
+/// on still works: a pod made after start is tracked from its mkdir (a map
+/// update), its OOM kill attributed, the kernel's counters read at scrape
+/// (map lookups). (Before: CapEff and CapPrm were root's full sets.)
+#[test]
+fn capabilities_are_dropped_once_the_programs_are_attached() {
+    require_root();
+    let agent = AgentProcess::start(&["--containerd-socket", "", "--cri-socket", ""]);
+    let held = thread_capabilities(agent.pid());
+    assert!(held.iter().all(|(_, eff, prm)| (*eff, *prm) == (0, 0)), "no capability left: {held:?}");
+    let before = agent.metrics();
+    let mut pod = KubePod::build("caps", UID, false, 2);
+    pod.start_init(0, "exec sleep 1000");
+    pod.start_init(1, "exec dd if=/dev/zero of=/dev/null bs=256M count=1");
+    pod.trigger(1);
+    let kills = "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}";
+    let start = std::time::Instant::now();
+    while metric(&agent.metrics(), kills) != Some(1.0) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the OOM kill never came: {}", agent.metrics());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = agent.metrics();
+    let produced = |m: &str| metric(m, "sandwatch_kernel_events_total{kind=\"oom_kill\"}").unwrap_or(0.0);
+    assert!(produced(&after) > produced(&before), "the kernel's counters are read: {after}");
+    assert_eq!(metric(&after, "sandwatch_tracked_containers"), Some(2.0), "{after}");
+    drop(pod);
+}
+
+/// Guards: clients that open connections and never finish a request
+/// holding every one of them. At `--max-connections 16`, 60 connections
+/// each sending half a request: /healthz answers every time with a 1 s
+/// timeout, as the kubelet probes it (the half-sent ones idle the longest
+/// are closed to make room, counted as evicted), and every half-sent one
+/// left is closed by the 10 s header timeout. (Before: nothing capped or
+/// timed them; under a descriptor limit the probe failed.)
+#[test]
+fn half_sent_requests_cannot_stall_the_health_probe() {
+    use std::io::Read as _;
+    require_root();
+    let agent = AgentProcess::start(&["--max-connections", "16", "--containerd-socket", "", "--cri-socket", ""]);
+    let mut held: Vec<std::net::TcpStream> = (0..60)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(agent.addr).expect("connect");
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: slow\r\n").expect("half a request");
+            s
+        })
+        .collect();
+    for _ in 0..5 {
+        let probe = harness::http_get_timeout(agent.addr, "/healthz", Duration::from_secs(1));
+        assert_eq!(probe.map(|(s, _)| s), Some(200), "the probe answers");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let text = agent.metrics();
+    let closed = |text: &str, why: &str| {
+        metric(text, &format!("sandwatch_http_connections_closed_total{{listener=\"metrics\",reason=\"{why}\"}}"))
+            .unwrap_or(0.0)
+    };
+    assert!(closed(&text, "evicted") >= 40.0, "idle half-sent connections made room: {text}");
+    assert!(metric(&text, "sandwatch_http_connections{listener=\"metrics\"}").is_some_and(|n| n <= 16.0), "{text}");
+    std::thread::sleep(Duration::from_secs(11));
+    for s in &mut held {
+        s.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+        let mut buf = [0u8; 256];
+        let end = s.read(&mut buf);
+        assert!(matches!(end, Ok(0)) || end.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset), "closed");
+    }
+    let text = agent.metrics();
+    assert!(closed(&text, "header_timeout") >= 1.0, "the rest timed out: {text}");
 }
 
 const JSON_UID: &str = "4b3a2c1d-0000-4a8b-9c7d-6e5f4a3b2c1d";
@@ -336,7 +429,7 @@ fn json_logs_are_one_object_per_line_with_the_events_fields() {
     assert_eq!(oom["qos_class"], "burstable", "{oom}");
     assert_eq!(oom["limit_bytes"], 32 << 20, "{oom}");
     // The event record of the same kill carries the same fields, named alike.
-    let (status, body) = harness::http_get(agent.addr, "/events").expect("GET /events");
+    let (status, body) = agent.events_get("/events").expect("GET /events");
     assert_eq!(status, 200);
     let record: serde_json::Value = body
         .lines()

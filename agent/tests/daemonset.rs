@@ -134,7 +134,10 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
         pod_uid: POD_UID.into(),
         pod_name: "sandwatch-t3st1".into(),
         pod_dir: pod_dir.clone(),
-        host_paths: HashMap::from([("/run/containerd".to_string(), ctrd.dir.clone())]),
+        host_paths: HashMap::from([
+            ("/run/containerd".to_string(), ctrd.dir.clone()),
+            ("/run/sandwatch".to_string(), pod_dir.join("run-sandwatch")),
+        ]),
     };
     let plan = plan(&template, &namespace, &node);
     for note in &plan.notes {
@@ -190,6 +193,10 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
             std::thread::sleep(Duration::from_millis(200));
         }
     };
+    // Granted BPF and PERFMON to load; ready, it holds nothing.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pod.pid)).expect("agent's status");
+    let cap_eff = status.lines().find_map(|l| l.strip_prefix("CapEff:")).map(str::trim);
+    assert_eq!(cap_eff, Some("0000000000000000"), "capabilities dropped after start; its log:\n{}", log());
     // It reaches the runtime through the mounted socket.
     wait_for("the CRI and event stream up", &|t| {
         metric(t, "sandwatch_runtime_metadata_up") == Some(1.0) && metric(t, "sandwatch_runtime_events_up") == Some(1.0)
@@ -232,9 +239,16 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
         "{text}"
     );
     assert_eq!(cri.status(&hog).reason, "OOMKilled");
-    // The records name the node from the downward API.
-    let (_, events) =
+    // /events is not on the pod network; it is a root-only socket on the
+    // node, where `sandwatch events` finds it. Its records name the node
+    // from the downward API.
+    let (status, _) =
         PodNetwork::get(&netns, agent_addr, "/events?kind=oom_kill", Duration::from_secs(5)).expect("/events");
+    assert_eq!(status, 404, "no /events on the pod network");
+    let socket = pod_dir.join("run-sandwatch/events.sock");
+    let (status, events) =
+        harness::http_get_unix(&socket, "/events?kind=oom_kill", Duration::from_secs(5)).expect("/events on the node");
+    assert_eq!(status, 200, "{events}");
     assert!(
         events.lines().any(|l| l.contains("\"node\":\"sandwatch-test-node\"") && l.contains("\"container\":\"hog\"")),
         "{events}"

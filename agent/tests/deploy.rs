@@ -22,21 +22,71 @@ fn run(cmd: &mut Command) -> String {
 
 #[test]
 fn manifests_validate_strictly_against_kubernetes_schemas() {
-    let files = ["namespace.yaml", "daemonset.yaml", "service.yaml", "servicemonitor.yaml", "prometheusrule.yaml"];
+    let files = [
+        "namespace.yaml",
+        "daemonset.yaml",
+        "service.yaml",
+        "networkpolicy.yaml",
+        "servicemonitor.yaml",
+        "prometheusrule.yaml",
+        "tls/certificates.yaml",
+        "tls/servicemonitor.yaml",
+    ];
     let out = run(Command::new("python3")
         .args(["-m", "kubernetes_validate", "--strict"])
         .args(files.map(|f| repo(&format!("deploy/kubernetes/{f}")))));
-    for resource in ["namespace/sandwatch", "serviceaccount/sandwatch", "daemonset/sandwatch", "service/sandwatch"] {
+    for resource in [
+        "namespace/sandwatch",
+        "serviceaccount/sandwatch",
+        "daemonset/sandwatch",
+        "service/sandwatch",
+        "networkpolicy/sandwatch-metrics",
+    ] {
         assert!(out.contains(&format!("passed for resource {resource} ")), "{resource} not validated:\n{out}");
     }
-    // Only the Prometheus Operator's kinds lack an offline schema; their
-    // content is checked below (rules by promtool, equality with rules.yml).
+    // Only the Prometheus Operator's and cert-manager's kinds lack an
+    // offline schema; their content is checked below (rules by promtool,
+    // equality with rules.yml) and in the TLS test.
     for line in out.lines().filter(|l| l.starts_with("WARN")) {
         assert!(
-            line.contains("kind PrometheusRule") || line.contains("kind ServiceMonitor"),
+            ["PrometheusRule", "ServiceMonitor", "Certificate", "Issuer"]
+                .iter()
+                .any(|k| line.contains(&format!("kind {k} "))),
             "unexpected warning: {line}"
         );
     }
+}
+
+/// The TLS patch turns the DaemonSet into a valid one that runs with TLS
+/// and client certificates from cert-manager's secret, probing over HTTPS.
+#[test]
+fn the_tls_patch_makes_a_valid_daemonset_with_tls_on() {
+    let manifest = read("deploy/kubernetes/daemonset.yaml");
+    let daemonset = manifest.split("\n---\n").find(|d| d.contains("\nkind: DaemonSet\n")).expect("a DaemonSet");
+    let dir = std::env::temp_dir().join(format!("sandwatch-deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("daemonset.yaml"), daemonset).expect("write");
+    let patched = run(Command::new("kubectl")
+        .args(["patch", "--local", "--type", "strategic", "-o", "yaml", "-f"])
+        .arg(dir.join("daemonset.yaml"))
+        .arg("--patch-file")
+        .arg(repo("deploy/kubernetes/tls/daemonset-patch.yaml")));
+    std::fs::write(dir.join("patched.yaml"), &patched).expect("write");
+    let out =
+        run(Command::new("python3").args(["-m", "kubernetes_validate", "--strict"]).arg(dir.join("patched.yaml")));
+    assert!(out.contains("passed for resource daemonset/sandwatch "), "{out}");
+    for needle in [
+        "SANDWATCH_TLS_CERT_FILE",
+        "/etc/sandwatch/tls/tls.crt",
+        "SANDWATCH_TLS_CLIENT_CA_FILE",
+        "secretName: sandwatch-tls",
+        "scheme: HTTPS",
+        "SANDWATCH_LOG_LEVEL",
+        "mountPath: /run/sandwatch",
+    ] {
+        assert!(patched.contains(needle), "{needle} not in the patched DaemonSet:\n{patched}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

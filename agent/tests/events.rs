@@ -159,8 +159,20 @@ fn wait_metric(agent: &AgentProcess, series: &str, ok: impl Fn(f64) -> bool) -> 
 #[test]
 fn the_stream_carries_oom_kills_and_sandbox_deaths_and_keeps_them_for_newcomers() {
     require_root();
-    let agent = AgentProcess::start(&["--node-name", "node-under-test", "--max-event-subscribers", "2"]);
-    let mut follower = Follower::connect(agent.addr, "follow=1");
+    let events = SocketAddr::from(([127, 0, 0, 1], harness::free_port()));
+    let listen = events.to_string();
+    let agent = AgentProcess::start(&[
+        "--node-name",
+        "node-under-test",
+        "--max-event-subscribers",
+        "2",
+        "--events-listen",
+        &listen,
+    ]);
+    // Not on the metrics listener: that one is on the pod network.
+    let (status, body) = http_get(agent.addr, "/events").expect("GET /events on --listen");
+    assert_eq!((status, body.trim()), (404, "/events is served on the events listener (--events-listen)"));
+    let mut follower = Follower::connect(events, "follow=1");
     assert_eq!((follower.status, follower.content_type.as_str()), (200, "application/x-ndjson"));
     let pod = doomed_pod("stream");
 
@@ -195,17 +207,17 @@ fn the_stream_carries_oom_kills_and_sandbox_deaths_and_keeps_them_for_newcomers(
     assert_eq!(pause_kill.victim_role(), Some("sandbox"));
 
     // A newcomer reads the history at once and the response ends.
-    let mut history = Follower::connect(agent.addr, "");
+    let mut history = Follower::connect(events, "");
     let old = history.until(|_| false);
     assert!(old.iter().any(|r| r.kind() == "oom_kill" && r.pid() == Some(app)), "{old:#?}");
     assert!(old.iter().any(|r| r.kind() == "sandbox_death" && r.pid() == Some(sandbox)), "{old:#?}");
-    let mut deaths = Follower::connect(agent.addr, "kind=sandbox_death");
+    let mut deaths = Follower::connect(events, "kind=sandbox_death");
     let only = deaths.until(|_| false);
     assert!(!only.is_empty() && only.iter().all(|r| r.kind() == "sandbox_death"), "{only:#?}");
 
     // Bad queries: 400 and one line.
     for query in ["follow=maybe", "kind=nope", "since=1h"] {
-        let bad = Follower::connect(agent.addr, query);
+        let bad = Follower::connect(events, query);
         assert_eq!(bad.status, 400, "{query}");
         let body = bad.rest();
         assert_eq!(body.lines().filter(|l| !l.trim().is_empty()).count(), 1, "{query}: {body:?}");
@@ -213,9 +225,9 @@ fn the_stream_carries_oom_kills_and_sandbox_deaths_and_keeps_them_for_newcomers(
 
     // Two followers at most here: the third is refused with one line; one
     // that goes away frees its slot at once.
-    let second = Follower::connect(agent.addr, "follow=1");
+    let second = Follower::connect(events, "follow=1");
     assert_eq!(second.status, 200);
-    let third = Follower::connect(agent.addr, "follow=1");
+    let third = Follower::connect(events, "follow=1");
     assert_eq!(third.status, 503);
     assert!(third.rest().contains("too many event subscribers"));
     let text = agent.metrics();
@@ -223,7 +235,7 @@ fn the_stream_carries_oom_kills_and_sandbox_deaths_and_keeps_them_for_newcomers(
     assert_eq!(metric(&text, "sandwatch_event_subscribers_refused_total"), Some(1.0));
     drop(second);
     wait_metric(&agent, "sandwatch_event_subscribers", |v| v == 1.0);
-    let again = Follower::connect(agent.addr, "follow=1");
+    let again = Follower::connect(events, "follow=1");
     assert_eq!(again.status, 200, "the slot was freed");
     drop(pod);
 
@@ -289,7 +301,7 @@ fn a_hostile_process_name_cannot_drive_the_live_table() {
     use std::os::unix::fs::PermissionsExt as _;
     require_root();
     let agent = AgentProcess::start(&[]);
-    let url = format!("http://{}", agent.addr);
+    let url = events_url(&agent);
     let tmux = Tmux::start(&format!("{} events --url {url}", env!("CARGO_BIN_EXE_sandwatch")));
     tmux.wait_for("header", |s| s.starts_with("TIME"));
     let mut pod = KubePod::build("hostile", UID, false, 3);
@@ -314,7 +326,7 @@ fn a_hostile_process_name_cannot_drive_the_live_table() {
     let row = rows.iter().find(|l| l.contains(tenant.as_str())).expect("the hostile row");
     assert!(row.contains("\\x1b[2J\\x1b["), "its name shown escaped: {row}");
     // The record carries the name as it is, escaped on the wire.
-    let (_, body) = http_get(agent.addr, "/events").expect("GET /events");
+    let (_, body) = agent.events_get("/events").expect("GET /events");
     assert!(!body.chars().any(|c| c.is_control() && c != '\n'), "no raw control on the wire: {body:?}");
     let kill = body.lines().map(Record::parse).find(|r| r.pid().map(|p| p.to_string()) == Some(tenant.clone()));
     assert_eq!(kill.as_ref().and_then(Record::comm), Some(hostile_name), "{body}");
@@ -330,9 +342,13 @@ fn a_hostile_process_name_cannot_drive_the_live_table() {
 #[test]
 fn sandwatch_events_shows_the_kills_on_a_terminal() {
     require_root();
-    let agent = AgentProcess::start(&[]);
-    let url = format!("http://{}", agent.addr);
-    let tmux = Tmux::start(&format!("{} events --url {url}", env!("CARGO_BIN_EXE_sandwatch")));
+    // Where the agent serves it by default, and where the client looks by
+    // default: on the node, as root.
+    let agent = AgentProcess::start(&["--events-listen", "unix:/run/sandwatch/events.sock"]);
+    let socket = std::fs::metadata("/run/sandwatch/events.sock").expect("the default socket");
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&socket.permissions()) & 0o777, 0o600, "root's only");
+    let url = events_url(&agent);
+    let tmux = Tmux::start(&format!("{} events", env!("CARGO_BIN_EXE_sandwatch")));
     let header = "TIME     KIND            NAMESPACE/POD          CONTAINER    ROLE            PID     COMM          RSS/LIMIT   DETAIL";
     tmux.wait_for("header", |s| s.lines().next() == Some(header));
 
@@ -383,6 +399,15 @@ fn sandwatch_events_shows_the_kills_on_a_terminal() {
     assert_eq!((out.status.code(), err.lines().count()), (Some(1), 1), "{err}");
     assert!(err.contains("refused the stream") && err.contains("not a record kind"), "{err}");
     drop(pod);
+}
+
+/// The `--url` of the agent's events listener.
+fn events_url(agent: &AgentProcess) -> String {
+    match agent.events_at() {
+        test_support::agent::EventsAt::Unix(path) => format!("unix:{}", path.display()),
+        test_support::agent::EventsAt::Tcp(addr) => format!("http://{addr}"),
+        test_support::agent::EventsAt::Elsewhere => panic!("no events listener"),
+    }
 }
 
 #[test]
@@ -444,12 +469,24 @@ fn exit_storm(n: u32) {
 #[test]
 fn fifty_stuck_followers_cost_the_pipeline_nothing_and_their_losses_are_counted() {
     require_root();
-    // No storm flag to flip records on its own later.
-    let agent = AgentProcess::start(&["--max-event-subscribers", "64", "--oom-storm-threshold", "100000"]);
+    // No storm flag to flip records on its own later; stuck followers
+    // stay (the write timeout has its own test).
+    let events = SocketAddr::from(([127, 0, 0, 1], harness::free_port()));
+    let listen = events.to_string();
+    let agent = AgentProcess::start(&[
+        "--max-event-subscribers",
+        "64",
+        "--oom-storm-threshold",
+        "100000",
+        "--events-listen",
+        &listen,
+        "--write-timeout-seconds",
+        "3600",
+    ]);
     let before = agent.metrics();
     let records_before = total(&before, "sandwatch_event_records_total{");
     let followers: Vec<Follower> =
-        (0..50).map(|_| Follower::connect_with_buffer(agent.addr, "follow=1", Some(2048))).collect();
+        (0..50).map(|_| Follower::connect_with_buffer(events, "follow=1", Some(2048))).collect();
     assert!(followers.iter().all(|f| f.status == 200));
     assert_eq!(metric(&agent.metrics(), "sandwatch_event_subscribers"), Some(50.0));
 
@@ -527,4 +564,63 @@ fn fifty_stuck_followers_cost_the_pipeline_nothing_and_their_losses_are_counted(
 /// Sum of a family's samples whose line starts with `prefix`.
 fn total(text: &str, prefix: &str) -> f64 {
     text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+/// Guards: a follower that stops reading keeping its connection (and its
+/// slot) for ever. With `--write-timeout-seconds 2`, a follower whose
+/// writes have been stuck for 2 s is disconnected, counted
+/// (`reason="write_timeout"`), and its slot freed; one that reads stays.
+/// (Before: it stayed connected, its slot taken, until it went itself.)
+#[test]
+fn a_follower_that_stops_reading_is_dropped_and_counted() {
+    require_root();
+    let events = SocketAddr::from(([127, 0, 0, 1], harness::free_port()));
+    let listen = events.to_string();
+    let agent = AgentProcess::start(&[
+        "--events-listen",
+        &listen,
+        "--write-timeout-seconds",
+        "2",
+        "--oom-storm-threshold",
+        "100000",
+    ]);
+    // More records than the follower's socket and the agent's send buffer
+    // hold (~130 KiB): OOM kills in four containers at once.
+    let pod = KubePod::build("write-timeout", UID, false, 5);
+    const LOOPS: usize = 4;
+    const KILLS_EACH: u32 = 120;
+    let loops: Vec<_> = (1..=LOOPS)
+        .map(|i| {
+            pod.cg.set_memory_limit(&pod.paths[i], 8 << 20);
+            let procs = pod.cg.procs_file(&pod.paths[i]).display().to_string();
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "i=0; while [ $i -lt {KILLS_EACH} ]; do sh -c 'echo $$ > {procs}; exec dd if=/dev/zero of=/dev/null bs=32M count=1' 2>/dev/null; i=$((i+1)); done"
+                ))
+                .spawn()
+                .expect("OOM loop")
+        })
+        .collect();
+    for mut l in loops {
+        assert!(l.wait().expect("OOM loop").success());
+    }
+    let kills = f64::from(KILLS_EACH) * LOOPS as f64;
+    wait_metric(&agent, "sandwatch_event_records_total{kind=\"oom_kill\"}", |v| v >= kills);
+
+    let mut reader = Follower::connect(events, "follow=1");
+    let stuck = Follower::connect_with_buffer(events, "follow=1", Some(2048));
+    assert_eq!((reader.status, stuck.status), (200, 200));
+    let read = reader.until(|rs| rs.len() as f64 >= kills);
+    assert!(read.len() as f64 >= kills, "the reader reads the history: {}", read.len());
+    let closed = "sandwatch_http_connections_closed_total{listener=\"events\",reason=\"write_timeout\"}";
+    let text = wait_metric(&agent, closed, |v| v == 1.0);
+    assert_eq!(metric(&text, closed), Some(1.0), "{text}");
+    let text = wait_metric(&agent, "sandwatch_event_subscribers", |v| v == 1.0);
+    assert_eq!(metric(&text, "sandwatch_event_subscribers"), Some(1.0), "the reader stays: {text}");
+    // The stuck one finds its stream ended instead of waiting for ever.
+    let started = Instant::now();
+    let _ = stuck.rest();
+    assert!(started.elapsed() < Duration::from_secs(20), "its connection was closed");
+    drop(pod);
 }

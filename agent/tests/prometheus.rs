@@ -152,3 +152,146 @@ fn shipped_queries() -> Vec<(String, String)> {
     assert!(out.len() >= 20, "{out:?}");
     out
 }
+
+/// A CA, and certificates it signs.
+struct Pki {
+    dir: std::path::PathBuf,
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+}
+
+impl Pki {
+    fn new(name: &str) -> Self {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+        let dir = std::env::temp_dir().join(format!("sandwatch-pki-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("pki dir");
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, format!("sandwatch test CA {name}"));
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        let ca = params.self_signed(&ca_key).expect("CA");
+        std::fs::write(dir.join("ca.pem"), ca.pem()).expect("ca.pem");
+        Self { dir, ca, ca_key }
+    }
+
+    /// A certificate for `names` (for a server or a client), written as
+    /// `<file>.pem` and `<file>-key.pem`; returns both paths.
+    fn issue(&self, file: &str, names: &[&str], client: bool) -> (String, String) {
+        use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, KeyPair};
+        let key = KeyPair::generate().expect("key");
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).expect("params");
+        params.distinguished_name.push(DnType::CommonName, names[0]);
+        params.extended_key_usages =
+            vec![if client { ExtendedKeyUsagePurpose::ClientAuth } else { ExtendedKeyUsagePurpose::ServerAuth }];
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).expect("sign");
+        let (cert_path, key_path) = (self.dir.join(format!("{file}.pem")), self.dir.join(format!("{file}-key.pem")));
+        // As a secret volume does: the new files appear at once.
+        for (path, text) in [(&cert_path, cert.pem()), (&key_path, key.serialize_pem())] {
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, text).expect("write");
+            std::fs::rename(&tmp, path).expect("rename");
+        }
+        (cert_path.display().to_string(), key_path.display().to_string())
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.dir.join(file).display().to_string()
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// TLS as a cluster runs it: the agent's certificate and key, a CA that
+/// signs the scraper's client certificate, a bearer token. A real
+/// Prometheus with both scrapes (job `tls`); scrapers without the client
+/// certificate, without the token, with a certificate of another CA, and
+/// over plain HTTP are each refused and counted by reason; the probes'
+/// /healthz needs neither. The agent's certificate is then rotated on
+/// disk: reloaded, counted, and the scrapes go on. (Before: no TLS.)
+#[test]
+fn prometheus_scrapes_over_tls_with_a_client_certificate_and_the_rest_are_refused() {
+    require_root();
+    let pki = Pki::new("tls");
+    let rogue = Pki::new("rogue");
+    let (cert, key) = pki.issue("agent", &["localhost", "127.0.0.1"], false);
+    let (client, client_key) = pki.issue("prometheus", &["prometheus"], true);
+    let (rogue_client, rogue_key) = rogue.issue("prometheus", &["prometheus"], true);
+    let token = pki.path("token");
+    std::fs::write(&token, "s3cret-scrape-token\n").expect("token");
+    let ca = pki.path("ca.pem");
+    let agent = AgentProcess::start(&[
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-client-ca-file",
+        &ca,
+        "--auth-token-file",
+        &token,
+    ]);
+    let target = agent.addr;
+    let job = |name: &str, scheme: &str, tls: &str, auth: bool| {
+        let auth = if auth { format!("    authorization:\n      credentials_file: {token}\n") } else { String::new() };
+        format!(
+            "  - job_name: {name}\n    scheme: {scheme}\n{tls}{auth}    static_configs:\n      - targets: ['{target}']\n"
+        )
+    };
+    let tls = |cert: &str, key: &str| {
+        format!("    tls_config:\n      ca_file: {ca}\n      cert_file: {cert}\n      key_file: {key}\n")
+    };
+    let configs = [
+        job("tls", "https", &tls(&client, &client_key), true),
+        job("nocert", "https", &format!("    tls_config:\n      ca_file: {ca}\n"), true),
+        job("notoken", "https", &tls(&client, &client_key), false),
+        job("rogue", "https", &tls(&rogue_client, &rogue_key), true),
+        job("plain", "http", "", false),
+    ]
+    .concat();
+    let prom = PrometheusProcess::start_with(target.port(), &configs);
+    let up = |job: &str| prom.wait_for(&format!("up{{job=\"{job}\"}}"), Duration::from_secs(30), |_| true);
+    let scraped = prom.wait_for("up{job=\"tls\"}", Duration::from_secs(30), |v| v == 1.0);
+    assert_eq!(scraped, Some(1.0), "Prometheus with the client certificate and token scrapes: {}", prom.log());
+    let attached = prom.wait_for("sandwatch_programs_attached{job=\"tls\"}", Duration::from_secs(10), |v| v == 6.0);
+    assert_eq!(attached, Some(6.0));
+    for refused in ["nocert", "notoken", "rogue", "plain"] {
+        assert_eq!(up(refused), Some(0.0), "{refused} is refused");
+    }
+    // Each refusal counted by its reason, as the agent reports it.
+    for reason in ["client_certificate", "token", "tls_handshake"] {
+        let q = format!("sandwatch_http_refused_total{{job=\"tls\",listener=\"metrics\",reason=\"{reason}\"}}");
+        let n = prom.wait_for(&q, Duration::from_secs(15), |v| v >= 2.0);
+        assert!(n.is_some_and(|v| v >= 2.0), "{reason}: {n:?}");
+    }
+    // The probes need no certificate.
+    let (status, _) = probe_https(target, "/healthz");
+    assert_eq!(status, 200, "a client without a certificate reads /healthz");
+
+    // Rotation: a new certificate and key in place of the old.
+    pki.issue("agent", &["localhost", "127.0.0.1"], false);
+    let reloaded =
+        prom.wait_for("sandwatch_tls_reloads_total{job=\"tls\",result=\"ok\"}", Duration::from_secs(20), |v| v >= 1.0);
+    assert_eq!(reloaded, Some(1.0), "the new certificate was loaded once");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(up("tls"), Some(1.0), "scrapes go on with the new certificate: {}", prom.log());
+    drop(prom);
+    drop(agent);
+}
+
+/// GET over TLS without a client certificate, trusting any server
+/// certificate (as the kubelet's HTTPS probes do): (status, body).
+fn probe_https(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "--max-time", "5", "-o", "-", "-w", "\n%{http_code}"])
+        .arg(format!("https://{addr}{path}"))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}

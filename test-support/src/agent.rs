@@ -32,9 +32,21 @@ impl<'a> Launch<'a> {
     }
 }
 
+/// Where the agent serves `/events`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventsAt {
+    /// A unix socket of its own, as the agent serves it by default.
+    Unix(PathBuf),
+    /// `--events-listen HOST:PORT`, as the caller asked.
+    Tcp(SocketAddr),
+    /// `--events-listen ""`, or whatever the caller passed that is neither.
+    Elsewhere,
+}
+
 pub struct Agent {
     child: Child,
     pub addr: SocketAddr,
+    pub events: EventsAt,
     log: PathBuf,
     /// The log file is ours to remove.
     owns_log: bool,
@@ -47,6 +59,22 @@ impl Agent {
             Some(path) => (path.to_path_buf(), false),
             None => (std::env::temp_dir().join(format!("sandwatch-{}-{}.log", std::process::id(), addr.port())), true),
         };
+        // /events on a socket of its own unless the caller says where.
+        let asked = launch.args.iter().position(|a| *a == "--events-listen").and_then(|i| launch.args.get(i + 1));
+        let (events, events_arg) = match asked {
+            Some(a) => match a.parse::<SocketAddr>() {
+                Ok(tcp) => (EventsAt::Tcp(tcp), None),
+                Err(_) => match a.strip_prefix("unix:") {
+                    Some(path) => (EventsAt::Unix(PathBuf::from(path)), None),
+                    None => (EventsAt::Elsewhere, None),
+                },
+            },
+            None => {
+                let path = std::env::temp_dir().join(format!("sandwatch-{}-{}.sock", std::process::id(), addr.port()));
+                let arg = format!("unix:{}", path.display());
+                (EventsAt::Unix(path), Some(arg))
+            }
+        };
         let log_file = std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
         let mut cmd = match launch.wrapper.split_first() {
             Some((first, rest)) => {
@@ -58,19 +86,27 @@ impl Agent {
         };
         let child = cmd
             .args(["--listen", &addr.to_string(), "--log-level", launch.log_level])
+            .args(events_arg.iter().flat_map(|a| ["--events-listen", a.as_str()]))
             .args(launch.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file)
             .spawn()
             .with_context(|| format!("cannot start {}", launch.bin.display()))?;
-        let mut agent = Self { child, addr, log, owns_log };
+        let mut agent = Self { child, addr, events, log, owns_log };
+        // Over TLS plain HTTP gets nowhere: its log says when it is ready.
+        let tls = launch.args.contains(&"--tls-cert-file");
         let start = Instant::now();
         while start.elapsed() < launch.ready_within {
             if let Some(status) = agent.child.try_wait()? {
                 bail!("the agent exited early with {status}: {}", agent.log_text());
             }
-            if matches!(http::get(addr, "/readyz"), Some((200, _))) {
+            let ready = if tls {
+                agent.log_text().contains("sandwatch ready:")
+            } else {
+                matches!(http::get(addr, "/readyz"), Some((200, _)))
+            };
+            if ready {
                 return Ok(agent);
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -89,6 +125,15 @@ impl Agent {
     /// One scrape of /metrics.
     pub fn metrics(&self) -> Result<String> {
         http::get(self.addr, "/metrics").map(|(_, t)| t).context("the agent did not answer /metrics")
+    }
+
+    /// GET `path_and_query` where the agent serves `/events`.
+    pub fn events_get(&self, path_and_query: &str) -> Option<(u16, String)> {
+        match &self.events {
+            EventsAt::Unix(path) => http::get_unix(path, path_and_query, std::time::Duration::from_secs(5)),
+            EventsAt::Tcp(addr) => http::get(*addr, path_and_query),
+            EventsAt::Elsewhere => None,
+        }
     }
 
     /// One series' value now (0 if absent or unreachable).

@@ -24,6 +24,18 @@ pub fn get_timeout(addr: SocketAddr, path: &str, timeout: Duration) -> Option<(u
     Some((status, body))
 }
 
+/// GET `path` over a unix socket, as [`get_timeout`] does over TCP.
+pub fn get_unix(socket: &std::path::Path, path: &str, timeout: Duration) -> Option<(u16, String)> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).ok()?;
+    let status = resp.split_whitespace().nth(1)?.parse().ok()?;
+    let body = resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
 /// Value of one exact series (`name{labels}`) in a text exposition.
 pub fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines()

@@ -20,9 +20,10 @@ use crate::telemetry::{
 
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct Args {
-    /// The agent's address (its --listen; through `kubectl port-forward`,
-    /// the forwarded port).
-    #[arg(long, env = "SANDWATCH_EVENTS_URL", default_value = "http://127.0.0.1:9432")]
+    /// Where the agent serves /events (its --events-listen): unix:PATH, on
+    /// the node or in the agent's container (`kubectl exec`), or
+    /// http://HOST:PORT where it is served over TCP.
+    #[arg(long, env = "SANDWATCH_EVENTS_URL", default_value = crate::config::DEFAULT_EVENTS_LISTEN)]
     pub url: String,
 
     /// table (aligned rows), or json (the records as the agent sends them).
@@ -113,14 +114,10 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
     let target = Target::parse(&args.url)?;
     let url = args.url.clone();
     let unreachable = |reason: String| ClientError::Unreachable { url: url.clone(), reason };
-    let stream =
-        tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(target.authority.as_str()))
-            .await
-            .map_err(|_| unreachable("no answer within 5 s".into()))?
-            .map_err(|e| unreachable(e.to_string()))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| unreachable(e.to_string()))?;
-    tokio::spawn(conn);
+    let mut sender = tokio::time::timeout(Duration::from_secs(5), target.connect())
+        .await
+        .map_err(|_| unreachable("no answer within 5 s".into()))?
+        .map_err(|e| unreachable(e.to_string()))?;
     let request = Request::get(target.events_path(args))
         .header(hyper::header::HOST, target.authority.as_str())
         .body(Empty::<Bytes>::new())
@@ -192,24 +189,71 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
     }
 }
 
-/// Where the agent is: `host:port`, and a path prefix (for proxies).
+async fn handshake<S>(stream: S) -> Result<Sender, hyper::Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+/// Where the agent is: `host:port` and a path prefix (for proxies), or a
+/// unix socket.
 struct Target {
     authority: String,
     prefix: String,
+    socket: Option<std::path::PathBuf>,
 }
 
+type Sender = hyper::client::conn::http1::SendRequest<Empty<Bytes>>;
+
 impl Target {
+    async fn connect(&self) -> Result<Sender, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(match &self.socket {
+            Some(path) => {
+                handshake(tokio::net::UnixStream::connect(path).await.map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::PermissionDenied {
+                        format!("{e} (the socket is root's: run as root, or through kubectl exec)")
+                    } else {
+                        e.to_string()
+                    }
+                })?)
+                .await?
+            }
+            None => handshake(tokio::net::TcpStream::connect(self.authority.as_str()).await?).await?,
+        })
+    }
+
     fn parse(url: &str) -> Result<Self, ClientError> {
-        let uri: Uri =
-            url.parse().map_err(|_| ClientError::Url(format!("{url:?} is not a URL (e.g. http://127.0.0.1:9432)")))?;
+        if let Some(path) = url.strip_prefix("unix:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            if !path.starts_with('/') {
+                return Err(ClientError::Url(format!("{url:?}: a unix socket needs an absolute path")));
+            }
+            return Ok(Self { authority: "localhost".into(), prefix: String::new(), socket: Some(path.into()) });
+        }
+        let uri: Uri = url.parse().map_err(|_| {
+            ClientError::Url(format!(
+                "{url:?} is not a URL (e.g. unix:/run/sandwatch/events.sock, http://127.0.0.1:9433)"
+            ))
+        })?;
         match uri.scheme_str() {
             Some("http") => {}
             Some(other) => return Err(ClientError::Url(format!("{url}: only http:// is spoken, not {other}://"))),
-            None => return Err(ClientError::Url(format!("{url:?} has no scheme (e.g. http://127.0.0.1:9432)"))),
+            None => {
+                return Err(ClientError::Url(format!(
+                    "{url:?} has no scheme (e.g. unix:/run/sandwatch/events.sock, http://127.0.0.1:9433)"
+                )))
+            }
         }
         let host = uri.host().ok_or_else(|| ClientError::Url(format!("{url:?} names no host")))?;
         let port = uri.port_u16().unwrap_or(80);
-        Ok(Self { authority: format!("{host}:{port}"), prefix: uri.path().trim_end_matches('/').to_string() })
+        Ok(Self {
+            authority: format!("{host}:{port}"),
+            prefix: uri.path().trim_end_matches('/').to_string(),
+            socket: None,
+        })
     }
 
     fn events_path(&self, args: &Args) -> String {
@@ -626,6 +670,10 @@ mod tests {
         };
         assert_eq!(t.events_path(&args), "/proxy/events?follow=0&kind=oom_kill,late_exit&namespace=kube%20system");
         assert_eq!(Target::parse("http://localhost").unwrap().authority, "localhost:80");
+        let t = Target::parse("unix:/run/sandwatch/events.sock").unwrap();
+        assert_eq!(t.socket.as_deref(), Some(std::path::Path::new("/run/sandwatch/events.sock")));
+        assert_eq!(t.events_path(&args), "/events?follow=0&kind=oom_kill,late_exit&namespace=kube%20system");
+        assert!(matches!(Target::parse("unix:events.sock"), Err(ClientError::Url(_))));
     }
 
     #[test]

@@ -62,7 +62,7 @@ mod tests {
     #[test]
     fn no_subcommand_is_the_agent_and_events_is_the_client() {
         assert!(
-            matches!(parse(["sandwatch", "--listen", "127.0.0.1:1"]), Ok(Invocation::Agent(c)) if c.listen.port() == 1)
+            matches!(parse(["sandwatch", "--listen", "127.0.0.1:1"]), Ok(Invocation::Agent(c)) if c.server.metrics.port() == 1)
         );
         let Ok(Invocation::Events(a)) =
             parse(["sandwatch", "events", "--kind", "oom_kill,sandbox_death", "-o", "json", "--no-follow"])
@@ -72,7 +72,7 @@ mod tests {
         assert_eq!(a.kind, ["oom_kill", "sandbox_death"]);
         assert_eq!(a.output, events::Output::Json);
         assert!(a.no_follow);
-        assert_eq!(a.url, "http://127.0.0.1:9432");
+        assert_eq!(a.url, "unix:/run/sandwatch/events.sock");
     }
 
     #[test]

@@ -85,6 +85,7 @@ mod tests {
     fn the_metrics_reference_is_what_the_agent_exports() {
         let registry = metrics::registry(Arc::new(PipelineStats::default()), None, 6, "test").unwrap();
         let runtime = RuntimeMetrics::register(&registry).unwrap();
+        server::metrics::HttpMetrics::register(&registry).unwrap();
         let settings =
             watchdog_metrics::MetricsSettings { runtime_names: vec!["containerd".into()], ..Default::default() };
         let outputs = Outputs {

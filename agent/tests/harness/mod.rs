@@ -22,7 +22,7 @@ use sandwatch::{
         reader::EventStream,
     },
 };
-pub use test_support::http::{get as http_get, get_timeout as http_get_timeout, metric};
+pub use test_support::http::{get as http_get, get_timeout as http_get_timeout, get_unix as http_get_unix, metric};
 use test_support::{
     agent::{Agent, Launch},
     cgroup::OwnCgroup,
@@ -247,9 +247,19 @@ impl AgentProcess {
         self.agent.metrics().unwrap_or_else(|e| panic!("{e:#}"))
     }
 
+    /// Where it serves `/events`.
+    pub fn events_at(&self) -> &test_support::agent::EventsAt {
+        &self.agent.events
+    }
+
+    /// GET `path_and_query` on the events listener.
+    pub fn events_get(&self, path_and_query: &str) -> Option<(u16, String)> {
+        self.agent.events_get(path_and_query)
+    }
+
     /// The agent's event records so far (`GET /events`, the history).
     pub fn records(&self) -> Vec<WireRecord> {
-        let (status, body) = http_get(self.addr, "/events").expect("GET /events");
+        let (status, body) = self.events_get("/events").expect("GET /events");
         assert_eq!(status, 200, "{body}");
         body.lines().filter(|l| !l.trim().is_empty()).map(WireRecord::parse).collect()
     }
@@ -392,11 +402,19 @@ pub struct PrometheusProcess {
 
 impl PrometheusProcess {
     pub fn start(target: SocketAddr) -> Self {
-        let dir = std::env::temp_dir().join(format!("sandwatch-prom-{}-{}", std::process::id(), target.port()));
+        Self::start_with(
+            target.port(),
+            &format!("  - job_name: sandwatch\n    static_configs:\n      - targets: ['{target}']\n"),
+        )
+    }
+
+    /// With these scrape configs (YAML list items under `scrape_configs:`),
+    /// every second; `tag` makes its directory its own.
+    pub fn start_with(tag: u16, scrape_configs: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("sandwatch-prom-{}-{tag}", std::process::id()));
         std::fs::create_dir_all(dir.join("data")).expect("prometheus dir");
-        let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: sandwatch\n    static_configs:\n      - targets: ['{target}']\n"
-        );
+        let config =
+            format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{scrape_configs}");
         std::fs::write(dir.join("prometheus.yml"), config).expect("prometheus.yml");
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let log = std::fs::File::create(dir.join("prometheus.log")).expect("log");

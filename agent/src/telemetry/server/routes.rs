@@ -1,140 +1,24 @@
-//! HTTP endpoints: `/metrics` (Prometheus text format), `/healthz` (the
-//! process is alive), `/readyz` (programs attached and the reader running),
-//! `/events` (event records as JSON lines: the history, and with
-//! `?follow=1` every record from then on).
+//! What each listener answers. The metrics listener: `/metrics`
+//! (Prometheus text format; behind the client certificate or token when
+//! configured), `/healthz` (the process is alive), `/readyz` (programs
+//! attached and the reader running). The events listener: `/events`
+//! (event records as JSON lines: the history, and with `?follow=1` every
+//! record from then on), which names every namespace's pods and processes
+//! and so is kept off the pod network by default.
 
-use std::{
-    convert::Infallible,
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
-    },
-};
+use std::sync::atomic::Ordering;
 
-use http_body_util::{combinators::UnsyncBoxBody, BodyExt as _, Full};
-use hyper::{body::Bytes, server::conn::http1, service::service_fn, Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
-use prometheus::Registry;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use http_body_util::{BodyExt as _, Full};
+use hyper::{body::Bytes, Method, Request, Response, StatusCode};
 
 use super::{
-    metrics::render_with,
-    records::{Filter, Kind, RecordHub},
-    watchdog_metrics::WatchdogMetrics,
+    metrics::{HttpMetrics, Refusal},
+    tls::TokenFile,
+    Body, Endpoint, ServerState,
 };
+use crate::telemetry::records::{Filter, Kind, RecordHub};
 
-pub struct ServerState {
-    pub registry: Registry,
-    pub ready: AtomicBool,
-    /// Event records for `/events`; `None`: 404.
-    pub events: Option<Arc<RecordHub>>,
-    /// The per-pod family, kept as text outside the registry.
-    pub pods: Option<WatchdogMetrics>,
-}
-
-impl ServerState {
-    pub fn new(registry: Registry) -> Arc<Self> {
-        Self::agent(registry, None, None)
-    }
-
-    pub fn agent(registry: Registry, events: Option<Arc<RecordHub>>, pods: Option<WatchdogMetrics>) -> Arc<Self> {
-        Arc::new(Self { registry, ready: AtomicBool::new(false), events, pods })
-    }
-
-    /// What `/metrics` serves.
-    pub fn render(&self) -> Result<String, prometheus::Error> {
-        let kept = match &self.pods {
-            Some(pods) => vec![pods.pod_series_text()?],
-            None => Vec::new(),
-        };
-        render_with(&self.registry, &kept)
-    }
-}
-
-/// Requests are a line; what a connection buffers stays small, so a
-/// client that stops reading backs up into its own queue (counted), not
-/// into the agent's memory.
-const MAX_CONNECTION_BUFFER: usize = 16 * 1024;
-
-/// How long open connections may finish after shutdown: a follower of
-/// /events gets the records queued for it, a scrape in flight completes.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Serves until `shutdown`, then lets open connections finish (at most
-/// SHUTDOWN_GRACE; idle keep-alive ones close at once).
-pub async fn serve(listener: TcpListener, state: Arc<ServerState>, shutdown: CancellationToken) {
-    let mut connections = tokio::task::JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-            // Reap finished connections as we go.
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                log::warn!("accept failed: {e}");
-                continue;
-            }
-        };
-        limit_send_buffer(&stream);
-        let state = state.clone();
-        let shutdown = shutdown.clone();
-        connections.spawn(async move {
-            let svc = service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(route(&state, &req)) }
-            });
-            let conn =
-                http1::Builder::new().max_buf_size(MAX_CONNECTION_BUFFER).serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            let ended = tokio::select! {
-                ended = conn.as_mut() => ended,
-                _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    match tokio::time::timeout(SHUTDOWN_GRACE, conn.as_mut()).await {
-                        Ok(ended) => ended,
-                        Err(_) => return,
-                    }
-                }
-            };
-            if let Err(e) = ended {
-                log::debug!("HTTP connection ended: {e}");
-            }
-        });
-    }
-    while connections.join_next().await.is_some() {}
-}
-
-/// The kernel's send buffer of a connection: fixed rather than
-/// autotuned (up to `tcp_wmem`'s 4 MiB), so that stuck clients of
-/// `/events` cannot pile megabytes of socket memory onto the agent's
-/// memory cgroup; a scrape of /metrics only takes a few more writes.
-const SEND_BUFFER: libc::c_int = 64 * 1024;
-
-fn limit_send_buffer(stream: &tokio::net::TcpStream) {
-    use std::os::fd::AsRawFd as _;
-    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: setsockopt on a socket we own, with a valid int and its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            (&SEND_BUFFER as *const libc::c_int).cast(),
-            size,
-        )
-    };
-    if rc != 0 {
-        log::debug!("cannot set SO_SNDBUF: {}", std::io::Error::last_os_error());
-    }
-}
-
-type Body = UnsyncBoxBody<Bytes, Infallible>;
-
-fn text(status: StatusCode, body: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
+pub(super) fn text(status: StatusCode, body: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
     let mut resp = Response::new(Full::new(body.into()).boxed_unsync());
     *resp.status_mut() = status;
     if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
@@ -145,19 +29,78 @@ fn text(status: StatusCode, body: impl Into<Bytes>, content_type: &'static str) 
 
 const PLAIN: &str = "text/plain; charset=utf-8";
 
-fn route<B>(state: &ServerState, req: &Request<B>) -> Response<Body> {
+/// Who is asking, as far as the connection says.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Peer {
+    /// It presented a client certificate that the CA verified.
+    pub verified_certificate: bool,
+}
+
+/// What `/metrics` requires of a client.
+#[derive(Default)]
+pub(super) struct Access {
+    /// A verified client certificate (`--tls-client-ca-file`).
+    pub client_certificate: bool,
+    /// `Authorization: Bearer` with this file's token (`--auth-token-file`).
+    pub token: Option<TokenFile>,
+}
+
+impl Access {
+    /// `None` if the request may read metrics; otherwise why not.
+    fn refuses<B>(&self, peer: Peer, req: &Request<B>) -> Option<Refusal> {
+        if self.client_certificate && !peer.verified_certificate {
+            return Some(Refusal::ClientCertificate);
+        }
+        let token = self.token.as_ref()?;
+        let sent = req
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        (!token.matches(sent.trim())).then_some(Refusal::Token)
+    }
+}
+
+pub(super) fn route<B>(
+    state: &ServerState,
+    endpoint: Endpoint,
+    access: &Access,
+    metrics: &HttpMetrics,
+    peer: Peer,
+    req: &Request<B>,
+) -> Response<Body> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n", PLAIN);
     }
-    match req.uri().path() {
-        "/metrics" => match state.render() {
-            Ok(body) => text(StatusCode::OK, body, "text/plain; version=0.0.4; charset=utf-8"),
-            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), PLAIN),
-        },
-        "/healthz" => text(StatusCode::OK, "ok\n", PLAIN),
-        "/readyz" if state.ready.load(Ordering::Relaxed) => text(StatusCode::OK, "ready\n", PLAIN),
-        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n", PLAIN),
-        "/events" => match &state.events {
+    match (endpoint, req.uri().path()) {
+        (Endpoint::Metrics, "/metrics") => {
+            if let Some(refusal) = access.refuses(peer, req) {
+                metrics.refused(endpoint, refusal);
+                return match refusal {
+                    Refusal::Token => {
+                        let mut resp = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n", PLAIN);
+                        resp.headers_mut().insert(
+                            hyper::header::WWW_AUTHENTICATE,
+                            hyper::header::HeaderValue::from_static("Bearer realm=\"sandwatch\""),
+                        );
+                        resp
+                    }
+                    _ => text(StatusCode::FORBIDDEN, "a client certificate is required\n", PLAIN),
+                };
+            }
+            match state.render() {
+                Ok(body) => text(StatusCode::OK, body, "text/plain; version=0.0.4; charset=utf-8"),
+                Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), PLAIN),
+            }
+        }
+        (Endpoint::Metrics, "/healthz") => text(StatusCode::OK, "ok\n", PLAIN),
+        (Endpoint::Metrics, "/readyz") if state.ready.load(Ordering::Relaxed) => text(StatusCode::OK, "ready\n", PLAIN),
+        (Endpoint::Metrics, "/readyz") => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n", PLAIN),
+        (Endpoint::Metrics, "/events") => {
+            text(StatusCode::NOT_FOUND, "/events is served on the events listener (--events-listen)\n", PLAIN)
+        }
+        (Endpoint::Events, "/events") => match &state.events {
             Some(hub) => events(hub, req.uri().query().unwrap_or("")),
             None => text(StatusCode::NOT_FOUND, "no event stream here\n", PLAIN),
         },

@@ -1,0 +1,130 @@
+//! The HTTP server's own counters: connections open, closed by the agent
+//! and refused, by listener and reason.
+
+use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
+use strum::IntoEnumIterator as _;
+
+use super::{conns::Closed, Endpoint};
+use crate::labels::{all, Label as _};
+
+/// Why a client was turned away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum Refusal {
+    /// The listener was at its connection cap with every one being served.
+    ConnectionCap,
+    /// The TLS handshake failed (not TLS, no common version or cipher,
+    /// timed out).
+    TlsHandshake,
+    /// `/metrics` without a client certificate the CA verified, or a
+    /// handshake with one it did not.
+    ClientCertificate,
+    /// `/metrics` without the bearer token.
+    Token,
+}
+
+/// Whether a reload of the TLS files took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum Reload {
+    Ok,
+    Error,
+}
+
+#[derive(Clone)]
+pub struct HttpMetrics {
+    open: IntGaugeVec,
+    closed: IntCounterVec,
+    refused: IntCounterVec,
+    accept_errors: IntCounterVec,
+    reloads: IntCounterVec,
+}
+
+impl HttpMetrics {
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let m = Self {
+            open: IntGaugeVec::new(
+                Opts::new("sandwatch_http_connections", "Connections open now, by listener (metrics, events)."),
+                &["listener"],
+            )?,
+            closed: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_http_connections_closed_total",
+                    "Connections the agent closed: evicted (to make room at --max-connections), header_timeout \
+                     (request or TLS handshake not in within 10 s), idle_timeout (60 s without a request), \
+                     write_timeout (the client stopped reading for --write-timeout-seconds).",
+                ),
+                &["listener", "reason"],
+            )?,
+            refused: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_http_refused_total",
+                    "Clients turned away: connection_cap (every connection busy), tls_handshake, \
+                     client_certificate (none, or one the CA did not sign), token (no or a wrong bearer token).",
+                ),
+                &["listener", "reason"],
+            )?,
+            accept_errors: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_http_accept_errors_total",
+                    "accept(2) failures (EMFILE: out of descriptors); the listener backs off.",
+                ),
+                &["listener"],
+            )?,
+            reloads: IntCounterVec::new(
+                Opts::new(
+                    "sandwatch_tls_reloads_total",
+                    "Reloads of the TLS certificate, key and client CA after they changed on disk; on error the \
+                     previous ones stay in use.",
+                ),
+                &["result"],
+            )?,
+        };
+        for c in [&m.closed, &m.refused, &m.accept_errors, &m.reloads] {
+            registry.register(Box::new(c.clone()))?;
+        }
+        registry.register(Box::new(m.open.clone()))?;
+        for listener in all::<Endpoint>() {
+            m.open.with_label_values(&[listener]);
+            m.accept_errors.with_label_values(&[listener]);
+            for reason in all::<Closed>() {
+                m.closed.with_label_values(&[listener, reason]);
+            }
+        }
+        for reason in Refusal::iter() {
+            // Only the metrics listener speaks TLS and asks for credentials.
+            let listeners: &[Endpoint] = if reason == Refusal::ConnectionCap {
+                &[Endpoint::Metrics, Endpoint::Events]
+            } else {
+                &[Endpoint::Metrics]
+            };
+            for listener in listeners {
+                m.refused.with_label_values(&[listener.label(), reason.label()]);
+            }
+        }
+        for result in all::<Reload>() {
+            m.reloads.with_label_values(&[result]);
+        }
+        Ok(m)
+    }
+
+    pub fn set_open(&self, listener: Endpoint, n: usize) {
+        self.open.with_label_values(&[listener.label()]).set(n as i64);
+    }
+
+    pub fn closed(&self, listener: Endpoint, why: Closed) {
+        self.closed.with_label_values(&[listener.label(), why.label()]).inc();
+    }
+
+    pub fn refused(&self, listener: Endpoint, why: Refusal) {
+        self.refused.with_label_values(&[listener.label(), why.label()]).inc();
+    }
+
+    pub fn accept_error(&self, listener: Endpoint) {
+        self.accept_errors.with_label_values(&[listener.label()]).inc();
+    }
+
+    pub fn reloaded(&self, result: Reload) {
+        self.reloads.with_label_values(&[result.label()]).inc();
+    }
+}
