@@ -39,6 +39,10 @@ pub struct Args {
     /// Only the exit storms (no at-scale, OOM latency or render parts).
     #[arg(long)]
     storms_only: bool,
+    /// Only the endpoints under load (half-sent requests, unread scrapes,
+    /// scrapes during an exit storm).
+    #[arg(long)]
+    endpoints_only: bool,
     /// Setups besides the baseline, comma-separated: sandwatch, peer, floor.
     #[arg(long, value_delimiter = ',', default_value = "sandwatch,peer,floor")]
     setups: Vec<String>,
@@ -299,6 +303,10 @@ pub fn run(bin: &Path, args: Args) -> Result<()> {
     if args.forks == 0 || args.rounds == 0 {
         bail!("--forks and --rounds must be at least 1");
     }
+    if args.endpoints_only {
+        println!("{}", crate::bench_endpoints::run(bin, &args.agent_args)?);
+        return Ok(());
+    }
     eprintln!(
         "bench: exit storms of {} fork+exit on {} workers, {} rounds of {} setups",
         args.forks,
@@ -346,6 +354,7 @@ pub fn run(bin: &Path, args: Args) -> Result<()> {
         println!("{}", at_scale(bin, &args)?);
     }
     println!("{}", oom_latency(bin, &args)?);
+    println!("{}", crate::bench_endpoints::run(bin, &args.agent_args)?);
     cargo(&["bench", "--package", "sandwatch", "--bench", "metrics_render"])?;
     Ok(())
 }
@@ -435,9 +444,9 @@ fn report(args: &Args, storms: &BTreeMap<Setup, Vec<Storm>>, costs: &BTreeMap<Se
 
 /// `count` kubelet-shaped pods (cgroupfs driver, burstable), each with a
 /// sandbox and an app container holding one live process.
-struct Pods {
+pub(crate) struct Pods {
     cgroup: OwnCgroup,
-    containers: Vec<PathBuf>,
+    pub(crate) containers: Vec<PathBuf>,
     processes: Vec<Child>,
 }
 
@@ -453,7 +462,9 @@ impl Drop for Pods {
 }
 
 impl Pods {
-    fn create(count: u32) -> Result<Self> {
+    /// `count` kubelet-shaped pods of two containers (16 MiB each), one
+    /// sleeping process in each.
+    pub(crate) fn create(count: u32) -> Result<Self> {
         let mut cgroup = OwnCgroup::create("bench-pods")?;
         let mut containers = Vec::new();
         for i in 0..count {

@@ -1,6 +1,7 @@
 //! Project tasks: `cargo xtask setup | build | image | run | lint | mutants | test | vm | bench | fuzz | soak`.
 
 mod bench;
+mod bench_endpoints;
 mod debs;
 mod fuzz;
 mod image;

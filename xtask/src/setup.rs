@@ -40,12 +40,23 @@ const TEST_PACKAGES: &[&str] = &[
     "iproute2",
 ];
 
+/// (command, Debian package): curl for the HTTPS probe of the TLS test,
+/// kubectl to apply the TLS patch to the DaemonSet offline.
+const COMMANDS: &[(&str, &str)] = &[("curl", "curl"), ("kubectl", "kubernetes-client")];
+
+fn on_path(command: &str) -> bool {
+    output(Command::new("sh").args(["-c", &format!("command -v {command}")])).is_some_and(|p| !p.trim().is_empty())
+}
+
 pub fn run() -> Result<()> {
     let nightly = ensure_nightly()?;
     ensure_lint_components()?;
     let llvm = llvm_major(&nightly)?;
     let mut packages: Vec<String> = vec![format!("llvm-{llvm}-dev"), format!("libpolly-{llvm}-dev")];
     packages.extend(TEST_PACKAGES.iter().map(|p| p.to_string()));
+    // Commands that may come from elsewhere than Debian (kubectl often
+    // does): their package only where the command is missing.
+    packages.extend(COMMANDS.iter().filter(|(cmd, _)| !on_path(cmd)).map(|(_, p)| p.to_string()));
     ensure_apt(&packages)?;
     ensure_bpf_linker(llvm)?;
     ensure_pip(KUBERNETES_VALIDATE)?;
