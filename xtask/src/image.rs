@@ -192,6 +192,8 @@ fn static_binary(root: &Path, target_dir: &Path) -> Result<PathBuf> {
         .arg("--target-dir")
         .arg(target_dir)
         .env(format!("CARGO_TARGET_{triple}_RUSTFLAGS"), flags)
+        // ring's C and assembly, for musl (`musl-tools`, installed by setup).
+        .env(format!("CC_{}", TARGET.replace('-', "_")), "musl-gcc")
         .current_dir(root)
         .status()
         .context("cannot run cargo")?;

@@ -38,6 +38,9 @@ const TEST_PACKAGES: &[&str] = &[
     // plugin sets the pod's eth0 up with `ip`.
     "xz-utils",
     "iproute2",
+    // musl-gcc: ring (rustls's cryptography) has C and assembly that the
+    // image's static musl build compiles.
+    "musl-tools",
 ];
 
 /// (command, Debian package): curl for the HTTPS probe of the TLS test,
