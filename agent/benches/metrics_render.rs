@@ -7,6 +7,7 @@ use std::{sync::Arc, time::Instant};
 
 use sandwatch::{
     model::{Names, OomReport, Outcome, PodRef, QosClass, TaskKey, TaskRole},
+    model::{OomConstraint, OomLimit},
     stats::PipelineStats,
     telemetry::{
         metrics::{registry, render_with},
@@ -28,6 +29,7 @@ fn report(pod: usize) -> OomReport {
         victim_comm: "stress".into(),
         trigger: None,
         delay_ns: 0,
+        fired: sandwatch::model::Fired { limit: OomLimit::Container, constraint: OomConstraint::Memcg },
     }
 }
 

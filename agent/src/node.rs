@@ -72,6 +72,10 @@ impl Host for NodeHost {
         self.layout.memory_limit(path)
     }
 
+    fn limit_hits(&self, path: &str) -> Option<u64> {
+        self.layout.limit_hits(path)
+    }
+
     fn cgroup_id(&self, path: &str) -> Option<u64> {
         self.layout.cgroup_id(path).ok()
     }

@@ -48,7 +48,7 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     pod.trigger(1);
 
     let pod_series = format!(
-        "sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"container_child\"}}",
+        "sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"container_child\"}}",
         cid(2)
     );
     let mut m1 = String::new();
@@ -76,7 +76,7 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     assert!(host >= 20.0, "the 20 host exits counted in the kernel and dispatched as host, got {host}");
     assert!(metric(&m1, "sandwatch_kernel_exits_unstreamed_total{reason=\"host\"}").is_some_and(|v| v >= 20.0), "{m1}");
     assert_eq!(metric(&m1, &pod_series), Some(2.0), "{m1}");
-    assert_eq!(metric(&m1, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(2.0), "{m1}");
+    assert_eq!(metric(&m1, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}"), Some(2.0), "{m1}");
     assert_eq!(
         metric(&m1, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"),
         Some(2.0)

@@ -13,7 +13,7 @@ use sandwatch::{
     events::Event,
     host::boottime_ns,
     labels::Label as _,
-    model::{DeathCause, Outcome, Report, TaskRole},
+    model::{DeathCause, OomConstraint, OomLimit, Outcome, Report, TaskRole},
     node::NodeHost,
     pipeline::Pipeline,
     telemetry::{metrics::render_with, watchdog_metrics::WatchdogMetrics, Outputs},
@@ -21,13 +21,15 @@ use sandwatch::{
 };
 use tokio_util::sync::CancellationToken;
 
-use harness::{cid, metric, require_root, KubePod};
+use harness::{cid, kernel_oom_report, metric, require_root, KubePod};
 
 const UID_GROUP: &str = "5d2a7c1e-0001-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_SINGLE: &str = "5d2a7c1e-0002-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_GONE: &str = "5d2a7c1e-0003-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_BORN: &str = "5d2a7c1e-0004-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_LATE: &str = "5d2a7c1e-0005-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_LIMIT: &str = "5d2a7c1e-0006-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_LIMIT_POD: &str = "5d2a7c1e-0007-4a6d-8e9f-0a1b2c3d4e5f";
 
 const UID: &str = "5d2a7c1e-3b4f-4a6d-8e9f-0a1b2c3d4e5f";
 
@@ -250,7 +252,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}", if restarted { 1.0 } else { a_kills as f64 }),
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}", 1.0),
         ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
-        (&format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\"}}", cid(1)), 1.0),
+        (&format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\"}}", cid(1)), 1.0),
         ("sandwatch_tracked_sandboxes", 1.0),
     ] {
         assert_eq!(metric(&text, series), Some(want), "{series} in\n{text}");
@@ -365,7 +367,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     let pod_series = |text: &str, uid: &str, role: &str| {
         metric(
             text,
-            &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"{role}\"}}", cid(2)),
+            &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"{role}\"}}", cid(2)),
         )
     };
     if v2 {
@@ -378,7 +380,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
         );
         assert!(victims.iter().any(|(pid, role)| *pid == init && *role == TaskRole::ContainerInit), "{victims:?}");
         assert_eq!(
-            metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"container\"}"),
+            metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"container\"}"),
             Some(1.0),
             "{text}"
         );
@@ -410,7 +412,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     } else {
         let kills = single_mode_kills(&victims, init, grouped.oom_kills(1), "cgroup v1 kills one process at a time");
         assert_eq!(
-            metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"),
+            metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}"),
             Some(kills as f64),
             "{text}"
         );
@@ -418,7 +420,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     }
     assert_eq!(metric(&text, "sandwatch_oom_storm"), Some(0.0));
     let process_events_before =
-        metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
+        metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
 
     // Single-process mode: the child, the container lives on.
     single.trigger(1);
@@ -443,7 +445,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
         assert!(init_alive, "the container's init lives on");
     }
     let scope_process =
-        metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
+        metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}").unwrap_or(0.0);
     assert_eq!(scope_process - process_events_before, kills as f64, "each kill its own event: {text}");
     drop(grouped);
     drop(single);
@@ -540,4 +542,48 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     assert!(watch.watchdog.registry().sandbox(UID_BORN).is_none());
     assert_eq!(metric(&watch.text(), "sandwatch_tracked_sandboxes"), Some(0.0));
     watch.pipeline.stop().await;
+}
+
+/// Which limit fired, against the kernel's own word (the memcg under OOM
+/// its kernel-log report names): a container that runs past its own
+/// 32 MiB reads `container`; one held by its pod's limit set below its own
+/// (16 MiB) reads `pod`; each with the `memcg` constraint, in the per-pod
+/// series and in `sandwatch_oom_events_total`. On cgroup v1 (the host:
+/// `memory.failcnt`) and v2 (the VMs: `memory.events.local`).
+#[tokio::test(flavor = "current_thread")]
+async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
+    let mut watch = Watch::start();
+    let hog = "exec dd if=/dev/zero of=/dev/null bs=256M count=1";
+    // Two pods: one whose containers have only their own 32 MiB, one whose
+    // pod is held to 16 MiB from the start.
+    let mut own = KubePod::build("limit-own", UID_LIMIT, false, 2);
+    let mut held = KubePod::build("limit-pod", UID_LIMIT_POD, false, 2);
+    held.cg.set_memory_limit(&held.pod_path, 16 << 20);
+    let (own_cgroup, held_cgroup) = (own.paths[A].clone(), held.pod_path.clone());
+    for (pod, limit, cgroup) in [(&mut own, OomLimit::Container, own_cgroup), (&mut held, OomLimit::Pod, held_cgroup)] {
+        pod.start_init(A, hog);
+        pod.trigger(A);
+        let pid = pod.init_pid(A);
+        let reports = watch.until(Duration::from_secs(20), |rs| oom_of(rs, pid).is_some()).await;
+        let oom = oom_of(&reports, pid).unwrap_or_else(|| panic!("no OOM kill of {pid}: {reports:?}"));
+        assert_eq!((oom.fired.limit, oom.fired.constraint), (limit, OomConstraint::Memcg), "{oom:?}");
+        let (constraint, memcg) = kernel_oom_report(pid).expect("the kernel's report of the kill");
+        assert_eq!(constraint, "CONSTRAINT_MEMCG");
+        assert_eq!(memcg, cgroup, "the kernel names the same cgroup's limit");
+    }
+    // Both events closed, counted by limit.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    watch.tick();
+    let text = watch.text();
+    for limit in ["container", "pod"] {
+        let events: f64 = ["container", "process"]
+            .iter()
+            .filter_map(|scope| {
+                metric(&text, &format!("sandwatch_oom_events_total{{constraint=\"memcg\",limit=\"{limit}\",qos_class=\"burstable\",scope=\"{scope}\"}}"))
+            })
+            .sum();
+        assert_eq!(events, 1.0, "one event of the {limit}'s limit\n{text}");
+    }
+    drop(own);
+    drop(held);
 }

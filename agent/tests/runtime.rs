@@ -299,7 +299,7 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     assert_eq!((status.reason.as_str(), status.exit_code), ("OOMKilled", 137), "the runtime's own verdict");
 
     let series = format!(
-        "sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\"}}"
+        "sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\"}}"
     );
     wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
     let text = agent.metrics();
@@ -374,13 +374,13 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     }
     let series = |role: &str| {
         format!(
-            "sandwatch_pod_oom_kills_total{{container=\"worker\",container_id=\"{worker}\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\"}}"
+            "sandwatch_pod_oom_kills_total{{container=\"worker\",container_id=\"{worker}\",limit=\"container\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\"}}"
         )
     };
     if v2 {
         wait_metric(
             &agent,
-            "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"container\"}",
+            "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"container\"}",
             Duration::from_secs(60),
             |v| v == 1.0,
         );
@@ -397,13 +397,13 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
             Some(1.0)
         );
         assert_eq!(metric(&text, &series("container_child")), None, "no child-kill series: {text}");
-        assert_eq!(metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"), Some(0.0));
+        assert_eq!(metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}"), Some(0.0));
         assert_eq!(cri.status(&worker).reason, "OOMKilled", "the container died");
     } else {
         wait_metric(&agent, &series("container_child"), Duration::from_secs(60), |v| v == 1.0);
         let text = agent.metrics();
         assert_eq!(
-            metric(&text, "sandwatch_oom_events_total{qos_class=\"burstable\",scope=\"process\"}"),
+            metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}"),
             Some(1.0),
             "{text}"
         );

@@ -95,6 +95,13 @@ impl OwnCgroup {
         Ok(())
     }
 
+    /// Lifts the memory limit of `path` (v2 `max`, v1 `-1`).
+    pub fn unlimit_memory(&self, path: &str) -> Result<()> {
+        let (file, value) = if self.v2 { ("memory.max", "max") } else { ("memory.limit_in_bytes", "-1") };
+        let target = self.dir(path).join(file);
+        std::fs::write(&target, value).with_context(|| format!("cannot write {}", target.display()))
+    }
+
     /// The kernel's own count of OOM kills in `path` and below: `oom_kill`
     /// of `memory.events` on v2, of `memory.oom_control` on v1.
     pub fn oom_kills(&self, path: &str) -> Result<u64> {

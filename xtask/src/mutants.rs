@@ -141,6 +141,20 @@ const MUTATIONS: &[Mutation] = &[
         bug: "a start's first process handing over with a clean exit is the container's death",
     },
     Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "Some(now?.saturating_sub(before?))",
+        to: "Some(now?.saturating_sub(0 * before?))",
+        test: "each_oom_kill_says_whose_limit_fired",
+        bug: "whose limit fired judged by the counts as they are, not by how they moved",
+    },
+    Mutation {
+        file: "agent/src/model/oom_events.rs",
+        from: "            report.fired = open.first.fired;\n",
+        to: "",
+        test: "each_oom_kill_says_whose_limit_fired",
+        bug: "the later victims of a group kill judged again, when the counts moved for the first",
+    },
+    Mutation {
         file: "agent/src/probes/reader.rs",
         from: "                r = routine.recv() => self.heads[0] = Some(r?),\n            }\n        }",
         to: "                r = routine.recv() => self.heads[0] = Some(r?),\n            }\n            break;\n        }",

@@ -38,7 +38,7 @@ pub const DEFAULT_KERNELS: &[&str] = &[
 /// The integration test binaries that run inside the VMs: real exits and
 /// OOM kills through the loaded programs, and kubelet-shaped pods through
 /// the agent's event path.
-const VM_TESTS: &[&str] = &["pipeline", "pods"];
+const VM_TESTS: &[&str] = &["pipeline", "pods", "global_oom"];
 
 /// Host programs the tests start (by name, or `/bin/dd` copied as `pause`).
 const HOST_PROGRAMS: &[&str] = &["/bin/sh", "/bin/dd", "/bin/sleep", "/bin/true"];
@@ -262,7 +262,7 @@ fn find_vmlinuz(unpacked: &Path) -> Option<(String, PathBuf)> {
 /// `cargo test --no-run` for `tests`; returns (name, executable).
 fn build_test_binaries(root: &Path, tests: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let mut cmd = Command::new(cargo_path());
-    cmd.args(["test", "--no-run", "--package", "sandwatch", "--features", "integration", "--message-format=json"]);
+    cmd.args(["test", "--no-run", "--package", "sandwatch", "--features", "integration vm", "--message-format=json"]);
     for t in tests {
         cmd.args(["--test", t]);
     }

@@ -410,6 +410,9 @@ fn row_of(body: &Body) -> Row<'_> {
     match body {
         Body::OomKill(r) => {
             let mut detail = Vec::new();
+            if let Some(limit) = &r.limit {
+                detail.push(format!("limit={limit}"));
+            }
             if let Some(pid) = r.trigger_pid.filter(|p| *p != r.pid) {
                 detail.push(format!("by {pid} {}", r.trigger_comm.as_deref().unwrap_or("")).trim_end().to_string());
             }
@@ -555,6 +558,8 @@ mod tests {
             trigger_comm: None,
             rss_bytes: Some(33_030_144),
             limit_bytes: Some(32 << 20),
+            limit: None,
+            constraint: None,
             outcome: "handled".into(),
         }
     }

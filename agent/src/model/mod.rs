@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod known_issues;
 pub mod metadata;
 pub mod oom_events;
+pub mod oom_limit;
 pub mod registry;
 pub mod storm;
 
@@ -23,4 +24,5 @@ pub use dispatch::{
 };
 pub use metadata::Names;
 pub use oom_events::{OomEvent, OomScope};
+pub use oom_limit::{Fired, OomConstraint, OomLimit};
 pub use registry::{Limits, PodRegistry, TaskKey};

@@ -72,6 +72,8 @@ impl OomEvents {
         if let (true, Some(open)) = (joins, self.open.as_mut()) {
             open.victims += 1;
             open.last_ns = open.last_ns.max(ts_ns);
+            // One pick, one limit: the counters moved for the first victim.
+            report.fired = open.first.fired;
             if report.role == TaskRole::ContainerChild {
                 report.role = TaskRole::ContainerGroup;
             }
@@ -130,6 +132,7 @@ mod tests {
             victim_comm: "x".into(),
             trigger: (trigger != pid).then(|| Trigger { pid: trigger, tgid: trigger, comm: "dd".into(), cgroup_id: 1 }),
             delay_ns: 0,
+            fired: crate::model::oom_limit::Fired::UNKNOWN,
         }
     }
 

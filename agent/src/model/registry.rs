@@ -445,6 +445,11 @@ impl PodRegistry {
         self.cgroups.get(&cgroup_id)
     }
 
+    /// The cgroup paths of every container of every pod.
+    pub fn pod_cgroup_paths(&self) -> impl Iterator<Item = String> + '_ {
+        self.sandboxes.values().flat_map(|s| s.all_containers().map(|c| c.path.clone()))
+    }
+
     /// Every cgroup the registry holds: pods', containers' and the host's.
     pub fn known_cgroups(&self) -> impl Iterator<Item = u64> + '_ {
         self.cgroups.keys().chain(self.host_cgroups.iter()).copied()

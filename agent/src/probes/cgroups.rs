@@ -156,6 +156,24 @@ impl CgroupLayout {
     }
 }
 
+impl CgroupLayout {
+    /// How often a cgroup hit its own memory limit: on v2 the `oom` count
+    /// of `memory.events.local` (OOMs at this cgroup's limit only), on v1
+    /// `memory.failcnt` (charges that failed at its limit, reclaimed or
+    /// not); `None` when unreadable or gone.
+    pub fn limit_hits(&self, path: &str) -> Option<u64> {
+        match self.mode {
+            CgroupMode::V1Memory { .. } => {
+                std::fs::read_to_string(self.dir(path).join("memory.failcnt")).ok()?.trim().parse().ok()
+            }
+            CgroupMode::V2 => {
+                let text = std::fs::read_to_string(self.dir(path).join("memory.events.local")).ok()?;
+                text.lines().find_map(|l| l.strip_prefix("oom "))?.trim().parse().ok()
+            }
+        }
+    }
+}
+
 /// v2 writes `max`; v1's "unlimited" is a page-rounded i64::MAX.
 fn parse_memory_limit(text: &str) -> Option<u64> {
     let bytes: u64 = text.trim().parse().ok()?;

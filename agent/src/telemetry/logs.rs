@@ -77,13 +77,16 @@ pub fn log(finding: &Finding) {
                 qos_class = r.pod.as_ref().and_then(|p| p.qos).map(|q| q.label()),
                 rss_bytes = k.rss_bytes,
                 limit_bytes = k.limit_bytes,
+                limit = r.fired.limit.label(),
+                constraint = r.fired.constraint.label(),
                 outcome = r.outcome.label(),
-                "OOM kill: victim pid {} ({}) role {} in {} [{}]{trigger}",
+                "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{trigger}",
                 r.victim.pid,
                 v(&r.victim_comm),
                 r.role.label(),
                 describe(r.pod.as_ref(), names),
                 r.outcome.label(),
+                r.fired.limit.label(),
             );
         }
         Finding::SandboxDeath(d) => {
@@ -254,6 +257,7 @@ mod tests {
                 victim_comm: name.into(),
                 trigger: Some(Trigger { pid: 8, tgid: 8, comm: name.into(), cgroup_id: 1 }),
                 delay_ns: 0,
+                fired: crate::model::oom_limit::Fired::UNKNOWN,
             },
             names: Names::default(),
             rss_bytes: None,

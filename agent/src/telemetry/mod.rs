@@ -105,6 +105,7 @@ mod tests {
                     victim_comm: "x".into(),
                     trigger: None,
                     delay_ns: 0,
+                    fired: crate::model::oom_limit::Fired::UNKNOWN,
                 },
                 names: Names::default(),
             }),

@@ -12,9 +12,9 @@ use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 use super::metrics::render;
 
 /// Label values of one per-pod series, in `LABELS` order.
-pub type PodLabels = [String; 6];
+pub type PodLabels = [String; 7];
 
-pub const LABELS: [&str; 6] = ["pod_uid", "namespace", "pod", "container", "container_id", "victim_role"];
+pub const LABELS: [&str; 7] = ["pod_uid", "namespace", "pod", "container", "container_id", "victim_role", "limit"];
 
 pub struct PodSeries {
     counter: IntCounterVec,
@@ -98,6 +98,6 @@ impl PodSeries {
     }
 }
 
-fn refs(labels: &PodLabels) -> [&str; 6] {
-    [&labels[0], &labels[1], &labels[2], &labels[3], &labels[4], &labels[5]]
+fn refs(labels: &PodLabels) -> [&str; 7] {
+    [&labels[0], &labels[1], &labels[2], &labels[3], &labels[4], &labels[5], &labels[6]]
 }

@@ -123,6 +123,12 @@ pub struct OomKillRecord {
     /// The tightest memory limit of the victim's container and pod cgroups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_bytes: Option<u64>,
+    /// Whose limit fired: container, pod, node or unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// The OOM's constraint: memcg, global or unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
     /// The dispatcher's outcome: handled, late, unknown, host.
     pub outcome: String,
 }
@@ -229,6 +235,8 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
                 trigger_comm: trigger.and_then(|t| some(&t.comm)),
                 rss_bytes: k.rss_bytes,
                 limit_bytes: k.limit_bytes,
+                limit: Some(r.fired.limit.label().to_string()),
+                constraint: Some(r.fired.constraint.label().to_string()),
                 outcome: r.outcome.label().to_string(),
             });
             (Stamp::Boot(k.ts_ns), body)
@@ -611,6 +619,8 @@ mod tests {
                 trigger_comm: None,
                 rss_bytes: None,
                 limit_bytes: None,
+                limit: Some("pod".into()),
+                constraint: Some("memcg".into()),
                 outcome: "handled".into(),
             }),
         }
@@ -646,7 +656,7 @@ mod tests {
         let text = std::str::from_utf8(&line).unwrap();
         assert_eq!(
             text,
-            "{\"time\":\"2025-12-01T08:03:46.123Z\",\"node\":\"node-a\",\"kind\":\"oom_kill\",\"namespace\":\"shop\",\"pod\":\"web\",\"victim_role\":\"container_child\",\"pid\":42,\"outcome\":\"handled\"}\n"
+            "{\"time\":\"2025-12-01T08:03:46.123Z\",\"node\":\"node-a\",\"kind\":\"oom_kill\",\"namespace\":\"shop\",\"pod\":\"web\",\"victim_role\":\"container_child\",\"pid\":42,\"limit\":\"pod\",\"constraint\":\"memcg\",\"outcome\":\"handled\"}\n"
         );
         assert_eq!(serde_json::from_str::<Record>(text.trim()).unwrap(), oom("web"));
     }
@@ -723,6 +733,7 @@ mod tests {
             victim_comm: "dd".into(),
             trigger: None,
             delay_ns: 0,
+            fired: crate::model::oom_limit::Fired::UNKNOWN,
         };
         let names = Names { namespace: "shop".into(), pod: "web".into(), container: String::new() };
         let kill = Finding::OomKill(OomKill { report, names, rss_bytes: Some(1), limit_bytes: None, ts_ns: 5 });

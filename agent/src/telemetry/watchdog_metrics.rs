@@ -15,6 +15,7 @@ use crate::{
         crashes::CrashReason, dispatch::OutcomeKind, registry::EvictionKind, DeathCause, ExitReport, LateReason,
         OomScope, Outcome, QosClass, Source, TaskRole,
     },
+    model::{OomConstraint, OomLimit},
     watchdog::{Finding, ModelStats},
 };
 
@@ -133,8 +134,9 @@ impl WatchdogMetrics {
             )?,
             oom_events: counter_vec(
                 "sandwatch_oom_events_total",
-                "OOM events (one pick of the OOM killer: one process, or a whole container killed as a group), by scope and pod QoS class.",
-                &["scope", "qos_class"],
+                "OOM events (one pick of the OOM killer: one process, or a whole container killed as a group), by scope, pod QoS class, \
+                 whose limit fired (container, pod, node, unknown) and the constraint (memcg, global, unknown).",
+                &["scope", "qos_class", "limit", "constraint"],
             )?,
             oom_group_containers: IntGauge::new(
                 "sandwatch_oom_group_containers",
@@ -269,9 +271,20 @@ impl WatchdogMetrics {
                 m.task_exit_counters.push(counter);
             }
         }
+        // The verdicts that occur (see model::oom_limit::judge).
+        let fired = [
+            (OomLimit::Container, OomConstraint::Memcg),
+            (OomLimit::Pod, OomConstraint::Memcg),
+            (OomLimit::Node, OomConstraint::Memcg),
+            (OomLimit::Node, OomConstraint::Global),
+            (OomLimit::Node, OomConstraint::Unknown),
+            (OomLimit::Unknown, OomConstraint::Unknown),
+        ];
         for scope in OomScope::iter() {
             for qos in qos_labels() {
-                m.oom_events.with_label_values(&[scope.label(), qos]);
+                for (limit, constraint) in fired {
+                    m.oom_events.with_label_values(&[scope.label(), qos, limit.label(), constraint.label()]);
+                }
             }
         }
         for cause in DeathCause::iter() {
@@ -317,8 +330,9 @@ impl WatchdogMetrics {
                 let qos = qos_label(r.pod.as_ref().and_then(|p| p.qos));
                 self.oom_kills.with_label_values(&[r.role.label(), qos]).inc();
             }
-            Finding::OomEvent { scope, qos, .. } => {
-                self.oom_events.with_label_values(&[scope.label(), qos_label(*qos)]).inc();
+            Finding::OomEvent { scope, qos, fired, .. } => {
+                let labels = [scope.label(), qos_label(*qos), fired.limit.label(), fired.constraint.label()];
+                self.oom_events.with_label_values(&labels).inc();
             }
             Finding::PodOom(p) => {
                 let Some(pod) = &p.report.pod else { return };
@@ -329,6 +343,7 @@ impl WatchdogMetrics {
                     p.names.container.clone(),
                     pod.container_id.clone().unwrap_or_default(),
                     p.report.role.label().to_string(),
+                    p.report.fired.limit.label().to_string(),
                 ];
                 if let Ok(mut series) = self.pod_series.lock() {
                     series.inc(labels);
@@ -438,6 +453,7 @@ mod tests {
             victim_comm: "x".into(),
             trigger: None,
             delay_ns: 0,
+            fired: crate::model::oom_limit::Fired::UNKNOWN,
         }
     }
 
@@ -452,7 +468,12 @@ mod tests {
             ts_ns: 0,
         }));
         let qos = r.pod.as_ref().and_then(|p| p.qos);
-        m.observe(&Finding::OomEvent { scope: OomScope::Process, qos, victims: 1 });
+        m.observe(&Finding::OomEvent {
+            scope: OomScope::Process,
+            qos,
+            victims: 1,
+            fired: crate::model::Fired::UNKNOWN,
+        });
         m.observe(&Finding::PodOom(PodOom { report: r.clone(), names }));
     }
 
@@ -509,7 +530,7 @@ mod tests {
         let served = Served::new(MetricsSettings { max_pod_series: 2, ..MetricsSettings::default() });
         let m = &served.m;
         let count = |text: &str, pod: &str| {
-            value(text, &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"c\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\"}}"))
+            value(text, &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"c\",limit=\"unknown\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\"}}"))
         };
         assert_eq!(&*m.pod_series_text().unwrap(), "", "no series, no family");
         observe(m, &report(1));

@@ -11,7 +11,7 @@
 //! counted it, [`Finding::PodOom`] after the [`Finding::OomEvent`].
 
 use crate::model::{
-    correlation::Expired, crashes::CrashReason, registry::Evictions, storm::StormEdge, DeathCause, ExitReport,
+    correlation::Expired, crashes::CrashReason, registry::Evictions, storm::StormEdge, DeathCause, ExitReport, Fired,
     LateReason, Names, OomReport, OomScope, QosClass,
 };
 
@@ -29,7 +29,7 @@ pub enum Finding {
     OomKill(OomKill),
     /// One pick of the OOM killer is over: one process, or a whole
     /// container killed as a group.
-    OomEvent { scope: OomScope, qos: Option<QosClass>, victims: u32 },
+    OomEvent { scope: OomScope, qos: Option<QosClass>, victims: u32, fired: Fired },
     /// An OOM event of a pod, named: its per-pod series.
     PodOom(PodOom),
     /// A torn-down pod's per-pod series may go now (their grace is over).

@@ -40,6 +40,9 @@ pub trait Host {
     fn oom_group(&self, path: &str) -> Option<bool>;
     /// The memory limit of the cgroup at `path`, if it has one.
     fn memory_limit(&self, path: &str) -> Option<u64>;
+    /// How often the cgroup at `path` hit its own memory limit: v2's
+    /// `memory.events.local` `oom`, v1's `memory.failcnt`.
+    fn limit_hits(&self, path: &str) -> Option<u64>;
     /// The id (inode) of the cgroup at `path`, if it exists.
     fn cgroup_id(&self, path: &str) -> Option<u64>;
     /// What exists at start-up, as the events that would have made it:

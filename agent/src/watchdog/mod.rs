@@ -18,7 +18,7 @@ pub mod host;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 pub use finding::{Finding, LateExit, LossStage, ModelStats, OomKill, PodOom, SandboxDeath};
 pub use host::{CgroupTree, Host, LossTotals};
@@ -36,6 +36,7 @@ use crate::{
         dispatch::runtime_exit,
         metadata::Snapshot,
         oom_events::{OomEvents, GROUP_GAP_NS},
+        oom_limit::{self, Fired},
         storm::{Storm, StormSettings, StormState},
         Dispatcher, ExitReport, Limits, Names, OomReport, Outcome, PodRef, PodRegistry, Report, TaskRole,
     },
@@ -61,6 +62,11 @@ const MAX_MODE_CHECKS: usize = 1024;
 /// Torn-down pods whose per-pod series wait for their grace, at most;
 /// beyond, the oldest goes early.
 const MAX_RETIRING: usize = 16384;
+
+/// Cgroups whose count of limit hits is remembered, at most (containers,
+/// pods and the kubelet's cgroups above them); beyond, new ones are not,
+/// and their OOM kills read `unknown`.
+const MAX_LIMIT_BASELINES: usize = 65536;
 
 /// What the core is configured with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +171,9 @@ pub struct Watchdog<H> {
     /// The registry generation last reported in a `Model` finding.
     reported_generation: Option<u64>,
     tasks_seeded: usize,
+    /// Each cgroup's count of limit hits when last read (path → count),
+    /// for which limit fired on the next OOM kill.
+    limit_baselines: HashMap<String, u64>,
     out: Vec<Finding>,
 }
 
@@ -194,6 +203,7 @@ impl<H: Host> Watchdog<H> {
             pod_series_ttl_ns: settings.pod_series_ttl_ns,
             reported_generation: None,
             tasks_seeded: 0,
+            limit_baselines: HashMap::new(),
             out: Vec::new(),
         }
     }
@@ -229,6 +239,12 @@ impl<H: Host> Watchdog<H> {
             }
         }
         self.dispatcher.registry.found_running();
+        // What each pod's and container's limit counters say now: an OOM
+        // kill compares with it.
+        let paths: Vec<String> = self.dispatcher.registry.pod_cgroup_paths().collect();
+        for path in paths {
+            self.baseline_limits(&path, None);
+        }
         for &cgroup_id in &pods {
             if !self.host.track(cgroup_id) {
                 self.out.push(Finding::TrackingFull { cgroup_id });
@@ -342,8 +358,15 @@ impl<H: Host> Watchdog<H> {
             Event::CgroupMkdir(c) => self.gone_already(c, now),
             _ => None,
         };
+        if let Event::CgroupRmdir(c) = event {
+            self.limit_baselines.remove(&c.path);
+        }
         let report = self.dispatcher.dispatch(event, now);
         if let Event::CgroupMkdir(c) = event {
+            // A cgroup made now has hit no limit yet.
+            if self.dispatcher.registry.owner(c.cgroup_id).is_some() && gone_already.is_none() {
+                self.baseline_limits(&c.path, Some(0));
+            }
             if self.read_oom_group(c.cgroup_id) && self.mode_checks.len() < MAX_MODE_CHECKS {
                 self.mode_checks.push_back((c.cgroup_id, now));
             }
@@ -416,6 +439,12 @@ impl<H: Host> Watchdog<H> {
     fn oom_kill(&mut self, mut r: OomReport, o: &KernelOomKill) {
         let container = o.victim.and_then(|v| self.dispatcher.registry.container_of(v.cgroup_id));
         let group_mode = container.is_some_and(|c| c.oom_group == Some(true));
+        let path = container.map(|c| c.path.clone());
+        r.fired = match path {
+            Some(path) => self.which_limit_fired(&path),
+            // Not a pod's container: no container or pod limit to read.
+            None => Fired::UNKNOWN,
+        };
         self.oom_events.victim(&mut r, o.ts_ns, group_mode);
         if let (Some(side), Some(container)) =
             (self.runtime.as_mut(), r.pod.as_ref().and_then(|p| p.container_id.as_deref()))
@@ -555,7 +584,12 @@ impl<H: Host> Watchdog<H> {
     fn close_oom_events(&mut self, seen_ns: u64, now_ns: u64) {
         self.oom_events.expire(seen_ns);
         for event in self.oom_events.take_closed() {
-            self.out.push(Finding::OomEvent { scope: event.scope, qos: event.qos, victims: event.victims });
+            self.out.push(Finding::OomEvent {
+                scope: event.scope,
+                qos: event.qos,
+                victims: event.victims,
+                fired: event.report.fired,
+            });
             let state = self.storm.record(now_ns);
             self.report_storm(state);
             if event.report.pod.is_some() {
@@ -677,6 +711,50 @@ impl<H: Host> Watchdog<H> {
                 self.read_oom_group(id);
             }
         }
+    }
+
+    /// Remembers the limit-hit count of a pod's or container's cgroup at
+    /// `path` (`known`, or read now), and of its pod's and the kubelet's
+    /// cgroups above where not remembered yet.
+    fn baseline_limits(&mut self, path: &str, known: Option<u64>) {
+        let pod = match cgroup_path::parse(path) {
+            Some(p) if p.container_id.is_some() => path.rsplit_once('/').map_or("", |(pod, _)| pod).to_string(),
+            Some(_) => path.to_string(),
+            None => return,
+        };
+        let count = known.or_else(|| self.host.limit_hits(path));
+        self.remember_limit_hits(path, count);
+        for p in std::iter::once(pod.clone()).chain(oom_limit::above_pod(&pod)) {
+            if !self.limit_baselines.contains_key(&p) {
+                let count = self.host.limit_hits(&p);
+                self.remember_limit_hits(&p, count);
+            }
+        }
+    }
+
+    fn remember_limit_hits(&mut self, path: &str, count: Option<u64>) {
+        let Some(n) = count else { return };
+        if self.limit_baselines.len() < MAX_LIMIT_BASELINES || self.limit_baselines.contains_key(path) {
+            self.limit_baselines.insert(path.to_string(), n);
+        }
+    }
+
+    /// Which limit fired on an OOM kill in the container at `path`: the
+    /// level whose count of limit hits moved since last read (each count
+    /// then remembered anew).
+    fn which_limit_fired(&mut self, path: &str) -> Fired {
+        let pod = path.rsplit_once('/').map_or("", |(pod, _)| pod).to_string();
+        let mut moved = |p: &str| -> oom_limit::Moved {
+            let now = self.host.limit_hits(p);
+            let before = match now {
+                Some(n) => self.limit_baselines.insert(p.to_string(), n),
+                None => self.limit_baselines.remove(p),
+            };
+            Some(now?.saturating_sub(before?))
+        };
+        let (container, pod_moved) = (moved(path), moved(&pod));
+        let above: Vec<oom_limit::Moved> = oom_limit::above_pod(&pod).iter().map(|p| moved(p)).collect();
+        oom_limit::judge(container, pod_moved, &above)
     }
 
     /// The tightest memory limit of the container owning `cgroup_id` and

@@ -17,7 +17,7 @@ use crate::{
         crashes::RuntimeProcess,
         metadata::{ContainerMeta, PodMeta},
         storm::StormEdge,
-        DeathCause, LateReason, OomScope, Source,
+        DeathCause, LateReason, OomConstraint, OomLimit, OomScope, Source,
     },
 };
 
@@ -63,6 +63,8 @@ struct FakeNode {
     /// The tracked-cgroup map's room.
     track_room: Option<usize>,
     wanted: RefCell<Vec<String>>,
+    /// Limit hits per cgroup path (0 when absent).
+    limit_hits: HashMap<String, u64>,
 }
 
 impl Host for FakeNode {
@@ -72,6 +74,10 @@ impl Host for FakeNode {
 
     fn memory_limit(&self, path: &str) -> Option<u64> {
         self.limits.get(path).copied()
+    }
+
+    fn limit_hits(&self, path: &str) -> Option<u64> {
+        self.cgroups.contains_key(path).then(|| self.limit_hits.get(path).copied().unwrap_or(0))
     }
 
     fn cgroup_id(&self, path: &str) -> Option<u64> {
@@ -691,4 +697,59 @@ fn the_model_is_reported_only_when_it_changed() {
     assert!(found.iter().any(|f| matches!(f, Finding::TaskExit(r) if r.role == TaskRole::ContainerChild)));
     let found = kernel(&mut wd, attach(&container_path(1, 2), 102, 34, "sh", 2 * SEC), 2 * SEC);
     assert!(model(&found).is_some());
+}
+
+/// The limit each OOM kill's finding carries, in order.
+fn limits(findings: &[Finding]) -> Vec<(OomLimit, OomConstraint)> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::OomKill(k) => Some((k.report.fired.limit, k.report.fired.constraint)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Guards: an OOM kill that does not say whose limit fired, or says it
+/// from counts that did not move for it. The level whose count of limit
+/// hits moved since the last read fired: the container's, the pod's, one
+/// above the pods (the node's allocatable), or none (a global OOM); the
+/// other victims of one group kill share the first one's verdict, and a
+/// count that cannot be read is `unknown`. (Mutation checked: judging the
+/// counts as they are instead of how they moved reads every kill after
+/// the first as the container's.)
+#[test]
+fn each_oom_kill_says_whose_limit_fired() {
+    use OomConstraint::{Global, Memcg};
+    use OomLimit::{Container, Node, Pod};
+    let mut node = node_with_one_pod();
+    // Counts before the agent started: not this agent's kills.
+    node.limit_hits.insert(container_path(1, 2), 7);
+    let mut wd = started(node, Settings::default());
+    let hits = |wd: &mut Watchdog<FakeNode>, path: String, by: u64| {
+        *wd.host_mut().limit_hits.entry(path).or_insert(0) += by;
+    };
+    hits(&mut wd, container_path(1, 2), 1);
+    let found = kernel(&mut wd, oom(21, 102, "app", 21, 2 * SEC), 2 * SEC);
+    assert_eq!(limits(&found), [(Container, Memcg)]);
+    hits(&mut wd, pod_path(1), 4);
+    let found = kernel(&mut wd, oom(22, 102, "app", 22, 3 * SEC), 3 * SEC);
+    assert_eq!(limits(&found), [(Pod, Memcg)]);
+    hits(&mut wd, "/kubepods/burstable".into(), 1);
+    let found = kernel(&mut wd, oom(23, 102, "app", 23, 4 * SEC), 4 * SEC);
+    assert_eq!(limits(&found), [(Node, Memcg)], "the node's allocatable");
+    let found = kernel(&mut wd, oom(24, 102, "app", 24, 5 * SEC), 5 * SEC);
+    assert_eq!(limits(&found), [(Node, Global)], "no cgroup's limit: the machine's memory");
+    // A group kill: one pick, one verdict for each of its victims.
+    hits(&mut wd, container_path(1, 2), 1);
+    let mut found = kernel(&mut wd, oom(25, 102, "app", 25, 6 * SEC), 6 * SEC);
+    found.extend(kernel(&mut wd, oom(26, 102, "app", 25, 6 * SEC + MS), 6 * SEC + MS));
+    assert_eq!(limits(&found), [(Container, Memcg), (Container, Memcg)]);
+    // Its events carry it too.
+    let found = tick(&mut wd, 8 * SEC);
+    assert!(found.iter().any(|f| matches!(f, Finding::OomEvent { fired, .. } if fired.limit == Container)));
+    // A container whose cgroup is gone by then cannot say.
+    wd.host_mut().cgroups.remove(&container_path(1, 2));
+    let found = kernel(&mut wd, oom(27, 102, "app", 27, 9 * SEC), 9 * SEC);
+    assert_eq!(limits(&found), [(OomLimit::Unknown, OomConstraint::Unknown)]);
 }

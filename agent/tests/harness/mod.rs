@@ -100,6 +100,10 @@ impl TestCgroup {
         self.cg.set_memory_limit(path, bytes).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
+    pub fn unlimit_memory(&self, path: &str) {
+        self.cg.unlimit_memory(path).unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
     /// The kernel's own count of OOM kills of processes in `path` (and below).
     pub fn oom_kills(&self, path: &str) -> u64 {
         self.cg.oom_kills(path).unwrap_or_else(|e| panic!("{e:#}"))
@@ -504,4 +508,34 @@ fn percent_encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// The kernel's own report of the OOM kill of `pid` (its `oom-kill:` line
+/// in the kernel log, read from /dev/kmsg): (constraint, the memcg under
+/// OOM), e.g. ("CONSTRAINT_MEMCG", "/…/pod…/<container>").
+pub fn kernel_oom_report(pid: u32) -> Option<(String, String)> {
+    use std::{io::Read as _, os::unix::fs::OpenOptionsExt as _};
+    let mut kmsg =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg").expect("/dev/kmsg");
+    let mut found = None;
+    let mut buf = vec![0u8; 8192];
+    // One record per read; EAGAIN at the end. A record overwritten while
+    // read (EPIPE) is skipped.
+    loop {
+        match kmsg.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let line = String::from_utf8_lossy(&buf[..n]);
+                let Some(msg) = line.split_once(';').map(|(_, m)| m.lines().next().unwrap_or("")) else { continue };
+                let Some(fields) = msg.strip_prefix("oom-kill:") else { continue };
+                let get = |k: &str| fields.split(',').find_map(|f| f.strip_prefix(k)).map(str::to_string);
+                if get("pid=").is_some_and(|p| p == pid.to_string()) {
+                    found = get("constraint=").zip(get("oom_memcg=").or(Some(String::new())));
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(_) => break,
+        }
+    }
+    found
 }
