@@ -61,6 +61,8 @@ fn names(pod: usize) -> Names {
         namespace: "checkout-production".into(),
         pod: format!("checkout-api-7d9f8b6c5-{pod:05}"),
         container: "checkout-api".into(),
+        workload: "checkout-api".into(),
+        workload_kind: "Deployment".into(),
     }
 }
 

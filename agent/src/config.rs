@@ -93,6 +93,13 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_POD_SERIES_TTL", default_value = "15m", value_parser = parse_duration_secs)]
     pub pod_series_ttl: u64,
 
+    /// Most per-workload series (sandwatch_workload_oom_kills_total and
+    /// sandwatch_workload_container_exits_total); beyond it the least
+    /// recently updated is dropped (counted in
+    /// sandwatch_workload_series_evicted_total).
+    #[arg(long, env = "SANDWATCH_MAX_WORKLOAD_SERIES", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_workload_series: u32,
+
     /// Length of the OOM-churn window, in seconds.
     #[arg(long, env = "SANDWATCH_OOM_WINDOW_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub oom_window_seconds: u64,
@@ -340,6 +347,7 @@ impl Config {
             },
             metrics: MetricsSettings {
                 max_pod_series: self.max_pod_series as usize,
+                max_workload_series: self.max_workload_series as usize,
                 window_secs: self.oom_window_seconds,
                 runtime_names: self.runtime_names,
             },

@@ -220,7 +220,7 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
     );
     let series = |container: &str, container_id: &str, role: &str, uid: &str, pod: &str| {
         format!(
-            "sandwatch_pod_oom_kills_total{{container=\"{container}\",container_id=\"{container_id}\",limit=\"container\",namespace=\"shop\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\"}}"
+            "sandwatch_pod_oom_kills_total{{container=\"{container}\",container_id=\"{container_id}\",limit=\"container\",namespace=\"shop\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
         )
     };
     let hog_series = series("hog", &hog, "container_init", web_uid, "web");

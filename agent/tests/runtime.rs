@@ -87,6 +87,11 @@ macro_rules! on_each_containerd {
             fn cri_group_kill_is_one_event_of_the_container() {
                 super::cri_group_kill_is_one_event_of_the_container(&$runtime)
             }
+
+            #[test]
+            fn cri_container_exits_by_reason_and_workload() {
+                super::cri_container_exits_by_reason_and_workload(&$runtime)
+            }
         }
     )*};
 }
@@ -101,6 +106,8 @@ const UID_OOM: &str = "6e1f0a2b-1111-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_LATE: &str = "6e1f0a2b-2222-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_CRI: &str = "6e1f0a2b-3333-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_GROUP: &str = "6e1f0a2b-4444-4c3d-8e9f-0a1b2c3d4e5f";
+/// The pods of the exits test: this with its last digit the pod's number.
+const UID_EXITS: &str = "6e1f0a2b-5555-4c3d-8e9f-0a1b2c3d4e5";
 
 fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     require_root();
@@ -299,7 +306,7 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     assert_eq!((status.reason.as_str(), status.exit_code), ("OOMKilled", 137), "the runtime's own verdict");
 
     let series = format!(
-        "sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\"}}"
+        "sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",workload=\"web\",workload_kind=\"Pod\"}}"
     );
     wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
     let text = agent.metrics();
@@ -374,7 +381,7 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     }
     let series = |role: &str| {
         format!(
-            "sandwatch_pod_oom_kills_total{{container=\"worker\",container_id=\"{worker}\",limit=\"container\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\"}}"
+            "sandwatch_pod_oom_kills_total{{container=\"worker\",container_id=\"{worker}\",limit=\"container\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\",workload=\"batch\",workload_kind=\"Pod\"}}"
         )
     };
     if v2 {
@@ -605,4 +612,129 @@ fn sandbox_oom_churn_is_one_sandbox_death_per_start(rt: &Runtime) {
     drop(agent);
     remove_in_all_hierarchies(&format!("{}/kubepods", pods.cg.path));
     drop(pods);
+}
+
+/// Pods as the kubelet runs them for each kind of workload — their labels
+/// as the kubelet hands them to the CRI — whose containers end every way a
+/// container ends: exit 0, exit 3, SIGTERM, SIGSEGV and an OOM kill in a
+/// Deployment's pod (one PID namespace for the pod, so that an init is not
+/// its namespace's PID 1 and any signal ends it), and an error in a
+/// StatefulSet's, a DaemonSet's, a CronJob's Job's and a bare pod. Each
+/// exit is counted once, with its reason, in its pod's series and its
+/// workload's, and node-wide; each record carries its code or signal and
+/// its workload. The runtime's own ContainerStatus agrees on each code.
+fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
+    require_root();
+    let socket = Containerd::socket_for("exits").display().to_string();
+    let ctrd = Containerd::start_cri(rt, "exits");
+    let agent =
+        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
+    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(30), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(30), |v| v == 1.0);
+    let before = agent.metrics();
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let pods = RuntimePod::new("exits", UID_EXITS);
+    let parent = |i: u32| format!("{}/kubepods/burstable/pod{UID_EXITS}{i}", pods.cg.path);
+
+    // The Deployment's pod and its five ways to end.
+    let web = cri.run_pod_with(
+        "web-frontend-7d4b9c8f6-x2k9p",
+        "shop",
+        &format!("{UID_EXITS}0"),
+        &parent(0),
+        &[("app", "web-frontend"), ("pod-template-hash", "7d4b9c8f6")],
+        true,
+    );
+    let ways = [
+        ("done", None, "exit 0", "completed", Some(0)),
+        ("fail", None, "exit 3", "error", Some(3)),
+        ("term", None, "kill -TERM $$; sleep 5", "sigterm", Some(143)),
+        ("segv", None, "kill -SEGV $$; sleep 5", "sigsegv", Some(139)),
+        ("hog", Some(32 << 20), "x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 5", "oom_killed", Some(137)),
+    ];
+    let mut ids = Vec::new();
+    for (name, limit, script, ..) in ways {
+        ids.push(cri.run_container(&web, name, limit, script));
+    }
+    // The other kinds: one container each that fails.
+    let others = [
+        (
+            "db-2",
+            "StatefulSet",
+            "db",
+            vec![("controller-revision-hash", "db-5c7d8f9b4"), ("statefulset.kubernetes.io/pod-name", "db-2")],
+        ),
+        (
+            "agent-q7x2m",
+            "DaemonSet",
+            "agent",
+            vec![("controller-revision-hash", "6b5f4c8d7"), ("pod-template-generation", "3")],
+        ),
+        (
+            "backup-28947390-kq2xv",
+            "CronJob",
+            "backup",
+            vec![("batch.kubernetes.io/job-name", "backup-28947390"), ("job-name", "backup-28947390")],
+        ),
+        ("debug", "Pod", "debug", vec![("run", "debug")]),
+    ];
+    let mut other_ids = Vec::new();
+    for (i, (pod, _, _, labels)) in others.iter().enumerate() {
+        let uid = format!("{UID_EXITS}{}", i + 1);
+        let p = cri.run_pod_with(pod, "shop", &uid, &parent(i as u32 + 1), labels, false);
+        other_ids.push(cri.run_container(&p, "app", None, "exit 1"));
+    }
+
+    // Each exit once, with its reason, in its pod's series and its
+    // workload's; the runtime agrees on the code.
+    for ((name, _, _, reason, code), id) in ways.iter().zip(&ids) {
+        let series = format!(
+            "sandwatch_pod_container_exits_total{{container=\"{name}\",container_id=\"{id}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
+        );
+        wait_metric(&agent, &series, Duration::from_secs(30), |v| v >= 1.0);
+        let start = Instant::now();
+        let status = loop {
+            let status = cri.status(id);
+            if status.state == 2 || start.elapsed() > Duration::from_secs(20) {
+                break status;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(Some(status.exit_code), *code, "{name}: the runtime's own exit code ({})", status.reason);
+    }
+    let text = agent.metrics();
+    for (_, _, _, reason, _) in ways {
+        let workload = format!(
+            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
+        );
+        assert_eq!(metric(&text, &workload), Some(1.0), "{workload}\n{text}");
+        let node_wide = format!("sandwatch_container_exits_total{{container_role=\"workload\",reason=\"{reason}\"}}");
+        let counted = metric(&text, &node_wide).unwrap_or(0.0) - metric(&before, &node_wide).unwrap_or(0.0);
+        let expected = if reason == "error" { 1.0 + others.len() as f64 } else { 1.0 };
+        assert_eq!(counted, expected, "{node_wide} counted once per exit");
+    }
+    for ((pod, kind, workload, _), id) in others.iter().zip(&other_ids) {
+        let series = format!(
+            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"error\",workload=\"{workload}\",workload_kind=\"{kind}\"}}"
+        );
+        wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
+        let records = agent.records();
+        let exit = records.iter().find(|r| r.kind() == "container_exit" && r.container_id() == Some(id.as_str()));
+        let exit = exit.unwrap_or_else(|| panic!("no container_exit record of {pod}: {records:#?}"));
+        assert_eq!(
+            (exit.workload(), exit.workload_kind(), exit.reason()),
+            (Some(*workload), Some(*kind), Some("error"))
+        );
+        assert_eq!(exit.exit_code(), Some(1));
+    }
+    // The SIGSEGV's record says so, and the OOM kill stays an OOM kill.
+    let records = agent.records();
+    let segv = records.iter().find(|r| r.kind() == "container_exit" && r.container_id() == Some(ids[3].as_str()));
+    assert_eq!(segv.and_then(|r| r.signal()), Some(11), "{records:#?}");
+    let hog = records.iter().find(|r| r.kind() == "container_exit" && r.container_id() == Some(ids[4].as_str()));
+    assert_eq!(hog.and_then(|r| r.reason()), Some("oom_killed"));
+    drop(cri);
+    drop(ctrd);
+    drop(agent);
+    remove_in_all_hierarchies(&format!("{}/kubepods", pods.cg.path));
 }

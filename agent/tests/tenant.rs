@@ -130,7 +130,7 @@ fn a_workload_init_named_pause_is_no_sandbox_with_the_runtimes_data() {
         "printf pause > /proc/self/comm; sleep 1; x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 100",
     );
     let series = format!(
-        "sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_PAUSE_CRI}\",victim_role=\"container_init\"}}"
+        "sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_PAUSE_CRI}\",victim_role=\"container_init\",workload=\"web\",workload_kind=\"Pod\"}}"
     );
     wait_for(&agent, &series, |v| v == 1.0);
     std::thread::sleep(Duration::from_millis(500));

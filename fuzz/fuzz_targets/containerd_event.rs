@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(Some(event)) = decode(&env) {
         assert_eq!(event.topic(), topic);
     }
-    if let Some(snapshot) = names_from_spec("c", payload) {
+    if let Some(snapshot) = names_from_spec("c", payload, &std::collections::HashMap::new()) {
         assert!(snapshot.pods.iter().all(|p| !p.uid.is_empty()), "{snapshot:?}");
     }
 });

@@ -155,6 +155,27 @@ const MUTATIONS: &[Mutation] = &[
         bug: "the later victims of a group kill judged again, when the counts moved for the first",
     },
     Mutation {
+        file: "agent/src/model/dispatch.rs",
+        from: "    report.container_exit = Some(ExitReason::of(exit.status, oom));",
+        to: "    report.container_exit = None;",
+        test: "every_container_init_exit_is_a_finding_with_its_reason",
+        bug: "a container's end counted only by role, its reason lost",
+    },
+    Mutation {
+        file: "agent/src/model/exit_reason.rs",
+        from: "        if oom {\n            return OomKilled;\n        }\n",
+        to: "",
+        test: "codes_and_signals_read_as_an_operator_reads_them",
+        bug: "an OOM-killed container read as one killed by someone",
+    },
+    Mutation {
+        file: "agent/src/model/metadata.rs",
+        from: "            if pod.workload.is_none() {",
+        to: "            if false {",
+        test: "a_pods_workload_stays_known_when_a_container_names_the_pod_again",
+        bug: "a container's record erases its pod's workload",
+    },
+    Mutation {
         file: "agent/src/probes/reader.rs",
         from: "                r = routine.recv() => self.heads[0] = Some(r?),\n            }\n        }",
         to: "                r = routine.recv() => self.heads[0] = Some(r?),\n            }\n            break;\n        }",

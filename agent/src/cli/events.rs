@@ -47,6 +47,11 @@ pub struct Args {
     /// Print the agent's recent history and exit instead of following.
     #[arg(long)]
     pub no_follow: bool,
+
+    /// Only containers that ended badly — an error code, a signal, an OOM
+    /// kill, not a clean completion: crash loops as they happen.
+    #[arg(long)]
+    pub crashes: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -176,6 +181,9 @@ pub async fn run(args: &Args, format: &Format, out: &mut impl Write) -> Result<(
                 url: url.clone(),
                 why: format!("it sent \"{}\", which is no event record", crate::text::visible(&cut(&line, 60))),
             })?;
+            if args.crashes && !crashed(&record) {
+                continue;
+            }
             if printer.print(&record, &line, out).is_err() {
                 // stdout closed (e.g. piped into head): done.
                 return Ok(());
@@ -258,7 +266,9 @@ impl Target {
 
     fn events_path(&self, args: &Args) -> String {
         let mut query = vec![format!("follow={}", if args.no_follow { 0 } else { 1 })];
-        if !args.kind.is_empty() {
+        if args.crashes {
+            query.push("kind=container_exit".to_string());
+        } else if !args.kind.is_empty() {
             query.push(format!("kind={}", encode(&args.kind.join(","))));
         }
         if let Some(ns) = &args.namespace {
@@ -425,7 +435,7 @@ fn row_of(body: &Body) -> Row<'_> {
                 pid: Some(r.pid),
                 comm: r.comm.as_deref(),
                 memory: (r.rss_bytes, r.limit_bytes),
-                detail: detail.join(", "),
+                detail: with_workload(detail.join(", "), &r.pod),
             }
         }
         Body::SandboxDeath(r) => Row {
@@ -436,6 +446,21 @@ fn row_of(body: &Body) -> Row<'_> {
             detail: format!("cause={}", r.cause),
             ..Row::default()
         },
+        Body::ContainerExit(r) => {
+            let how = match (r.exit_code, r.signal) {
+                (Some(code), _) => format!(" code={code}"),
+                (_, Some(signo)) => format!(" signal={signo}{}", if r.core_dumped { " (core)" } else { "" }),
+                _ => String::new(),
+            };
+            Row {
+                pod: Some(&r.pod),
+                role: Some(&r.victim_role),
+                pid: Some(r.pid),
+                comm: r.comm.as_deref(),
+                detail: with_workload(format!("{}{how}", r.reason), &r.pod),
+                ..Row::default()
+            }
+        }
         Body::LateExit(r) => Row {
             pod: Some(&r.pod),
             role: Some(&r.victim_role),
@@ -460,6 +485,24 @@ fn row_of(body: &Body) -> Row<'_> {
         Body::Missed(r) => {
             Row { detail: format!("{} records missed: this client read too slowly", r.count), ..Row::default() }
         }
+    }
+}
+
+/// A container that ended badly (`--crashes`).
+fn crashed(record: &Incoming) -> bool {
+    matches!(record, Incoming::Known(r) if matches!(&r.body, Body::ContainerExit(e) if e.reason != "completed"))
+}
+
+/// `detail`, and the pod's workload where it is not the pod itself.
+fn with_workload(detail: String, p: &PodFields) -> String {
+    let workload = match (&p.workload_kind, &p.workload) {
+        (Some(kind), Some(name)) if kind != "Pod" => format!("{kind}/{name}"),
+        _ => return detail,
+    };
+    if detail.is_empty() {
+        workload
+    } else {
+        format!("{detail}, {workload}")
     }
 }
 
@@ -672,6 +715,7 @@ mod tests {
             namespace: Some("kube system".into()),
             pod: None,
             no_follow: true,
+            crashes: false,
         };
         assert_eq!(t.events_path(&args), "/proxy/events?follow=0&kind=oom_kill,late_exit&namespace=kube%20system");
         assert_eq!(Target::parse("http://localhost").unwrap().authority, "localhost:80");
@@ -734,6 +778,7 @@ mod tests {
             namespace: None,
             pod: None,
             no_follow: true,
+            crashes: false,
         };
         let line = "{\"time\":\"t\",\"node\":\"n\",\"kind\":\"missed\",\"count\":1,\"note\":\"a\u{9b}b\"}\n";
         let mut out = Vec::new();

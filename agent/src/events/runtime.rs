@@ -11,6 +11,8 @@ pub struct PodMeta {
     pub name: String,
     /// The sandbox's id, which is also its (pause) container's id.
     pub sandbox_id: String,
+    /// Its workload, from its labels; `None` where the runtime gave none.
+    pub workload: Option<crate::model::workload::Workload>,
 }
 
 /// A container as the runtime lists it; sandboxes are listed as their

@@ -3,6 +3,7 @@
 //! [`Outcome`]; something already gone is a counted outcome, never a panic.
 //! This is the handler containerd v2.0.0–2.0.5 lacked (#12038).
 
+use super::exit_reason::ExitReason;
 use super::{
     cgroup_path::QosClass,
     registry::{CgroupOwner, ContainerRole, Ending, PauseSeen, PodRegistry, SandboxState, TaskKey},
@@ -99,6 +100,9 @@ pub struct ExitReport {
     pub role: TaskRole,
     pub pod: Option<PodRef>,
     pub sandbox_death: Option<DeathCause>,
+    /// A container's init (or its start) ended: the container exited, and
+    /// why.
+    pub container_exit: Option<ExitReason>,
     /// From the event's timestamp to its dispatch.
     pub delay_ns: u64,
 }
@@ -106,7 +110,15 @@ pub struct ExitReport {
 impl ExitReport {
     /// Where every handler starts: nothing known yet.
     fn unknown(source: Source, delay_ns: u64) -> Self {
-        Self { source, outcome: Outcome::Unknown, role: TaskRole::Unknown, pod: None, sandbox_death: None, delay_ns }
+        Self {
+            source,
+            outcome: Outcome::Unknown,
+            role: TaskRole::Unknown,
+            pod: None,
+            sandbox_death: None,
+            container_exit: None,
+            delay_ns,
+        }
     }
 }
 
@@ -248,6 +260,7 @@ pub fn task_exit(reg: &mut PodRegistry, exit: &TaskExit, now_ns: u64) -> ExitRep
         ContainerRole::Sandbox => TaskRole::Sandbox,
         ContainerRole::Workload => TaskRole::ContainerInit,
     };
+    report.container_exit = Some(ExitReason::of(exit.status, oom));
     if role == ContainerRole::Sandbox {
         sandbox.state = SandboxState::Dead;
         report.sandbox_death = Some(if oom {

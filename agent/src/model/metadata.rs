@@ -17,6 +17,9 @@ pub struct Names {
     pub namespace: String,
     pub pod: String,
     pub container: String,
+    /// The pod's workload and its kind (`Deployment`, …), from its labels.
+    pub workload: String,
+    pub workload_kind: String,
 }
 
 impl Names {
@@ -60,7 +63,13 @@ impl MetadataStore {
     /// the least recently listed first.
     pub fn apply(&mut self, snapshot: &Snapshot, now_ns: u64) {
         for pod in &snapshot.pods {
-            self.pods.insert(pod.uid.clone(), (pod.clone(), now_ns));
+            let mut pod = pod.clone();
+            // A container's record names its pod but not its workload (only
+            // the sandbox's carries the pod's labels): keep what is known.
+            if pod.workload.is_none() {
+                pod.workload = self.pods.get(&pod.uid).and_then(|(p, _)| p.workload.clone());
+            }
+            self.pods.insert(pod.uid.clone(), (pod, now_ns));
         }
         for c in &snapshot.containers {
             self.containers.insert(c.id.clone(), (c.clone(), now_ns));
@@ -94,6 +103,10 @@ impl MetadataStore {
         if let Some(pod) = self.pod(pod_uid) {
             names.namespace.clone_from(&pod.namespace);
             names.pod.clone_from(&pod.name);
+            if let Some(w) = &pod.workload {
+                names.workload.clone_from(&w.name);
+                names.workload_kind = <&str>::from(w.kind).to_string();
+            }
         }
         if let Some(c) = container_id.and_then(|id| self.container(id)) {
             names.container.clone_from(&c.name);
@@ -128,6 +141,7 @@ mod tests {
             namespace: "shop".into(),
             name: format!("web-{i}"),
             sandbox_id: format!("sb-{i}"),
+            workload: None,
         }
     }
 
@@ -141,12 +155,26 @@ mod tests {
         store.apply(&Snapshot { pods: vec![pod(1)], containers: vec![container(7, 1)] }, 0);
         assert_eq!(
             store.names("uid-1", Some("c-7")),
-            Names { namespace: "shop".into(), pod: "web-1".into(), container: "app-7".into() }
+            Names { namespace: "shop".into(), pod: "web-1".into(), container: "app-7".into(), ..Names::default() }
         );
         assert_eq!(store.names("uid-1", Some("c-8")).container, "");
         assert_eq!(store.names("uid-1", None).pod, "web-1");
         assert_eq!(store.names("uid-2", Some("c-7")).pod, "", "container names do not invent a pod");
         assert_eq!(store.names("uid-2", None), Names::default());
+    }
+
+    /// Guards: a container's record, which names its pod but not the
+    /// pod's workload, erasing the workload the sandbox's record gave.
+    #[test]
+    fn a_pods_workload_stays_known_when_a_container_names_the_pod_again() {
+        use super::super::workload::{Workload, WorkloadKind};
+        let mut store = MetadataStore::default();
+        let web = Workload { kind: WorkloadKind::Deployment, name: "web".into() };
+        let sandbox = PodMeta { workload: Some(web.clone()), ..pod(1) };
+        store.apply(&Snapshot { pods: vec![sandbox], containers: vec![] }, 0);
+        store.apply(&Snapshot { pods: vec![pod(1)], containers: vec![container(7, 1)] }, SEC);
+        let names = store.names("uid-1", Some("c-7"));
+        assert_eq!((names.workload.as_str(), names.workload_kind.as_str()), ("web", "Deployment"));
     }
 
     #[test]

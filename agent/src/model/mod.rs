@@ -7,12 +7,14 @@ pub mod cgroup_path;
 pub mod correlation;
 pub mod crashes;
 pub mod dispatch;
+pub mod exit_reason;
 pub mod known_issues;
 pub mod metadata;
 pub mod oom_events;
 pub mod oom_limit;
 pub mod registry;
 pub mod storm;
+pub mod workload;
 
 #[cfg(test)]
 mod tests;
@@ -22,6 +24,7 @@ pub use dispatch::{
     DeathCause, Dispatcher, ExitReport, LateReason, OomReport, OomVictim, Outcome, PodRef, Report, Source, TaskExit,
     TaskRole, Trigger,
 };
+pub use exit_reason::ExitReason;
 pub use metadata::Names;
 pub use oom_events::{OomEvent, OomScope};
 pub use oom_limit::{Fired, OomConstraint, OomLimit};

@@ -436,7 +436,13 @@ fn sandbox_rule_first_container_unless_pause_says_otherwise() {
 fn once_the_runtime_names_the_sandbox_no_process_name_changes_it() {
     use super::metadata::{ContainerMeta, PodMeta, Snapshot};
     let listing = Snapshot {
-        pods: vec![PodMeta { uid: uid(7), namespace: "shop".into(), name: "web".into(), sandbox_id: cid(1) }],
+        pods: vec![PodMeta {
+            uid: uid(7),
+            namespace: "shop".into(),
+            name: "web".into(),
+            sandbox_id: cid(1),
+            workload: None,
+        }],
         containers: vec![
             ContainerMeta { id: cid(1), name: "POD".into(), pod_uid: uid(7), sandbox: true },
             ContainerMeta { id: cid(2), name: "app".into(), pod_uid: uid(7), sandbox: false },
@@ -462,7 +468,13 @@ fn runtime_names_the_sandbox_and_unnamed_containers_are_asked_for() {
     let meta =
         |c: u32, name: &str, sandbox: bool| ContainerMeta { id: cid(c), name: name.into(), pod_uid: uid(4), sandbox };
     let listing = Snapshot {
-        pods: vec![PodMeta { uid: uid(4), namespace: "shop".into(), name: "web".into(), sandbox_id: cid(2) }],
+        pods: vec![PodMeta {
+            uid: uid(4),
+            namespace: "shop".into(),
+            name: "web".into(),
+            sandbox_id: cid(2),
+            workload: None,
+        }],
         containers: vec![meta(2, "POD", true), meta(1, "app", false)],
     };
     // The workload's cgroup came first (the first-container rule guesses

@@ -3,7 +3,7 @@
 //! through a bounded channel. The stream reconnects with backoff; a full
 //! channel and an undecodable payload are counted, never waited on.
 
-use std::path::PathBuf;
+use std::{collections::HashMap, path::PathBuf};
 
 use containerd_client::{
     events::{ContainerCreate, ContainerDelete, TaskCreate, TaskDelete, TaskExit, TaskOom, TaskStart},
@@ -208,8 +208,9 @@ async fn lookup(
     let call = client.get(request);
     let result = match tokio::time::timeout(LOOKUP_TIMEOUT, call).await {
         Ok(Ok(response)) => {
-            let spec = response.into_inner().container.and_then(|c| c.spec).map(|any| any.value).unwrap_or_default();
-            match names_from_spec(&id, &spec) {
+            let container = response.into_inner().container.unwrap_or_default();
+            let spec = container.spec.map(|any| any.value).unwrap_or_default();
+            match names_from_spec(&id, &spec, &container.labels) {
                 Some(snapshot) => {
                     if tx.try_send(RuntimeEvent::ContainerNamed(snapshot)).is_err() {
                         metrics.dropped.inc();
@@ -231,18 +232,22 @@ async fn lookup(
 
 /// The CRI plugin writes a container's pod and names into its OCI spec's
 /// annotations; `None` for a container the CRI did not make.
-pub fn names_from_spec(container_id: &str, spec: &[u8]) -> Option<Snapshot> {
+pub fn names_from_spec(container_id: &str, spec: &[u8], labels: &HashMap<String, String>) -> Option<Snapshot> {
     let spec: serde_json::Value = serde_json::from_slice(spec).ok()?;
     let annotations = spec.get("annotations")?.as_object()?;
     let get = |key: &str| annotations.get(key).and_then(|v| v.as_str()).filter(|v| !v.is_empty());
     let kind = get("io.kubernetes.cri.container-type")?;
     let uid = get("io.kubernetes.cri.sandbox-uid")?.to_string();
     let sandbox_id = get("io.kubernetes.cri.sandbox-id").unwrap_or(container_id).to_string();
+    let name = get("io.kubernetes.cri.sandbox-name")?.to_string();
+    // The sandbox's record carries the pod's labels (containers' do not).
+    let workload = (kind == "sandbox").then(|| crate::model::workload::workload(&name, labels));
     let pod = PodMeta {
         uid: uid.clone(),
         namespace: get("io.kubernetes.cri.sandbox-namespace")?.to_string(),
-        name: get("io.kubernetes.cri.sandbox-name")?.to_string(),
+        name,
         sandbox_id,
+        workload,
     };
     let container = match kind {
         "sandbox" => ContainerMeta {
@@ -272,10 +277,20 @@ mod tests {
         let sandbox = br#"{"ociVersion":"1.1.0","annotations":{"io.kubernetes.cri.container-type":"sandbox",
             "io.kubernetes.cri.sandbox-id":"s1","io.kubernetes.cri.sandbox-name":"web","io.kubernetes.cri.sandbox-namespace":"shop",
             "io.kubernetes.cri.sandbox-uid":"u1"}}"#;
-        let got = names_from_spec("s1", sandbox).expect("sandbox names");
+        // The sandbox's record carries the pod's labels: a Deployment's pod.
+        let labels: HashMap<String, String> =
+            [("pod-template-hash", "5f7c9d8b6"), ("io.cri-containerd.kind", "sandbox")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into();
+        let got = names_from_spec("s1", sandbox, &labels).expect("sandbox names");
+        assert_eq!((got.pods[0].uid.as_str(), got.pods[0].name.as_str()), ("u1", "web"));
         assert_eq!(
-            got.pods[0],
-            PodMeta { uid: "u1".into(), namespace: "shop".into(), name: "web".into(), sandbox_id: "s1".into() }
+            got.pods[0].workload,
+            Some(crate::model::workload::Workload {
+                kind: crate::model::workload::WorkloadKind::Pod,
+                name: "web".into()
+            }),
+            "web is no Deployment's pod name: its own workload"
         );
         assert_eq!(
             got.containers[0],
@@ -284,16 +299,16 @@ mod tests {
         let container = br#"{"annotations":{"io.kubernetes.cri.container-type":"container","io.kubernetes.cri.container-name":"app",
             "io.kubernetes.cri.sandbox-id":"s1","io.kubernetes.cri.sandbox-name":"web","io.kubernetes.cri.sandbox-namespace":"shop",
             "io.kubernetes.cri.sandbox-uid":"u1"}}"#;
-        let got = names_from_spec("c1", container).expect("container names");
+        let got = names_from_spec("c1", container, &HashMap::new()).expect("container names");
         assert_eq!(got.pods[0].sandbox_id, "s1");
         assert_eq!((got.containers[0].name.as_str(), got.containers[0].sandbox), ("app", false));
         // Not the CRI's, or not JSON: nothing.
-        assert_eq!(names_from_spec("x", br#"{"annotations":{}}"#), None);
-        assert_eq!(names_from_spec("x", br#"{"process":{}}"#), None);
-        assert_eq!(names_from_spec("x", b"\xff\x00garbage"), None);
+        assert_eq!(names_from_spec("x", br#"{"annotations":{}}"#, &HashMap::new()), None);
+        assert_eq!(names_from_spec("x", br#"{"process":{}}"#, &HashMap::new()), None);
+        assert_eq!(names_from_spec("x", b"\xff\x00garbage", &HashMap::new()), None);
         let no_uid =
             br#"{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-name":"web"}}"#;
-        assert_eq!(names_from_spec("x", no_uid), None);
+        assert_eq!(names_from_spec("x", no_uid, &HashMap::new()), None);
     }
 
     fn envelope(topic: &str, payload: Vec<u8>) -> Envelope {

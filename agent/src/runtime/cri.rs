@@ -27,7 +27,10 @@ use super::{
     metrics::{MetadataMetrics, RefreshResult},
     Retry,
 };
-use crate::model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME};
+use crate::model::{
+    metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME},
+    workload::workload,
+};
 
 /// Container ids waiting for a listing, at most; more are left to the
 /// periodic refresh.
@@ -111,7 +114,14 @@ pub fn snapshot(sandboxes: Vec<PodSandbox>, containers: Vec<Container>) -> Snaps
             pod_uid: meta.uid.clone(),
             sandbox: true,
         });
-        out.pods.push(PodMeta { uid: meta.uid, namespace: meta.namespace, name: meta.name, sandbox_id: sb.id });
+        let workload = Some(workload(&meta.name, &sb.labels));
+        out.pods.push(PodMeta {
+            uid: meta.uid,
+            namespace: meta.namespace,
+            name: meta.name,
+            sandbox_id: sb.id,
+            workload,
+        });
     }
     for c in containers {
         let pod_uid = uid_of.get(&c.pod_sandbox_id).cloned().or_else(|| c.labels.get("io.kubernetes.pod.uid").cloned());
@@ -233,6 +243,7 @@ async fn say_version(client: &mut RuntimeServiceClient<tonic::transport::Channel
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::workload::{Workload, WorkloadKind};
     use k8s_cri::v1::{ContainerMetadata, PodSandboxMetadata};
 
     fn sandbox(id: &str, uid: &str, name: &str) -> PodSandbox {
@@ -271,7 +282,8 @@ mod tests {
                 uid: "uid-1".into(),
                 namespace: "shop".into(),
                 name: "web".into(),
-                sandbox_id: "sb1".into()
+                sandbox_id: "sb1".into(),
+                workload: Some(Workload { kind: WorkloadKind::Pod, name: "web".into() }),
             }]
         );
         let named: Vec<(&str, &str, &str, bool)> =

@@ -8,6 +8,7 @@
 //! drives a terminal.
 
 use crate::{
+    events::ExitStatus,
     labels::Label as _,
     model::{Names, PodRef},
     text::visible as v,
@@ -105,6 +106,39 @@ pub fn log(finding: &Finding) {
                 "sandbox death ({}): {}",
                 d.cause.label(),
                 describe(d.report.pod.as_ref(), names)
+            );
+        }
+        Finding::ContainerExit(e) => {
+            let r = &e.report;
+            let (pod_uid, container_id) = ids(r.pod.as_ref());
+            let names = &e.names;
+            let (exit_code, signal) = match e.status {
+                ExitStatus::Code(c) => (Some(c), None),
+                ExitStatus::Signal { signo, .. } => (None, Some(signo)),
+            };
+            let workload = if names.workload.is_empty() {
+                String::new()
+            } else {
+                format!(" of {} {}", v(&names.workload_kind), v(&names.workload))
+            };
+            tracing::info!(
+                event = "container_exit",
+                pod_uid,
+                namespace = v(&names.namespace).as_ref(),
+                pod = v(&names.pod).as_ref(),
+                container = v(&names.container).as_ref(),
+                container_id,
+                workload = v(&names.workload).as_ref(),
+                workload_kind = v(&names.workload_kind).as_ref(),
+                victim_role = r.role.label(),
+                pid = e.pid,
+                comm = v(&e.comm).as_ref(),
+                reason = e.reason.label(),
+                exit_code,
+                signal,
+                "container exit ({}): {}{workload}",
+                e.reason.label(),
+                describe(r.pod.as_ref(), names)
             );
         }
         Finding::LateExit(l) => {

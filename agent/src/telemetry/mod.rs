@@ -43,10 +43,10 @@ mod tests {
 
     use super::*;
     use crate::{
-        model::{Names, OomReport, Outcome, PodRef, TaskKey, TaskRole},
+        model::{ExitReason, ExitReport, Names, OomReport, Outcome, PodRef, Source, TaskKey, TaskRole},
         runtime::metrics::RuntimeMetrics,
         stats::PipelineStats,
-        watchdog::PodOom,
+        watchdog::{ContainerExit, PodOom},
     };
 
     /// (type, label names) of every family in a text exposition.
@@ -107,7 +107,24 @@ mod tests {
                     delay_ns: 0,
                     fired: crate::model::oom_limit::Fired::UNKNOWN,
                 },
-                names: Names::default(),
+                names: Names { workload: "web".into(), workload_kind: "Deployment".into(), ..Names::default() },
+            }),
+            Finding::ContainerExit(ContainerExit {
+                report: ExitReport {
+                    source: Source::Kernel,
+                    outcome: Outcome::Handled,
+                    role: TaskRole::ContainerInit,
+                    pod: Some(PodRef { pod_uid: "u".into(), qos: None, container_id: Some("c".into()) }),
+                    sandbox_death: None,
+                    container_exit: Some(ExitReason::Error),
+                    delay_ns: 0,
+                },
+                reason: ExitReason::Error,
+                status: crate::events::ExitStatus::Code(3),
+                names: Names { workload: "web".into(), workload_kind: "Deployment".into(), ..Names::default() },
+                pid: 1,
+                comm: "app".into(),
+                ts_ns: 0,
             }),
         ]);
         let text = metrics::render_with(&registry, &[outputs.metrics.pod_series_text().unwrap()]).unwrap();

@@ -1,93 +1,221 @@
-//! `sandwatch_pod_oom_kills_total`, the one family whose labels name pods:
-//! capped, the least recently updated series dropped (and counted) to make
-//! room for a new one, and a torn-down pod's series removed when the
-//! watchdog says their grace is over. The family is most of a scrape's
-//! text at scale and changes only with OOM events and expiries: it lives in
-//! its own registry and is rendered once per change, not once per scrape.
+//! The families whose labels name pods or workloads, each kind under a cap:
+//! the least recently updated series is dropped (and counted) to make room
+//! for a new one. Per pod: `sandwatch_pod_oom_kills_total` and
+//! `sandwatch_pod_container_exits_total` (one cap, `--max-pod-series`); a
+//! torn-down pod's series go when the watchdog says their grace is over.
+//! Per workload: `sandwatch_workload_oom_kills_total` and
+//! `sandwatch_workload_container_exits_total` (`--max-workload-series`);
+//! a workload's series go when the last of its pods that were counted has
+//! gone so. They are most of a scrape's text at scale and change only with
+//! OOM events, container exits and expiries: they live in their own
+//! registry and are rendered once per change, not once per scrape.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 
 use super::metrics::render;
 
-/// Label values of one per-pod series, in `LABELS` order.
-pub type PodLabels = [String; 7];
+/// The kept families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    PodOomKills,
+    PodContainerExits,
+    WorkloadOomKills,
+    WorkloadContainerExits,
+}
 
-pub const LABELS: [&str; 7] = ["pod_uid", "namespace", "pod", "container", "container_id", "victim_role", "limit"];
+impl Family {
+    fn per_workload(self) -> bool {
+        matches!(self, Family::WorkloadOomKills | Family::WorkloadContainerExits)
+    }
+}
 
-pub struct PodSeries {
-    counter: IntCounterVec,
-    family: Registry,
-    /// The family as text since its last change (`None`: changed).
-    text: Option<Arc<str>>,
+/// Labels of each family, in order. A pod family's first is the pod's UID;
+/// a workload family's first three name the workload.
+pub const POD_OOM_LABELS: [&str; 9] =
+    ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "victim_role", "limit"];
+pub const POD_EXIT_LABELS: [&str; 8] =
+    ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "reason"];
+pub const WORKLOAD_OOM_LABELS: [&str; 4] = ["namespace", "workload", "workload_kind", "victim_role"];
+pub const WORKLOAD_EXIT_LABELS: [&str; 4] = ["namespace", "workload", "workload_kind", "reason"];
+
+type SeriesKey = (Family, Vec<String>);
+
+/// A workload: (namespace, name, kind).
+type WorkloadKey = [String; 3];
+
+/// Series under one cap.
+struct Capped {
+    max: usize,
+    last_update: HashMap<SeriesKey, u64>,
     evicted: IntCounter,
     expired: IntCounter,
-    max: usize,
-    /// labels → update sequence number.
-    last_update: HashMap<PodLabels, u64>,
+}
+
+pub struct PodSeries {
+    counters: HashMap<Family, IntCounterVec>,
+    family: Registry,
+    /// The families as text since their last change (`None`: changed).
+    text: Option<Arc<str>>,
+    pods: Capped,
+    workloads: Capped,
+    /// The pods counted in each workload's series, till they expire.
+    workload_pods: HashMap<WorkloadKey, HashSet<String>>,
     seq: u64,
 }
 
+fn counter(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
+    IntCounterVec::new(Opts::new(name, help), labels)
+}
+
 impl PodSeries {
-    /// The family in its own registry; its two counters in `registry`.
-    pub fn register(registry: &Registry, max: usize) -> Result<Self, prometheus::Error> {
-        let counter = IntCounterVec::new(
-            Opts::new(
-                "sandwatch_pod_oom_kills_total",
-                "OOM kills per pod and container (namespace, pod and container names are empty without runtime metadata). Capped series.",
+    /// The families in their own registry; the caps' counters in
+    /// `registry`.
+    pub fn register(registry: &Registry, max_pods: usize, max_workloads: usize) -> Result<Self, prometheus::Error> {
+        let counters = HashMap::from([
+            (
+                Family::PodOomKills,
+                counter(
+                    "sandwatch_pod_oom_kills_total",
+                    "OOM kills per pod and container (namespace, pod, container and workload names are empty without runtime metadata). Capped series.",
+                    &POD_OOM_LABELS,
+                )?,
             ),
-            &LABELS,
-        )?;
-        let evicted = IntCounter::new(
-            "sandwatch_pod_series_evicted_total",
-            "Per-pod OOM series dropped because the --max-pod-series cap was reached.",
-        )?;
-        let expired = IntCounter::new(
-            "sandwatch_pod_series_expired_total",
-            "Per-pod OOM series removed --pod-series-ttl after their pod was torn down.",
-        )?;
+            (
+                Family::PodContainerExits,
+                counter(
+                    "sandwatch_pod_container_exits_total",
+                    "Exits of containers' inits per pod and container, by reason (completed, error, oom_killed, killed, or the signal's name). Capped with the OOM series.",
+                    &POD_EXIT_LABELS,
+                )?,
+            ),
+            (
+                Family::WorkloadOomKills,
+                counter(
+                    "sandwatch_workload_oom_kills_total",
+                    "OOM kills per workload (Deployment, StatefulSet, DaemonSet, CronJob, Job, or the bare Pod) across its pods' replacements. Capped series.",
+                    &WORKLOAD_OOM_LABELS,
+                )?,
+            ),
+            (
+                Family::WorkloadContainerExits,
+                counter(
+                    "sandwatch_workload_container_exits_total",
+                    "Exits of containers' inits per workload, by reason, across its pods' replacements. Capped with the workload OOM series.",
+                    &WORKLOAD_EXIT_LABELS,
+                )?,
+            ),
+        ]);
         let family = Registry::new();
-        family.register(Box::new(counter.clone()))?;
-        registry.register(Box::new(evicted.clone()))?;
-        registry.register(Box::new(expired.clone()))?;
-        Ok(Self { counter, family, text: None, evicted, expired, max: max.max(1), last_update: HashMap::new(), seq: 0 })
+        for c in counters.values() {
+            family.register(Box::new(c.clone()))?;
+        }
+        let capped = |max: usize, what: &str, flag: &str, gone: &str| -> Result<Capped, prometheus::Error> {
+            let evicted = IntCounter::new(
+                format!("sandwatch_{what}_series_evicted_total"),
+                format!("Per-{what} series dropped because the {flag} cap was reached."),
+            )?;
+            let expired = IntCounter::new(format!("sandwatch_{what}_series_expired_total"), gone.to_string())?;
+            registry.register(Box::new(evicted.clone()))?;
+            registry.register(Box::new(expired.clone()))?;
+            Ok(Capped { max: max.max(1), last_update: HashMap::new(), evicted, expired })
+        };
+        Ok(Self {
+            counters,
+            family,
+            text: None,
+            pods: capped(
+                max_pods,
+                "pod",
+                "--max-pod-series",
+                "Per-pod series removed --pod-series-ttl after their pod was torn down.",
+            )?,
+            workloads: capped(
+                max_workloads,
+                "workload",
+                "--max-workload-series",
+                "Per-workload series removed once every pod they counted was gone for --pod-series-ttl.",
+            )?,
+            workload_pods: HashMap::new(),
+            seq: 0,
+        })
     }
 
-    pub fn inc(&mut self, labels: PodLabels) {
+    fn remove(counters: &HashMap<Family, IntCounterVec>, key: &SeriesKey) -> bool {
+        let labels: Vec<&str> = key.1.iter().map(String::as_str).collect();
+        counters.get(&key.0).is_some_and(|c| c.remove_label_values(&labels).is_ok())
+    }
+
+    /// One more in `family`'s series `labels`; for a workload family,
+    /// `pod_uid` is the pod it came from.
+    pub fn inc(&mut self, family: Family, labels: Vec<String>, pod_uid: &str) {
         self.seq += 1;
         self.text = None;
-        if !self.last_update.contains_key(&labels) && self.last_update.len() >= self.max {
-            let oldest = self.last_update.iter().min_by_key(|(_, seq)| **seq).map(|(l, _)| l.clone());
-            if let Some(oldest) = oldest {
-                self.last_update.remove(&oldest);
-                let _ = self.counter.remove_label_values(&refs(&oldest));
-                self.evicted.inc();
+        if family.per_workload() {
+            if let [namespace, workload, kind, ..] = labels.as_slice() {
+                let key = [namespace.clone(), workload.clone(), kind.clone()];
+                self.workload_pods.entry(key).or_default().insert(pod_uid.to_string());
             }
         }
-        self.counter.with_label_values(&refs(&labels)).inc();
-        self.last_update.insert(labels, self.seq);
+        let capped = if family.per_workload() { &mut self.workloads } else { &mut self.pods };
+        let key = (family, labels);
+        if !capped.last_update.contains_key(&key) && capped.last_update.len() >= capped.max {
+            let oldest = capped.last_update.iter().min_by_key(|(_, seq)| **seq).map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                capped.last_update.remove(&oldest);
+                Self::remove(&self.counters, &oldest);
+                capped.evicted.inc();
+            }
+        }
+        let values: Vec<&str> = key.1.iter().map(String::as_str).collect();
+        if let Some(Ok(c)) = self.counters.get(&family).map(|c| c.get_metric_with_label_values(&values)) {
+            c.inc();
+        }
+        capped.last_update.insert(key, self.seq);
     }
 
-    /// Removes every series of `pod_uid`.
+    /// Removes every series of `pod_uid`, and those of each workload whose
+    /// last counted pod it was.
     pub fn expire(&mut self, pod_uid: &str) {
-        let (counter, expired) = (&self.counter, &self.expired);
-        let before = self.last_update.len();
-        self.last_update.retain(|labels, _| {
-            if labels[0] != pod_uid {
-                return true;
+        let gone: Vec<SeriesKey> = self
+            .pods
+            .last_update
+            .keys()
+            .filter(|(_, labels)| labels.first().is_some_and(|u| u == pod_uid))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.pods.last_update.remove(&key);
+            if Self::remove(&self.counters, &key) {
+                self.pods.expired.inc();
             }
-            if counter.remove_label_values(&refs(labels)).is_ok() {
-                expired.inc();
-            }
-            false
-        });
-        if self.last_update.len() != before {
             self.text = None;
         }
+        let mut emptied = Vec::new();
+        for (workload, pods) in &mut self.workload_pods {
+            if pods.remove(pod_uid) && pods.is_empty() {
+                emptied.push(workload.clone());
+            }
+        }
+        for workload in emptied {
+            self.workload_pods.remove(&workload);
+            let gone: Vec<SeriesKey> =
+                self.workloads.last_update.keys().filter(|(_, labels)| labels[..3] == workload[..]).cloned().collect();
+            for key in gone {
+                self.workloads.last_update.remove(&key);
+                if Self::remove(&self.counters, &key) {
+                    self.workloads.expired.inc();
+                }
+                self.text = None;
+            }
+        }
     }
 
-    /// The family's text, rendered again only if it changed.
+    /// The families' text, rendered again only if they changed.
     pub fn text(&mut self) -> Result<Arc<str>, prometheus::Error> {
         if let Some(text) = &self.text {
             return Ok(text.clone());
@@ -96,8 +224,4 @@ impl PodSeries {
         self.text = Some(text.clone());
         Ok(text)
     }
-}
-
-fn refs(labels: &PodLabels) -> [&str; 7] {
-    [&labels[0], &labels[1], &labels[2], &labels[3], &labels[4], &labels[5], &labels[6]]
 }

@@ -33,6 +33,7 @@ use strum::IntoEnumIterator as _;
 use tokio::sync::mpsc;
 
 use crate::{
+    events::ExitStatus,
     host::Now,
     labels::Label as _,
     model::{Names, PodRef},
@@ -63,6 +64,7 @@ pub struct Record {
 pub enum Body {
     OomKill(OomKillRecord),
     SandboxDeath(SandboxDeathRecord),
+    ContainerExit(ContainerExitRecord),
     LateExit(LateExitRecord),
     RuntimeCrash(RuntimeRecord),
     RuntimeRestart(RuntimeRecord),
@@ -88,6 +90,11 @@ pub struct PodFields {
     pub container_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos_class: Option<String>,
+    /// The pod's workload (from its labels) and its kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_kind: Option<String>,
 }
 
 impl PodFields {
@@ -100,6 +107,8 @@ impl PodFields {
             container: some(&names.container),
             container_id: p.container_id.as_deref().and_then(some),
             qos_class: p.qos.map(|q| q.label().to_string()),
+            workload: some(&names.workload),
+            workload_kind: some(&names.workload_kind),
         }
     }
 }
@@ -131,6 +140,27 @@ pub struct OomKillRecord {
     pub constraint: Option<String>,
     /// The dispatcher's outcome: handled, late, unknown, host.
     pub outcome: String,
+}
+
+/// A container's init ended: how (its code, or its signal) and why it
+/// counts so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerExitRecord {
+    #[serde(flatten)]
+    pub pod: PodFields,
+    pub victim_role: String,
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// completed, error, oom_killed, killed, or the signal's name.
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<u8>,
+    /// The signal's number, when one ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<u8>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub core_dumped: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,6 +231,7 @@ impl Body {
         match self {
             Body::OomKill(r) => Some(&r.pod),
             Body::SandboxDeath(r) => Some(&r.pod),
+            Body::ContainerExit(r) => Some(&r.pod),
             Body::LateExit(r) => Some(&r.pod),
             Body::RuntimeCrash(_)
             | Body::RuntimeRestart(_)
@@ -240,6 +271,23 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
                 outcome: r.outcome.label().to_string(),
             });
             (Stamp::Boot(k.ts_ns), body)
+        }
+        Finding::ContainerExit(e) => {
+            let (exit_code, signal, core_dumped) = match e.status {
+                ExitStatus::Code(c) => (Some(c), None, false),
+                ExitStatus::Signal { signo, core_dumped } => (None, Some(signo), core_dumped),
+            };
+            let body = Body::ContainerExit(ContainerExitRecord {
+                pod: PodFields::of(e.report.pod.as_ref(), &e.names),
+                victim_role: e.report.role.label().to_string(),
+                pid: e.pid,
+                comm: some(&e.comm),
+                reason: e.reason.label().to_string(),
+                exit_code,
+                signal,
+                core_dumped,
+            });
+            (Stamp::Boot(e.ts_ns), body)
         }
         Finding::SandboxDeath(d) => {
             let body = Body::SandboxDeath(SandboxDeathRecord {
@@ -682,6 +730,20 @@ mod tests {
         let bodies = [
             oom("web").body,
             death().body,
+            Body::ContainerExit(ContainerExitRecord {
+                pod: PodFields {
+                    workload: Some("web".into()),
+                    workload_kind: Some("Deployment".into()),
+                    ..PodFields::default()
+                },
+                victim_role: "container_init".into(),
+                pid: 7,
+                comm: Some("app".into()),
+                reason: "sigsegv".into(),
+                exit_code: None,
+                signal: Some(11),
+                core_dumped: true,
+            }),
             Body::LateExit(LateExitRecord {
                 pod: PodFields::default(),
                 victim_role: "unknown".into(),
@@ -735,7 +797,7 @@ mod tests {
             delay_ns: 0,
             fired: crate::model::oom_limit::Fired::UNKNOWN,
         };
-        let names = Names { namespace: "shop".into(), pod: "web".into(), container: String::new() };
+        let names = Names { namespace: "shop".into(), pod: "web".into(), ..Names::default() };
         let kill = Finding::OomKill(OomKill { report, names, rss_bytes: Some(1), limit_bytes: None, ts_ns: 5 });
         let Some((Stamp::Boot(5), Body::OomKill(r))) = record_of(&kill) else { panic!("{:?}", record_of(&kill)) };
         assert_eq!(

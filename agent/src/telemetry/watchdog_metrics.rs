@@ -8,14 +8,13 @@ use std::sync::{Arc, Mutex};
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use strum::{EnumCount as _, IntoEnumIterator as _};
 
-use super::pod_series::PodSeries;
+use super::pod_series::{Family, PodSeries};
 use crate::{
     labels::Label as _,
     model::{
-        crashes::CrashReason, dispatch::OutcomeKind, registry::EvictionKind, DeathCause, ExitReport, LateReason,
-        OomScope, Outcome, QosClass, Source, TaskRole,
+        crashes::CrashReason, dispatch::OutcomeKind, registry::EvictionKind, DeathCause, ExitReason, ExitReport,
+        LateReason, Names, OomConstraint, OomLimit, OomScope, Outcome, PodRef, QosClass, Source, TaskRole,
     },
-    model::{OomConstraint, OomLimit},
     watchdog::{Finding, ModelStats},
 };
 
@@ -66,8 +65,10 @@ enum ResyncChange {
 /// How the families are set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsSettings {
-    /// Cap on `sandwatch_pod_oom_kills_total` series.
+    /// Cap on the per-pod series (OOM kills and container exits).
     pub max_pod_series: usize,
+    /// Cap on the per-workload series.
+    pub max_workload_series: usize,
     /// The OOM-churn window, for its gauge's label.
     pub window_secs: u64,
     /// Runtimes whose crash and restart series exist from the start.
@@ -76,7 +77,7 @@ pub struct MetricsSettings {
 
 impl Default for MetricsSettings {
     fn default() -> Self {
-        Self { max_pod_series: 500, window_secs: 60, runtime_names: Vec::new() }
+        Self { max_pod_series: 500, max_workload_series: 500, window_secs: 60, runtime_names: Vec::new() }
     }
 }
 
@@ -85,6 +86,7 @@ pub struct WatchdogMetrics {
     oom_kills: IntCounterVec,
     oom_events: IntCounterVec,
     oom_group_containers: IntGauge,
+    container_exits: IntCounterVec,
     pod_series: Arc<Mutex<PodSeries>>,
     window: IntGauge,
     storm: IntGauge,
@@ -142,7 +144,16 @@ impl WatchdogMetrics {
                 "sandwatch_oom_group_containers",
                 "Tracked containers whose memory.oom.group is 1: an OOM kill takes the whole container (kubelet >= 1.28 on cgroup v2).",
             )?,
-            pod_series: Arc::new(Mutex::new(PodSeries::register(registry, settings.max_pod_series)?)),
+            container_exits: counter_vec(
+                "sandwatch_container_exits_total",
+                "Exits of containers' inits (the container ended, or its start did), by the container's role (sandbox, workload) and reason: completed (0), error (another code), oom_killed, killed (SIGKILL not from the OOM killer), or the signal's name.",
+                &["container_role", "reason"],
+            )?,
+            pod_series: Arc::new(Mutex::new(PodSeries::register(
+                registry,
+                settings.max_pod_series,
+                settings.max_workload_series,
+            )?)),
             window: window.with_label_values(&[&format!("{}s", settings.window_secs)]),
             storm: IntGauge::new(
                 "sandwatch_oom_storm",
@@ -239,13 +250,10 @@ impl WatchdogMetrics {
             )?,
         };
         registry.register(Box::new(window))?;
-        for c in [&m.oom_kills, &m.oom_events, &m.sandbox_deaths, &m.task_exits, &m.late_exits].into_iter().chain([
-            &m.registry_evictions,
-            &m.resync_changes,
-            &m.oom_mismatch,
-            &m.crashes,
-            &m.restarts,
-        ]) {
+        for c in [&m.oom_kills, &m.oom_events, &m.sandbox_deaths, &m.container_exits, &m.task_exits, &m.late_exits]
+            .into_iter()
+            .chain([&m.registry_evictions, &m.resync_changes, &m.oom_mismatch, &m.crashes, &m.restarts])
+        {
             registry.register(Box::new(c.clone()))?;
         }
         for g in [&m.oom_group_containers, &m.storm, &m.tracked_sandboxes, &m.tracked_containers, &m.tracked_processes]
@@ -289,6 +297,11 @@ impl WatchdogMetrics {
         }
         for cause in DeathCause::iter() {
             m.sandbox_deaths.with_label_values(&[cause.label()]);
+        }
+        for role in ["sandbox", "workload"] {
+            for reason in ExitReason::iter() {
+                m.container_exits.with_label_values(&[role, reason.label()]);
+            }
         }
         for reason in LateReason::iter() {
             for source in Source::iter() {
@@ -336,18 +349,24 @@ impl WatchdogMetrics {
             }
             Finding::PodOom(p) => {
                 let Some(pod) = &p.report.pod else { return };
-                let labels = [
-                    pod.pod_uid.clone(),
-                    p.names.namespace.clone(),
-                    p.names.pod.clone(),
-                    p.names.container.clone(),
-                    pod.container_id.clone().unwrap_or_default(),
-                    p.report.role.label().to_string(),
-                    p.report.fired.limit.label().to_string(),
-                ];
-                if let Ok(mut series) = self.pod_series.lock() {
-                    series.inc(labels);
-                }
+                let role = p.report.role.label();
+                self.kept(
+                    pod,
+                    &p.names,
+                    [Family::PodOomKills, Family::WorkloadOomKills],
+                    role,
+                    p.report.fired.limit.label(),
+                );
+            }
+            Finding::ContainerExit(e) => {
+                let Some(pod) = &e.report.pod else { return };
+                self.kept(
+                    pod,
+                    &e.names,
+                    [Family::PodContainerExits, Family::WorkloadContainerExits],
+                    e.reason.label(),
+                    "",
+                );
             }
             Finding::PodSeriesExpired { pod_uid } => {
                 if let Ok(mut series) = self.pod_series.lock() {
@@ -403,7 +422,38 @@ impl WatchdogMetrics {
         if let Some(cause) = r.sandbox_death {
             self.sandbox_deaths.with_label_values(&[cause.label()]).inc();
         }
+        if let (Outcome::Handled, Some(reason)) = (r.outcome, r.container_exit) {
+            let role = if r.role == TaskRole::Sandbox { "sandbox" } else { "workload" };
+            self.container_exits.with_label_values(&[role, reason.label()]).inc();
+        }
         self.exit_delay.observe(r.delay_ns as f64 / 1e9);
+    }
+
+    /// One more in a pod's series of `families[0]` and, where the pod's
+    /// workload is known, its workload's of `families[1]`: `what` is the
+    /// victim's role or the exit's reason; `limit` (OOM kills only) whose
+    /// limit fired.
+    fn kept(&self, pod: &PodRef, names: &Names, families: [Family; 2], what: &str, limit: &str) {
+        let Ok(mut series) = self.pod_series.lock() else { return };
+        let mut labels = vec![
+            pod.pod_uid.clone(),
+            names.namespace.clone(),
+            names.pod.clone(),
+            names.container.clone(),
+            pod.container_id.clone().unwrap_or_default(),
+            names.workload.clone(),
+            names.workload_kind.clone(),
+            what.to_string(),
+        ];
+        if families[0] == Family::PodOomKills {
+            labels.push(limit.to_string());
+        }
+        series.inc(families[0], labels, &pod.pod_uid);
+        if !names.workload.is_empty() {
+            let labels =
+                vec![names.namespace.clone(), names.workload.clone(), names.workload_kind.clone(), what.to_string()];
+            series.inc(families[1], labels, &pod.pod_uid);
+        }
     }
 
     fn model(&self, s: &ModelStats) {
@@ -499,6 +549,67 @@ mod tests {
         text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
     }
 
+    /// A churn of 2 000 pods of 20 workloads, each pod OOM-killed once and
+    /// its container exiting with one of four reasons: no family grows past
+    /// its cap, what went to make room is counted, and once the pods are
+    /// gone (their grace over) so are their workloads' series.
+    #[test]
+    fn a_churn_of_2000_pods_of_20_workloads_keeps_every_family_within_its_cap() {
+        use crate::{events::ExitStatus, model::ExitReport, watchdog::ContainerExit};
+        let settings = MetricsSettings { max_pod_series: 500, max_workload_series: 50, ..MetricsSettings::default() };
+        let served = Served::new(settings);
+        let reasons = [ExitReason::OomKilled, ExitReason::Error, ExitReason::Sigsegv, ExitReason::Completed];
+        let names = |pod: u32| Names {
+            namespace: "shop".into(),
+            pod: format!("web-{pod}"),
+            container: "app".into(),
+            workload: format!("w{}", pod % 20),
+            workload_kind: "Deployment".into(),
+        };
+        for pod in 0..2000 {
+            let report = report(pod);
+            served.m.observe(&Finding::PodOom(PodOom { report: report.clone(), names: names(pod) }));
+            let reason = reasons[(pod / 20) as usize % reasons.len()];
+            served.m.observe(&Finding::ContainerExit(ContainerExit {
+                report: ExitReport {
+                    source: Source::Kernel,
+                    outcome: Outcome::Handled,
+                    role: TaskRole::ContainerInit,
+                    pod: report.pod.clone(),
+                    sandbox_death: None,
+                    container_exit: Some(reason),
+                    delay_ns: 0,
+                },
+                reason,
+                status: ExitStatus::Code(1),
+                names: names(pod),
+                pid: pod,
+                comm: "app".into(),
+                ts_ns: 0,
+            }));
+        }
+        let text = served.text();
+        let count = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+        let per_pod = count("sandwatch_pod_oom_kills_total{") + count("sandwatch_pod_container_exits_total{");
+        let per_workload =
+            count("sandwatch_workload_oom_kills_total{") + count("sandwatch_workload_container_exits_total{");
+        assert_eq!(per_pod, 500, "the per-pod cap");
+        assert_eq!(value(&text, "sandwatch_pod_series_evicted_total"), Some(4000.0 - 500.0));
+        // 20 workloads × (1 role + 4 reasons) = 100 series for a cap of 50,
+        // touched in turn: the least recently updated goes each time.
+        assert_eq!(per_workload, 50, "the per-workload cap");
+        assert!(value(&text, "sandwatch_workload_series_evicted_total").is_some_and(|n| n >= 50.0), "{text}");
+        // Every pod's grace is over: nothing of theirs, nor of their
+        // workloads', is left.
+        for pod in 0..2000 {
+            served.m.observe(&Finding::PodSeriesExpired { pod_uid: format!("pod-{pod}") });
+        }
+        let text = served.text();
+        assert!(!text.lines().any(|l| l.starts_with("sandwatch_pod_") && l.contains('{')), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("sandwatch_workload_") && l.contains('{')), "{text}");
+        assert_eq!(value(&text, "sandwatch_workload_series_expired_total"), Some(50.0));
+    }
+
     #[test]
     fn pod_series_never_exceed_the_cap_and_evictions_are_counted() {
         let served = Served::new(MetricsSettings { max_pod_series: 3, ..MetricsSettings::default() });
@@ -512,7 +623,10 @@ mod tests {
         let series = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
         assert_eq!(series, 3, "{text}");
         assert_eq!(value(&text, "sandwatch_pod_series_evicted_total"), Some(8.0));
-        assert!(text.contains("pod_uid=\"pod-9\",victim_role=\"container_child\"} 2"), "{text}");
+        assert!(
+            text.contains("pod_uid=\"pod-9\",victim_role=\"container_child\",workload=\"\",workload_kind=\"\"} 2"),
+            "{text}"
+        );
         // 7, 8, 9 were kept; 9 was touched again, so 10 evicted 7.
         assert!(!text.contains("pod_uid=\"pod-7\""), "least recently updated goes first: {text}");
         assert!(text.contains("pod_uid=\"pod-8\""), "{text}");
@@ -530,7 +644,7 @@ mod tests {
         let served = Served::new(MetricsSettings { max_pod_series: 2, ..MetricsSettings::default() });
         let m = &served.m;
         let count = |text: &str, pod: &str| {
-            value(text, &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"c\",limit=\"unknown\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\"}}"))
+            value(text, &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"c\",limit=\"unknown\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\",workload=\"\",workload_kind=\"\"}}"))
         };
         assert_eq!(&*m.pod_series_text().unwrap(), "", "no series, no family");
         observe(m, &report(1));
@@ -568,6 +682,7 @@ mod tests {
             role,
             pod: None,
             sandbox_death: death,
+            container_exit: None,
             delay_ns: 2_000_000,
         };
         m.observe(&Finding::TaskExit(exit(TaskRole::ContainerChild, Outcome::Handled, None)));

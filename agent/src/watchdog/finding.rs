@@ -10,9 +10,12 @@
 //! own then: [`Finding::SandboxDeath`] after the [`Finding::TaskExit`] that
 //! counted it, [`Finding::PodOom`] after the [`Finding::OomEvent`].
 
-use crate::model::{
-    correlation::Expired, crashes::CrashReason, registry::Evictions, storm::StormEdge, DeathCause, ExitReport, Fired,
-    LateReason, Names, OomReport, OomScope, QosClass,
+use crate::{
+    events::ExitStatus,
+    model::{
+        correlation::Expired, crashes::CrashReason, registry::Evictions, storm::StormEdge, DeathCause, ExitReason,
+        ExitReport, Fired, LateReason, Names, OomReport, OomScope, QosClass,
+    },
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +28,8 @@ pub enum Finding {
     LateExit(LateExit),
     /// A pod sandbox died, with the names known.
     SandboxDeath(SandboxDeath),
+    /// A container's init ended (or its start did), with the names known.
+    ContainerExit(ContainerExit),
     /// A process was OOM-killed.
     OomKill(OomKill),
     /// One pick of the OOM killer is over: one process, or a whole
@@ -94,6 +99,18 @@ pub struct OomKill {
 pub struct SandboxDeath {
     pub report: ExitReport,
     pub cause: DeathCause,
+    pub names: Names,
+    pub pid: u32,
+    pub comm: String,
+    pub ts_ns: u64,
+}
+
+/// A container exit: the process that ended, how, and why it counts so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerExit {
+    pub report: ExitReport,
+    pub reason: ExitReason,
+    pub status: ExitStatus,
     pub names: Names,
     pub pid: u32,
     pub comm: String,

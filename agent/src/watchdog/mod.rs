@@ -20,7 +20,7 @@ mod tests;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-pub use finding::{Finding, LateExit, LossStage, ModelStats, OomKill, PodOom, SandboxDeath};
+pub use finding::{ContainerExit, Finding, LateExit, LossStage, ModelStats, OomKill, PodOom, SandboxDeath};
 pub use host::{CgroupTree, Host, LossTotals};
 
 use crate::{
@@ -106,6 +106,7 @@ pub struct RuntimeSettings {
 enum Awaiting {
     PodOom(PodOom),
     Death(SandboxDeath),
+    Exit(ContainerExit),
 }
 
 impl Awaiting {
@@ -113,6 +114,7 @@ impl Awaiting {
         match self {
             Awaiting::PodOom(p) => p.report.pod.as_ref(),
             Awaiting::Death(d) => d.report.pod.as_ref(),
+            Awaiting::Exit(e) => e.report.pod.as_ref(),
         }
     }
 
@@ -121,6 +123,7 @@ impl Awaiting {
         match self {
             Awaiting::PodOom(p) => Finding::PodOom(PodOom { names, ..p }),
             Awaiting::Death(d) => Finding::SandboxDeath(SandboxDeath { names, ..d }),
+            Awaiting::Exit(e) => Finding::ContainerExit(ContainerExit { names, ..e }),
         }
     }
 }
@@ -427,12 +430,27 @@ impl<H: Host> Watchdog<H> {
             comm: e.comm.clone(),
             ts_ns: e.ts_ns,
         });
+        let container_exit = match (r.outcome, r.container_exit) {
+            (Outcome::Handled, Some(reason)) => Some(ContainerExit {
+                report: r.clone(),
+                reason,
+                status: e.status,
+                names: Names::default(),
+                pid: e.tgid,
+                comm: e.comm.clone(),
+                ts_ns: e.ts_ns,
+            }),
+            _ => None,
+        };
         self.out.push(Finding::TaskExit(r));
         if let Some(late) = late {
             self.out.push(Finding::LateExit(late));
         }
         if let Some(death) = death {
             self.defer(Awaiting::Death(death), now);
+        }
+        if let Some(exit) = container_exit {
+            self.defer(Awaiting::Exit(exit), now);
         }
     }
 

@@ -17,7 +17,7 @@ use crate::{
         crashes::RuntimeProcess,
         metadata::{ContainerMeta, PodMeta},
         storm::StormEdge,
-        DeathCause, LateReason, OomConstraint, OomLimit, OomScope, Source,
+        DeathCause, ExitReason, LateReason, OomConstraint, OomLimit, OomScope, Source,
     },
 };
 
@@ -297,7 +297,13 @@ fn model(findings: &[Finding]) -> Option<ModelStats> {
 /// sandbox and container 2 as `app`.
 fn listing() -> Snapshot {
     Snapshot {
-        pods: vec![PodMeta { uid: uid(1), namespace: "shop".into(), name: "web".into(), sandbox_id: cid(1) }],
+        pods: vec![PodMeta {
+            uid: uid(1),
+            namespace: "shop".into(),
+            name: "web".into(),
+            sandbox_id: cid(1),
+            workload: None,
+        }],
         containers: vec![
             ContainerMeta { id: cid(1), name: "POD".into(), pod_uid: uid(1), sandbox: true },
             ContainerMeta { id: cid(2), name: "app".into(), pod_uid: uid(1), sandbox: false },
@@ -752,4 +758,44 @@ fn each_oom_kill_says_whose_limit_fired() {
     wd.host_mut().cgroups.remove(&container_path(1, 2));
     let found = kernel(&mut wd, oom(27, 102, "app", 27, 9 * SEC), 9 * SEC);
     assert_eq!(limits(&found), [(OomLimit::Unknown, OomConstraint::Unknown)]);
+}
+
+/// (role, reason) of each container exit found.
+fn container_exits(findings: &[Finding]) -> Vec<(TaskRole, ExitReason)> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::ContainerExit(e) => Some((e.report.role, e.reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Guards: container exits counted only by role, their reasons lost (an
+/// operator cannot tell a crash loop from a job that completes). Every
+/// container init's end is a finding of its own with its reason — its
+/// code, its signal, or the OOM kill it was — counted node-wide at once
+/// (with the exit) and named; a child's exit is none. (Mutation checked:
+/// without the reason on the dispatcher's report, no container exit is
+/// found.)
+#[test]
+fn every_container_init_exit_is_a_finding_with_its_reason() {
+    let sig = |signo| ExitStatus::Signal { signo, core_dumped: false };
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    let found = kernel(&mut wd, exit(30, 102, "sh", ExitStatus::Code(0), 2 * SEC), 2 * SEC);
+    assert_eq!(container_exits(&found), [], "a child's exit is no container's");
+    let found = kernel(&mut wd, exit(20, 102, "app", ExitStatus::Code(3), 3 * SEC), 3 * SEC);
+    assert_eq!(container_exits(&found), [(TaskRole::ContainerInit, ExitReason::Error)]);
+    assert!(found.iter().any(|f| matches!(f, Finding::TaskExit(r) if r.container_exit == Some(ExitReason::Error))));
+    let found = kernel(&mut wd, exit(10, 101, "pause", sig(15), 4 * SEC), 4 * SEC);
+    assert_eq!(container_exits(&found), [(TaskRole::Sandbox, ExitReason::Sigterm)]);
+    // The runtime starts the container again; its OOM kill stays an OOM kill.
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    kernel(&mut wd, oom(20, 102, "app", 20, 2 * SEC), 2 * SEC);
+    let found = kernel(&mut wd, exit(20, 102, "app", sig(9), 2 * SEC + MS), 2 * SEC + MS);
+    assert_eq!(container_exits(&found), [(TaskRole::ContainerInit, ExitReason::OomKilled)]);
+    let Some(Finding::ContainerExit(e)) = found.iter().find(|f| matches!(f, Finding::ContainerExit(_))) else {
+        panic!("{found:?}")
+    };
+    assert_eq!((e.pid, e.comm.as_str(), e.status), (20, "app", sig(9)));
 }

@@ -71,7 +71,48 @@ impl Cri {
         uid: &str,
         cgroup_parent: &str,
     ) -> Result<CriPod, String> {
+        self.try_run_pod_with(name, namespace, uid, cgroup_parent, &[], false)
+    }
+
+    /// RunPodSandbox with the pod's `labels` as the kubelet hands them over
+    /// (the pod's own, plus its `io.kubernetes.pod.*`), and with
+    /// `share_pids` one PID namespace for the pod (shareProcessNamespace:
+    /// a container's init is not its namespace's PID 1, so it can be
+    /// killed by any signal).
+    pub fn run_pod_with(
+        &mut self,
+        name: &str,
+        namespace: &str,
+        uid: &str,
+        cgroup_parent: &str,
+        labels: &[(&str, &str)],
+        share_pids: bool,
+    ) -> CriPod {
+        self.try_run_pod_with(name, namespace, uid, cgroup_parent, labels, share_pids)
+            .unwrap_or_else(|message| panic!("RunPodSandbox: {message}"))
+    }
+
+    fn try_run_pod_with(
+        &mut self,
+        name: &str,
+        namespace: &str,
+        uid: &str,
+        cgroup_parent: &str,
+        labels: &[(&str, &str)],
+        share_pids: bool,
+    ) -> Result<CriPod, String> {
+        let mut labels: std::collections::HashMap<String, String> =
+            labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        for (k, v) in [
+            ("io.kubernetes.pod.name", name),
+            ("io.kubernetes.pod.namespace", namespace),
+            ("io.kubernetes.pod.uid", uid),
+        ] {
+            labels.insert(k.into(), v.into());
+        }
+        let pid = if share_pids { NamespaceMode::Pod } else { NamespaceMode::Container };
         let config = PodSandboxConfig {
+            labels,
             metadata: Some(PodSandboxMetadata {
                 name: name.into(),
                 uid: uid.into(),
@@ -86,7 +127,7 @@ impl Cri {
                 security_context: Some(LinuxSandboxSecurityContext {
                     namespace_options: Some(NamespaceOption {
                         network: NamespaceMode::Node as i32,
-                        pid: NamespaceMode::Container as i32,
+                        pid: pid as i32,
                         ipc: NamespaceMode::Pod as i32,
                         ..NamespaceOption::default()
                     }),

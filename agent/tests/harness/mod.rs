@@ -208,9 +208,22 @@ impl WireRecord {
         cause,
         source,
         runtime,
-        stage
+        stage,
+        workload,
+        workload_kind,
+        limit,
+        constraint
     );
-    number_fields!(pid: u32, trigger_pid: u32, rss_bytes: u64, limit_bytes: u64, count: u64, window_seconds: u64);
+    number_fields!(
+        pid: u32,
+        trigger_pid: u32,
+        rss_bytes: u64,
+        limit_bytes: u64,
+        count: u64,
+        window_seconds: u64,
+        exit_code: u8,
+        signal: u8
+    );
 }
 
 /// The agent binary, started on a free loopback port; killed on drop if a
