@@ -82,7 +82,8 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_TASK_TABLE_ENTRIES", value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]
     pub task_table_entries: Option<u32>,
 
-    /// Most `sandwatch_pod_oom_kills_total` series kept; beyond it the least
+    /// Most series kept of each per-pod family (sandwatch_pod_oom_kills_total,
+    /// sandwatch_pod_container_exits_total); beyond it the family's least
     /// recently updated is dropped (counted in sandwatch_pod_series_evicted_total).
     #[arg(long, env = "SANDWATCH_MAX_POD_SERIES", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_pod_series: u32,
@@ -93,9 +94,10 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_POD_SERIES_TTL", default_value = "15m", value_parser = parse_duration_secs)]
     pub pod_series_ttl: u64,
 
-    /// Most per-workload series (sandwatch_workload_oom_kills_total and
-    /// sandwatch_workload_container_exits_total); beyond it the least
-    /// recently updated is dropped (counted in
+    /// Most series kept of each per-workload family
+    /// (sandwatch_workload_oom_kills_total,
+    /// sandwatch_workload_container_exits_total); beyond it the family's
+    /// least recently updated is dropped (counted in
     /// sandwatch_workload_series_evicted_total).
     #[arg(long, env = "SANDWATCH_MAX_WORKLOAD_SERIES", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_workload_series: u32,

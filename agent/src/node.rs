@@ -76,6 +76,10 @@ impl Host for NodeHost {
         self.layout.limit_hits(path)
     }
 
+    fn limit_hits_partial(&self, path: &str) -> bool {
+        self.layout.swap_limited(path)
+    }
+
     fn cgroup_id(&self, path: &str) -> Option<u64> {
         self.layout.cgroup_id(path).ok()
     }

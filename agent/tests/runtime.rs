@@ -10,12 +10,13 @@
 mod harness;
 
 use std::time::{Duration, Instant};
+use test_support::cgroup::OwnCgroup;
 
 use harness::{
     cid,
     containerd::{remove_in_all_hierarchies, Containerd, Runtime, RuntimePod},
     cri::Cri,
-    http_get, metric, require_root, AgentProcess,
+    http_get, metric, needs_runtime_names, require_root, shipped_queries, AgentProcess, PrometheusProcess,
 };
 
 /// Polls the agent's /metrics until `series` satisfies `ok`.
@@ -40,6 +41,31 @@ fn wait_metric(agent: &AgentProcess, series: &str, timeout: Duration, ok: impl F
                     .join("\n"),
                 agent.log_text()
             );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Polls /metrics until one of `series(limit)`, for each limit label an
+/// OOM kill at a container's own limit may carry on this node
+/// (`OwnCgroup::cri_container_limits`), satisfies `ok`; that series.
+fn wait_metric_limit(
+    agent: &AgentProcess,
+    limits: &[&str],
+    series: impl Fn(&str) -> String,
+    timeout: Duration,
+    ok: impl Fn(f64) -> bool,
+) -> String {
+    let start = Instant::now();
+    loop {
+        let text = agent.metrics();
+        if let Some(found) = limits.iter().map(|l| series(l)).find(|s| metric(&text, s).is_some_and(&ok)) {
+            return found;
+        }
+        if start.elapsed() > timeout {
+            // The first, with the metrics and log in its message.
+            wait_metric(agent, &series(limits[0]), Duration::ZERO, ok);
+            unreachable!("wait_metric panics after its timeout");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -268,6 +294,8 @@ fn containerd_crash_is_counted_and_the_stream_comes_back(rt: &Runtime) {
 
 fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     require_root();
+    // Before the agent starts: the probe's OOM kill is none of its business.
+    let limits = OwnCgroup::cri_container_limits().expect("the memory + swap probe");
     let cgroups = RuntimePod::new("cri", UID_CRI);
     // The agent first, with no runtime there yet: no names, retried.
     let socket = Containerd::socket_for("cri").display().to_string();
@@ -305,10 +333,15 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     };
     assert_eq!((status.reason.as_str(), status.exit_code), ("OOMKilled", 137), "the runtime's own verdict");
 
-    let series = format!(
-        "sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",workload=\"web\",workload_kind=\"Pod\"}}"
+    let series = wait_metric_limit(
+        &agent,
+        &limits,
+        |limit| {
+            format!("sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",limit=\"{limit}\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",workload=\"web\",workload_kind=\"Pod\"}}")
+        },
+        Duration::from_secs(30),
+        |v| v == 1.0,
     );
-    wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
     let text = agent.metrics();
     let unnamed = text
         .lines()
@@ -359,6 +392,7 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
 fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     require_root();
     let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let limits = OwnCgroup::cri_container_limits().expect("the memory + swap probe");
     let cgroups = RuntimePod::new("cri-group", UID_GROUP);
     let ctrd = Containerd::start_cri(rt, "cri-group");
     let socket = ctrd.socket.display().to_string();
@@ -379,11 +413,12 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     if v2 {
         wait_metric(&agent, "sandwatch_oom_group_containers", Duration::from_secs(8), |v| v >= 1.0);
     }
-    let series = |role: &str| {
+    let series_at = |role: &str, limit: &str| {
         format!(
-            "sandwatch_pod_oom_kills_total{{container=\"worker\",container_id=\"{worker}\",limit=\"container\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\",workload=\"batch\",workload_kind=\"Pod\"}}"
+            "sandwatch_pod_oom_kills_total{{container=\"worker\",container_id=\"{worker}\",limit=\"{limit}\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\",workload=\"batch\",workload_kind=\"Pod\"}}"
         )
     };
+    let series = |role: &str| series_at(role, "container");
     if v2 {
         wait_metric(
             &agent,
@@ -407,10 +442,18 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
         assert_eq!(metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}"), Some(0.0));
         assert_eq!(cri.status(&worker).reason, "OOMKilled", "the container died");
     } else {
-        wait_metric(&agent, &series("container_child"), Duration::from_secs(60), |v| v == 1.0);
+        let found = wait_metric_limit(
+            &agent,
+            &limits,
+            |limit| series_at("container_child", limit),
+            Duration::from_secs(60),
+            |v| v == 1.0,
+        );
+        let limit = if found.contains("limit=\"unknown\"") { "unknown" } else { "container" };
+        let constraint = if limit == "unknown" { "unknown" } else { "memcg" };
         let text = agent.metrics();
         assert_eq!(
-            metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}"),
+            metric(&text, &format!("sandwatch_oom_events_total{{constraint=\"{constraint}\",limit=\"{limit}\",qos_class=\"burstable\",scope=\"process\"}}")),
             Some(1.0),
             "{text}"
         );
@@ -631,6 +674,8 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
         AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(30), |v| v == 1.0);
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(30), |v| v == 1.0);
+    // The dashboard's workload panels, on a real Prometheus.
+    let prom = PrometheusProcess::start(agent.addr);
     let before = agent.metrics();
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     let pods = RuntimePod::new("exits", UID_EXITS);
@@ -702,17 +747,6 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
         };
         assert_eq!(Some(status.exit_code), *code, "{name}: the runtime's own exit code ({})", status.reason);
     }
-    let text = agent.metrics();
-    for (_, _, _, reason, _) in ways {
-        let workload = format!(
-            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
-        );
-        assert_eq!(metric(&text, &workload), Some(1.0), "{workload}\n{text}");
-        let node_wide = format!("sandwatch_container_exits_total{{container_role=\"workload\",reason=\"{reason}\"}}");
-        let counted = metric(&text, &node_wide).unwrap_or(0.0) - metric(&before, &node_wide).unwrap_or(0.0);
-        let expected = if reason == "error" { 1.0 + others.len() as f64 } else { 1.0 };
-        assert_eq!(counted, expected, "{node_wide} counted once per exit");
-    }
     for ((pod, kind, workload, _), id) in others.iter().zip(&other_ids) {
         let series = format!(
             "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"error\",workload=\"{workload}\",workload_kind=\"{kind}\"}}"
@@ -727,6 +761,29 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
         );
         assert_eq!(exit.exit_code(), Some(1));
     }
+    // Every exit handled by now: each counted once node-wide.
+    let text = agent.metrics();
+    for (_, _, _, reason, _) in ways {
+        let workload = format!(
+            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
+        );
+        assert_eq!(metric(&text, &workload), Some(1.0), "{workload}\n{text}");
+        let node_wide = format!("sandwatch_container_exits_total{{container_role=\"workload\",reason=\"{reason}\"}}");
+        let counted = metric(&text, &node_wide).unwrap_or(0.0) - metric(&before, &node_wide).unwrap_or(0.0);
+        let expected = if reason == "error" { 1.0 + others.len() as f64 } else { 1.0 };
+        assert_eq!(counted, expected, "{node_wide} counted once per exit");
+    }
+    // The workload panels show them.
+    for (origin, expr) in
+        shipped_queries().into_iter().filter(|(o, e)| o.starts_with("dashboard") && needs_runtime_names(e))
+    {
+        let start = Instant::now();
+        while prom.query(&expr, None).is_empty() {
+            assert!(start.elapsed() < Duration::from_secs(30), "{origin} returns no data: {expr}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    drop(prom);
     // The SIGSEGV's record says so, and the OOM kill stays an OOM kill.
     let records = agent.records();
     let segv = records.iter().find(|r| r.kind() == "container_exit" && r.container_id() == Some(ids[3].as_str()));

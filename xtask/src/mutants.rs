@@ -142,10 +142,17 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/mod.rs",
-        from: "Some(now?.saturating_sub(before?))",
-        to: "Some(now?.saturating_sub(0 * before?))",
+        from: "let moved = now?.saturating_sub(before?);",
+        to: "let moved = now?.saturating_sub(0 * before?);",
         test: "each_oom_kill_says_whose_limit_fired",
         bug: "whose limit fired judged by the counts as they are, not by how they moved",
+    },
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "if moved == 0 && self.host.limit_hits_partial(p) {",
+        to: "if moved == 0 && false {",
+        test: "each_oom_kill_says_whose_limit_fired",
+        bug: "on v1 a container held to memory + swap, whose count did not move, read as a global OOM",
     },
     Mutation {
         file: "agent/src/model/oom_events.rs",

@@ -8,6 +8,20 @@ pub mod proc;
 
 use std::time::{Duration, SystemTime};
 
+/// One malloc arena for every thread (glibc builds; musl's allocator has
+/// none). glibc gives each new thread an arena of its own: the HTTP
+/// server's thread, rendering scrapes, grew and fragmented one until the
+/// agent's RSS crept up over a soak (+12 % in 2 minutes; +2 % with one).
+/// The agent's few threads do not contend enough for more to pay. Before
+/// any thread starts.
+pub fn one_malloc_arena() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets an allocator parameter.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 /// CLOCK_BOOTTIME, the clock of the kernel's event timestamps.
 pub fn boottime_ns() -> u64 {
     clock_ns(libc::CLOCK_BOOTTIME)

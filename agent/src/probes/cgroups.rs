@@ -159,17 +159,48 @@ impl CgroupLayout {
 impl CgroupLayout {
     /// How often a cgroup hit its own memory limit: on v2 the `oom` count
     /// of `memory.events.local` (OOMs at this cgroup's limit only), on v1
-    /// `memory.failcnt` (charges that failed at its limit, reclaimed or
-    /// not); `None` when unreadable or gone.
+    /// `memory.failcnt` plus, with swap accounting, `memory.memsw.failcnt`
+    /// (charges that failed at its limit, reclaimed or not: a runtime that
+    /// sets the memory+swap limit to the memory limit, as the CRI does,
+    /// makes the memsw counter the one that fails first); `None` when
+    /// unreadable or gone.
     pub fn limit_hits(&self, path: &str) -> Option<u64> {
+        let count = |file: &str| -> Option<u64> {
+            std::fs::read_to_string(self.dir(path).join(file)).ok()?.trim().parse().ok()
+        };
         match self.mode {
             CgroupMode::V1Memory { .. } => {
-                std::fs::read_to_string(self.dir(path).join("memory.failcnt")).ok()?.trim().parse().ok()
+                let memory = count("memory.failcnt")?;
+                // Absent without swap accounting: then only memory counts.
+                let memsw = if self.dir(path).join("memory.memsw.failcnt").exists() {
+                    count("memory.memsw.failcnt")?
+                } else {
+                    0
+                };
+                Some(memory + memsw)
             }
             CgroupMode::V2 => {
                 let text = std::fs::read_to_string(self.dir(path).join("memory.events.local")).ok()?;
                 text.lines().find_map(|l| l.strip_prefix("oom "))?.trim().parse().ok()
             }
+        }
+    }
+}
+
+impl CgroupLayout {
+    /// v1: whether the cgroup at `path` holds memory + swap to a limit
+    /// (`memory.memsw.limit_in_bytes`), as runc does under the CRI where
+    /// swap is accounted. Such a limit usually fails before the memory
+    /// limit, and kernels from 6.16 no longer count its failures in
+    /// `memory.memsw.failcnt`. Always false on v2 (`memory.events.local`
+    /// counts every OOM at the cgroup's limit).
+    pub fn swap_limited(&self, path: &str) -> bool {
+        match self.mode {
+            CgroupMode::V1Memory { .. } => std::fs::read_to_string(self.dir(path).join("memory.memsw.limit_in_bytes"))
+                .ok()
+                .and_then(|t| parse_memory_limit(&t))
+                .is_some(),
+            CgroupMode::V2 => false,
         }
     }
 }

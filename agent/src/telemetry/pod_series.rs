@@ -1,14 +1,17 @@
-//! The families whose labels name pods or workloads, each kind under a cap:
-//! the least recently updated series is dropped (and counted) to make room
-//! for a new one. Per pod: `sandwatch_pod_oom_kills_total` and
-//! `sandwatch_pod_container_exits_total` (one cap, `--max-pod-series`); a
-//! torn-down pod's series go when the watchdog says their grace is over.
-//! Per workload: `sandwatch_workload_oom_kills_total` and
-//! `sandwatch_workload_container_exits_total` (`--max-workload-series`);
-//! a workload's series go when the last of its pods that were counted has
-//! gone so. They are most of a scrape's text at scale and change only with
-//! OOM events, container exits and expiries: they live in their own
-//! registry and are rendered once per change, not once per scrape.
+//! The families whose labels name pods or workloads, each under a cap of
+//! its own: the least recently updated series of a family is dropped (and
+//! counted, by family) to make room for a new one, so that container exits,
+//! which are many, never push an OOM kill's series out. Per pod:
+//! `sandwatch_pod_oom_kills_total` and `sandwatch_pod_container_exits_total`
+//! (`--max-pod-series` each); a torn-down pod's series go when the
+//! watchdog says their grace is over. Per workload:
+//! `sandwatch_workload_oom_kills_total` and
+//! `sandwatch_workload_container_exits_total` (`--max-workload-series`
+//! each); a workload's series go when the last of its pods that were
+//! counted has gone so. They are most of a scrape's text at scale and
+//! change only with OOM events, container exits and expiries: they live in
+//! their own registry and are rendered once per change, not once per
+//! scrape.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -29,8 +32,19 @@ pub enum Family {
 }
 
 impl Family {
+    const ALL: [Family; 4] =
+        [Family::PodOomKills, Family::PodContainerExits, Family::WorkloadOomKills, Family::WorkloadContainerExits];
+
     fn per_workload(self) -> bool {
         matches!(self, Family::WorkloadOomKills | Family::WorkloadContainerExits)
+    }
+
+    /// The `family` label of the caps' counters.
+    fn label(self) -> &'static str {
+        match self {
+            Family::PodOomKills | Family::WorkloadOomKills => "oom_kills",
+            Family::PodContainerExits | Family::WorkloadContainerExits => "container_exits",
+        }
     }
 }
 
@@ -43,15 +57,13 @@ pub const POD_EXIT_LABELS: [&str; 8] =
 pub const WORKLOAD_OOM_LABELS: [&str; 4] = ["namespace", "workload", "workload_kind", "victim_role"];
 pub const WORKLOAD_EXIT_LABELS: [&str; 4] = ["namespace", "workload", "workload_kind", "reason"];
 
-type SeriesKey = (Family, Vec<String>);
-
 /// A workload: (namespace, name, kind).
 type WorkloadKey = [String; 3];
 
-/// Series under one cap.
+/// One family's series under its cap.
 struct Capped {
     max: usize,
-    last_update: HashMap<SeriesKey, u64>,
+    last_update: HashMap<Vec<String>, u64>,
     evicted: IntCounter,
     expired: IntCounter,
 }
@@ -61,8 +73,7 @@ pub struct PodSeries {
     family: Registry,
     /// The families as text since their last change (`None`: changed).
     text: Option<Arc<str>>,
-    pods: Capped,
-    workloads: Capped,
+    caps: HashMap<Family, Capped>,
     /// The pods counted in each workload's series, till they expire.
     workload_pods: HashMap<WorkloadKey, HashSet<String>>,
     seq: u64,
@@ -114,40 +125,35 @@ impl PodSeries {
         for c in counters.values() {
             family.register(Box::new(c.clone()))?;
         }
-        let capped = |max: usize, what: &str, flag: &str, gone: &str| -> Result<Capped, prometheus::Error> {
-            let evicted = IntCounter::new(
-                format!("sandwatch_{what}_series_evicted_total"),
-                format!("Per-{what} series dropped because the {flag} cap was reached."),
+        let mut caps = HashMap::new();
+        for (what, max, flag, gone) in [
+            ("pod", max_pods, "--max-pod-series", "Per-pod series removed --pod-series-ttl after their pod was torn down, by family (oom_kills, container_exits)."),
+            ("workload", max_workloads, "--max-workload-series", "Per-workload series removed once every pod they counted was gone for --pod-series-ttl, by family (oom_kills, container_exits)."),
+        ] {
+            let evicted = counter(
+                &format!("sandwatch_{what}_series_evicted_total"),
+                &format!("Per-{what} series dropped because the {flag} cap of their family (oom_kills, container_exits) was reached."),
+                &["family"],
             )?;
-            let expired = IntCounter::new(format!("sandwatch_{what}_series_expired_total"), gone.to_string())?;
+            let expired = counter(&format!("sandwatch_{what}_series_expired_total"), gone, &["family"])?;
             registry.register(Box::new(evicted.clone()))?;
             registry.register(Box::new(expired.clone()))?;
-            Ok(Capped { max: max.max(1), last_update: HashMap::new(), evicted, expired })
-        };
-        Ok(Self {
-            counters,
-            family,
-            text: None,
-            pods: capped(
-                max_pods,
-                "pod",
-                "--max-pod-series",
-                "Per-pod series removed --pod-series-ttl after their pod was torn down.",
-            )?,
-            workloads: capped(
-                max_workloads,
-                "workload",
-                "--max-workload-series",
-                "Per-workload series removed once every pod they counted was gone for --pod-series-ttl.",
-            )?,
-            workload_pods: HashMap::new(),
-            seq: 0,
-        })
+            for f in Family::ALL.into_iter().filter(|f| f.per_workload() == (what == "workload")) {
+                let capped = Capped {
+                    max: max.max(1),
+                    last_update: HashMap::new(),
+                    evicted: evicted.with_label_values(&[f.label()]),
+                    expired: expired.with_label_values(&[f.label()]),
+                };
+                caps.insert(f, capped);
+            }
+        }
+        Ok(Self { counters, family, text: None, caps, workload_pods: HashMap::new(), seq: 0 })
     }
 
-    fn remove(counters: &HashMap<Family, IntCounterVec>, key: &SeriesKey) -> bool {
-        let labels: Vec<&str> = key.1.iter().map(String::as_str).collect();
-        counters.get(&key.0).is_some_and(|c| c.remove_label_values(&labels).is_ok())
+    fn remove(counters: &HashMap<Family, IntCounterVec>, family: Family, labels: &[String]) -> bool {
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        counters.get(&family).is_some_and(|c| c.remove_label_values(&labels).is_ok())
     }
 
     /// One more in `family`'s series `labels`; for a workload family,
@@ -161,54 +167,48 @@ impl PodSeries {
                 self.workload_pods.entry(key).or_default().insert(pod_uid.to_string());
             }
         }
-        let capped = if family.per_workload() { &mut self.workloads } else { &mut self.pods };
-        let key = (family, labels);
-        if !capped.last_update.contains_key(&key) && capped.last_update.len() >= capped.max {
+        let Some(capped) = self.caps.get_mut(&family) else { return };
+        if !capped.last_update.contains_key(&labels) && capped.last_update.len() >= capped.max {
             let oldest = capped.last_update.iter().min_by_key(|(_, seq)| **seq).map(|(k, _)| k.clone());
             if let Some(oldest) = oldest {
                 capped.last_update.remove(&oldest);
-                Self::remove(&self.counters, &oldest);
+                Self::remove(&self.counters, family, &oldest);
                 capped.evicted.inc();
             }
         }
-        let values: Vec<&str> = key.1.iter().map(String::as_str).collect();
+        let values: Vec<&str> = labels.iter().map(String::as_str).collect();
         if let Some(Ok(c)) = self.counters.get(&family).map(|c| c.get_metric_with_label_values(&values)) {
             c.inc();
         }
-        capped.last_update.insert(key, self.seq);
+        capped.last_update.insert(labels, self.seq);
     }
 
     /// Removes every series of `pod_uid`, and those of each workload whose
     /// last counted pod it was.
     pub fn expire(&mut self, pod_uid: &str) {
-        let gone: Vec<SeriesKey> = self
-            .pods
-            .last_update
-            .keys()
-            .filter(|(_, labels)| labels.first().is_some_and(|u| u == pod_uid))
-            .cloned()
-            .collect();
-        for key in gone {
-            self.pods.last_update.remove(&key);
-            if Self::remove(&self.counters, &key) {
-                self.pods.expired.inc();
-            }
-            self.text = None;
-        }
         let mut emptied = Vec::new();
         for (workload, pods) in &mut self.workload_pods {
             if pods.remove(pod_uid) && pods.is_empty() {
                 emptied.push(workload.clone());
             }
         }
-        for workload in emptied {
-            self.workload_pods.remove(&workload);
-            let gone: Vec<SeriesKey> =
-                self.workloads.last_update.keys().filter(|(_, labels)| labels[..3] == workload[..]).cloned().collect();
-            for key in gone {
-                self.workloads.last_update.remove(&key);
-                if Self::remove(&self.counters, &key) {
-                    self.workloads.expired.inc();
+        for workload in &emptied {
+            self.workload_pods.remove(workload);
+        }
+        for (&family, capped) in &mut self.caps {
+            let gone: Vec<Vec<String>> = capped
+                .last_update
+                .keys()
+                .filter(|labels| match family.per_workload() {
+                    false => labels.first().is_some_and(|u| u == pod_uid),
+                    true => emptied.iter().any(|w| labels.get(..3) == Some(&w[..])),
+                })
+                .cloned()
+                .collect();
+            for labels in gone {
+                capped.last_update.remove(&labels);
+                if Self::remove(&self.counters, family, &labels) {
+                    capped.expired.inc();
                 }
                 self.text = None;
             }

@@ -590,24 +590,34 @@ mod tests {
         }
         let text = served.text();
         let count = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
-        let per_pod = count("sandwatch_pod_oom_kills_total{") + count("sandwatch_pod_container_exits_total{");
-        let per_workload =
-            count("sandwatch_workload_oom_kills_total{") + count("sandwatch_workload_container_exits_total{");
-        assert_eq!(per_pod, 500, "the per-pod cap");
-        assert_eq!(value(&text, "sandwatch_pod_series_evicted_total"), Some(4000.0 - 500.0));
-        // 20 workloads × (1 role + 4 reasons) = 100 series for a cap of 50,
-        // touched in turn: the least recently updated goes each time.
-        assert_eq!(per_workload, 50, "the per-workload cap");
-        assert!(value(&text, "sandwatch_workload_series_evicted_total").is_some_and(|n| n >= 50.0), "{text}");
+        // Each family under a cap of its own: exits never push OOM kills out.
+        assert_eq!(count("sandwatch_pod_oom_kills_total{"), 500, "the per-pod cap");
+        assert_eq!(count("sandwatch_pod_container_exits_total{"), 500, "the per-pod cap");
+        for family in ["oom_kills", "container_exits"] {
+            let evicted = value(&text, &format!("sandwatch_pod_series_evicted_total{{family=\"{family}\"}}"));
+            assert_eq!(evicted, Some(2000.0 - 500.0), "{family}");
+        }
+        // 20 workloads × 1 role: within the cap; × 4 reasons = 80 exit
+        // series for a cap of 50, touched in turn: the least recently
+        // updated goes each time.
+        assert_eq!(count("sandwatch_workload_oom_kills_total{"), 20, "{text}");
+        assert_eq!(count("sandwatch_workload_container_exits_total{"), 50, "the per-workload cap");
+        let evicted =
+            |family: &str| value(&text, &format!("sandwatch_workload_series_evicted_total{{family=\"{family}\"}}"));
+        assert_eq!(evicted("oom_kills"), Some(0.0));
+        assert!(evicted("container_exits").is_some_and(|n| n >= 30.0), "{text}");
         // Every pod's grace is over: nothing of theirs, nor of their
         // workloads', is left.
         for pod in 0..2000 {
             served.m.observe(&Finding::PodSeriesExpired { pod_uid: format!("pod-{pod}") });
         }
         let text = served.text();
-        assert!(!text.lines().any(|l| l.starts_with("sandwatch_pod_") && l.contains('{')), "{text}");
-        assert!(!text.lines().any(|l| l.starts_with("sandwatch_workload_") && l.contains('{')), "{text}");
-        assert_eq!(value(&text, "sandwatch_workload_series_expired_total"), Some(50.0));
+        let kept = |l: &&str| l.contains('{') && !l.contains("_series_");
+        assert!(!text.lines().filter(kept).any(|l| l.starts_with("sandwatch_pod_")), "{text}");
+        assert!(!text.lines().filter(kept).any(|l| l.starts_with("sandwatch_workload_")), "{text}");
+        let expired =
+            |family: &str| value(&text, &format!("sandwatch_workload_series_expired_total{{family=\"{family}\"}}"));
+        assert_eq!((expired("oom_kills"), expired("container_exits")), (Some(20.0), Some(50.0)));
     }
 
     #[test]
@@ -622,7 +632,7 @@ mod tests {
         let text = served.text();
         let series = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
         assert_eq!(series, 3, "{text}");
-        assert_eq!(value(&text, "sandwatch_pod_series_evicted_total"), Some(8.0));
+        assert_eq!(value(&text, "sandwatch_pod_series_evicted_total{family=\"oom_kills\"}"), Some(8.0));
         assert!(
             text.contains("pod_uid=\"pod-9\",victim_role=\"container_child\",workload=\"\",workload_kind=\"\"} 2"),
             "{text}"
@@ -662,7 +672,7 @@ mod tests {
         m.observe(&Finding::PodSeriesExpired { pod_uid: "pod-3".into() });
         let text = served.text();
         assert_eq!((count(&text, "pod-2"), count(&text, "pod-3")), (Some(1.0), None), "{text}");
-        assert_eq!(value(&text, "sandwatch_pod_series_expired_total"), Some(1.0));
+        assert_eq!(value(&text, "sandwatch_pod_series_expired_total{family=\"oom_kills\"}"), Some(1.0));
         assert_eq!(text.matches("# TYPE sandwatch_pod_oom_kills_total counter").count(), 1, "{text}");
         // The node-wide counter keeps everything.
         assert_eq!(

@@ -41,8 +41,13 @@ pub trait Host {
     /// The memory limit of the cgroup at `path`, if it has one.
     fn memory_limit(&self, path: &str) -> Option<u64>;
     /// How often the cgroup at `path` hit its own memory limit: v2's
-    /// `memory.events.local` `oom`, v1's `memory.failcnt`.
+    /// `memory.events.local` `oom`, v1's `memory.failcnt` (and
+    /// `memory.memsw.failcnt`).
     fn limit_hits(&self, path: &str) -> Option<u64>;
+    /// Whether the cgroup at `path` has a limit that `limit_hits` may not
+    /// see hit: on v1 a memory+swap limit (kernels from 6.16 no longer
+    /// count its failures), so a count that did not move says nothing.
+    fn limit_hits_partial(&self, path: &str) -> bool;
     /// The id (inode) of the cgroup at `path`, if it exists.
     fn cgroup_id(&self, path: &str) -> Option<u64>;
     /// What exists at start-up, as the events that would have made it:

@@ -768,7 +768,12 @@ impl<H: Host> Watchdog<H> {
                 Some(n) => self.limit_baselines.insert(p.to_string(), n),
                 None => self.limit_baselines.remove(p),
             };
-            Some(now?.saturating_sub(before?))
+            let moved = now?.saturating_sub(before?);
+            // A count that did not move where hits may go uncounted: not known.
+            if moved == 0 && self.host.limit_hits_partial(p) {
+                return None;
+            }
+            Some(moved)
         };
         let (container, pod_moved) = (moved(path), moved(&pod));
         let above: Vec<oom_limit::Moved> = oom_limit::above_pod(&pod).iter().map(|p| moved(p)).collect();

@@ -65,6 +65,8 @@ struct FakeNode {
     wanted: RefCell<Vec<String>>,
     /// Limit hits per cgroup path (0 when absent).
     limit_hits: HashMap<String, u64>,
+    /// Cgroups whose limit hits are partly uncounted (v1 memsw).
+    partial_limit_hits: HashSet<String>,
 }
 
 impl Host for FakeNode {
@@ -78,6 +80,10 @@ impl Host for FakeNode {
 
     fn limit_hits(&self, path: &str) -> Option<u64> {
         self.cgroups.contains_key(path).then(|| self.limit_hits.get(path).copied().unwrap_or(0))
+    }
+
+    fn limit_hits_partial(&self, path: &str) -> bool {
+        self.partial_limit_hits.contains(path)
     }
 
     fn cgroup_id(&self, path: &str) -> Option<u64> {
@@ -721,7 +727,8 @@ fn limits(findings: &[Finding]) -> Vec<(OomLimit, OomConstraint)> {
 /// hits moved since the last read fired: the container's, the pod's, one
 /// above the pods (the node's allocatable), or none (a global OOM); the
 /// other victims of one group kill share the first one's verdict, and a
-/// count that cannot be read is `unknown`. (Mutation checked: judging the
+/// count that cannot be read is `unknown`, and so is one that did not move
+/// where hits may go uncounted (v1 memsw). (Mutation checked: judging the
 /// counts as they are instead of how they moved reads every kill after
 /// the first as the container's.)
 #[test]
@@ -754,9 +761,18 @@ fn each_oom_kill_says_whose_limit_fired() {
     // Its events carry it too.
     let found = tick(&mut wd, 8 * SEC);
     assert!(found.iter().any(|f| matches!(f, Finding::OomEvent { fired, .. } if fired.limit == Container)));
+    // v1 with memory + swap held (as runc holds it under the CRI): a count
+    // that moved still says; one that did not says nothing — not a global
+    // OOM.
+    wd.host_mut().partial_limit_hits.insert(container_path(1, 2));
+    hits(&mut wd, container_path(1, 2), 2);
+    let found = kernel(&mut wd, oom(28, 102, "app", 28, 10 * SEC), 10 * SEC);
+    assert_eq!(limits(&found), [(Container, Memcg)]);
+    let found = kernel(&mut wd, oom(29, 102, "app", 29, 11 * SEC), 11 * SEC);
+    assert_eq!(limits(&found), [(OomLimit::Unknown, OomConstraint::Unknown)], "its memsw limit may have fired");
     // A container whose cgroup is gone by then cannot say.
     wd.host_mut().cgroups.remove(&container_path(1, 2));
-    let found = kernel(&mut wd, oom(27, 102, "app", 27, 9 * SEC), 9 * SEC);
+    let found = kernel(&mut wd, oom(27, 102, "app", 27, 12 * SEC), 12 * SEC);
     assert_eq!(limits(&found), [(OomLimit::Unknown, OomConstraint::Unknown)]);
 }
 

@@ -100,6 +100,20 @@ impl TestCgroup {
         self.cg.set_memory_limit(path, bytes).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
+    pub fn limit_swap(&self, path: &str, bytes: u64) {
+        self.cg.limit_swap(path, bytes).unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// v1: the failures counted at the limits of `path` (`memory.failcnt`
+    /// and `memory.memsw.failcnt`).
+    pub fn limit_failures(&self, path: &str) -> u64 {
+        ["memory.failcnt", "memory.memsw.failcnt"]
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(self.cg.dir(path).join(f)).ok())
+            .filter_map(|t| t.trim().parse::<u64>().ok())
+            .sum()
+    }
+
     pub fn unlimit_memory(&self, path: &str) {
         self.cg.unlimit_memory(path).unwrap_or_else(|e| panic!("{e:#}"))
     }
@@ -407,6 +421,40 @@ impl Drop for KubePod {
         let _ = std::fs::remove_dir_all(&self.tmp);
         // TestCgroup's drop kills what is left and removes the tree.
     }
+}
+
+/// (where, expression) for each dashboard target and alert rule, with
+/// Grafana's variables replaced the way Grafana would for "All".
+pub fn shipped_queries() -> Vec<(String, String)> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{root}/dashboards/sandwatch.json")).expect("dashboard"))
+            .expect("dashboard JSON");
+    let mut out = Vec::new();
+    for panel in dash["panels"].as_array().into_iter().flatten() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if let Some(expr) = target["expr"].as_str() {
+                let expr = expr
+                    .replace("$node", ".*")
+                    .replace("$namespace", ".*")
+                    .replace("$__rate_interval", "1m")
+                    .replace("$__range", "10m");
+                out.push((format!("dashboard panel {:?}", panel["title"]), expr));
+            }
+        }
+    }
+    let rules = std::fs::read_to_string(format!("{root}/deploy/prometheus/rules.yml")).expect("rules");
+    for expr in rules.lines().filter_map(|l| l.trim().strip_prefix("expr: ")) {
+        out.push(("alert rule".to_string(), expr.to_string()));
+    }
+    assert!(out.len() >= 20, "{out:?}");
+    out
+}
+
+/// Whether a panel's expression shows only what the runtime names (the
+/// workload families): its data is checked where a real CRI names pods.
+pub fn needs_runtime_names(expr: &str) -> bool {
+    expr.contains("sandwatch_workload_")
 }
 
 /// A real Prometheus server on loopback, scraping `target` every second,
