@@ -229,6 +229,24 @@ pub struct TaskOffsets {
     pub cgroup_level: u32,
     pub cgroup_kn: u32,
     pub kn_id: u32,
+    /// `task_struct.cgroups` → `css_set.dfl_cgrp`: a task's cgroup on v2,
+    /// read from the OOM victim's task where the OOM tracepoint passes it.
+    pub task_cgroups: u32,
+    pub css_dfl_cgrp: u32,
+}
+
+/// The OOM victim's identity as its task says it at the kill (the
+/// `mark_victim` raw tracepoint's own program), for the OOM record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VictimIdentity {
+    pub cgroup_id: u64,
+    pub start_ns: u64,
+    pub tgid: u32,
+    /// What the record's header says of it: 0 (a pod's task),
+    /// `FLAG_TASK_UNTRACKED` (a host task) or `FLAG_TASK_UNKNOWN` (its task
+    /// could not be read).
+    pub flags: u32,
 }
 
 /// Process names (comm, NUL-padded) of container runtimes: their exits are
@@ -261,6 +279,10 @@ pub struct ProbeConfig {
     pub wakeup_bytes: u32,
     /// The same for cgroup records in `PRIORITY` (OOM kills always wake it).
     pub priority_wakeup_bytes: u32,
+    /// 1 where the OOM tracepoint passes the victim's task (cgroup v2, the
+    /// kernel's `mark_victim` with its task): the victim is named from it,
+    /// so no program runs at fork.
+    pub victim_task: u32,
 }
 
 impl TracepointOffsets {
@@ -309,11 +331,14 @@ impl TaskOffsets {
         cgroup_level: ABSENT,
         cgroup_kn: ABSENT,
         kn_id: ABSENT,
+        task_cgroups: ABSENT,
+        css_dfl_cgrp: ABSENT,
     };
 }
 
 impl ProbeConfig {
-    pub const UNSET: Self = Self { tracked_hierarchy: 0, unified: 0, wakeup_bytes: 0, priority_wakeup_bytes: 0 };
+    pub const UNSET: Self =
+        Self { tracked_hierarchy: 0, unified: 0, wakeup_bytes: 0, priority_wakeup_bytes: 0, victim_task: 0 };
 }
 
 /// Names shared by the eBPF object and the loader; never retype them.
@@ -335,6 +360,10 @@ pub mod names {
     pub const PROG_EXIT: &str = "sched_process_exit";
     pub const PROG_FORK: &str = "sched_process_fork";
     pub const PROG_OOM: &str = "mark_victim";
+    /// The raw tracepoint on the same event, where it passes the victim's task.
+    pub const PROG_OOM_TASK: &str = "mark_victim_task";
+    pub const IDENTITIES: &str = "IDENTITIES";
+    pub const PENDING_OOM: &str = "PENDING_OOM";
     pub const PROG_MKDIR: &str = "cgroup_mkdir";
     pub const PROG_RMDIR: &str = "cgroup_rmdir";
     pub const PROG_ATTACH: &str = "cgroup_attach_task";
@@ -346,7 +375,8 @@ const _: () = assert!(core::mem::size_of::<ExitEvent>() == 72);
 const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136);
 const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
-const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 64);
+const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 72);
+const _: () = assert!(core::mem::size_of::<VictimIdentity>() == 24);
 const _: () = assert!(core::mem::size_of::<RuntimeComms>() == COMM_LEN * MAX_RUNTIME_COMMS + 8);
 const _: () = assert!(core::mem::align_of::<RuntimeComms>() == 8 && core::mem::offset_of!(RuntimeComms, names) == 0);
 
@@ -355,6 +385,7 @@ mod pod {
     use super::*;
     // SAFETY: all of these are repr(C), Copy, without padding (asserted above).
     unsafe impl aya::Pod for TaskInfo {}
+    unsafe impl aya::Pod for VictimIdentity {}
     unsafe impl aya::Pod for TracepointOffsets {}
     unsafe impl aya::Pod for TaskOffsets {}
     unsafe impl aya::Pod for ProbeConfig {}

@@ -1,7 +1,8 @@
 //! Maps and load-time globals shared by the programs.
 
 use agent_common::{
-    unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, KIND_SLOTS, PIDS_PER_SLOT,
+    unstreamed, OomKillEvent, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, VictimIdentity,
+    KIND_SLOTS, PIDS_PER_SLOT,
 };
 use aya_ebpf::{
     macros::map,
@@ -73,6 +74,17 @@ const BPF_F_NO_PREALLOC: u32 = 1;
 /// to claim the process here reports it as ended.
 #[map]
 pub static ENDED: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
+
+/// Where the OOM tracepoint passes the victim's task, two programs run on
+/// each kill, in an order the kernel does not promise: the raw
+/// tracepoint's reads the victim's identity off its task, the
+/// tracepoint's the rest of the record. Whichever runs first leaves its
+/// half here (victim pid → half); the second completes the record.
+#[map]
+pub static IDENTITIES: LruHashMap<u32, VictimIdentity> = LruHashMap::with_max_entries(256, 0);
+
+#[map]
+pub static PENDING_OOM: LruHashMap<u32, OomKillEvent> = LruHashMap::with_max_entries(256, 0);
 
 /// Per kind: records submitted to the ring buffer.
 #[map]

@@ -2,7 +2,8 @@
 
 use agent_common::{
     unstreamed, CgroupEvent, CgroupOffsets, EventHeader, EventKind, ExitEvent, OomKillEvent, TaskInfo, TaskOffsets,
-    ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MAX_RUNTIME_COMMS,
+    VictimIdentity, ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED,
+    MAX_RUNTIME_COMMS,
 };
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -18,8 +19,8 @@ use aya_log_ebpf::warn;
 
 use crate::maps::{
     count, global_field, global_ptr, mark_pod_task, maybe_pod_task, priority_wakeup, routine_wakeup, DROPPED, EMITTED,
-    ENDED, EVENTS, PRIORITY, PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED,
-    URGENT_WAKEUP,
+    ENDED, EVENTS, IDENTITIES, PENDING_OOM, PRIORITY, PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS,
+    TRACKED, UNSTREAMED, URGENT_WAKEUP,
 };
 
 /// Why a probe gave up on a record; logged through aya-log.
@@ -45,6 +46,16 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> u32 {
 pub fn mark_victim(ctx: TracePointContext) -> u32 {
     if let Err(e) = try_mark_victim(&ctx) {
         warn!(&ctx, "mark_victim probe failed: {}", e);
+    }
+    0
+}
+
+/// Where `mark_victim` passes the victim's task: its identity, read off
+/// the task at the kill (no fork program keeps a table for it).
+#[raw_tracepoint]
+pub fn mark_victim_task(ctx: RawTracePointContext) -> u32 {
+    if let Err(e) = try_mark_victim_task(&ctx) {
+        warn!(&ctx, "mark_victim_task: error {}", e);
     }
     0
 }
@@ -398,62 +409,119 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
     let victim_pid = victim_pid as u32;
     let pid_tgid = bpf_get_current_pid_tgid();
     let trigger_tid = pid_tgid as u32;
+    let from_task = PROBE_CONFIG.load().victim_task != 0;
 
-    let mut flags = 0;
     // Every task of a tracked cgroup is in the table: one that is not is
-    // a host task.
-    // SAFETY: value copied out immediately.
-    let victim = match unsafe { TASKS.get(&victim_pid) }.copied() {
-        Some(v) => v,
-        None => {
-            flags |= FLAG_TASK_UNTRACKED;
-            TaskInfo { cgroup_id: 0, start_ns: 0, tgid: 0, _pad: 0 }
+    // a host task. Where the victim's own program names it instead, its
+    // half may not be there yet: the record waits for it.
+    // SAFETY: values copied out immediately.
+    let victim = if from_task {
+        match unsafe { IDENTITIES.get(&victim_pid) }.copied() {
+            Some(identity) => {
+                let _ = IDENTITIES.remove(&victim_pid);
+                Some(identity)
+            }
+            None => None,
         }
+    } else {
+        Some(match unsafe { TASKS.get(&victim_pid) }.copied() {
+            Some(t) => VictimIdentity { cgroup_id: t.cgroup_id, start_ns: t.start_ns, tgid: t.tgid, flags: 0 },
+            None => VictimIdentity { cgroup_id: 0, start_ns: 0, tgid: 0, flags: FLAG_TASK_UNTRACKED },
+        })
     };
     let trigger_cgroup_id = current_place(pid_tgid).0;
     let total_vm = field::<u64>(ctx, tp.mv_total_vm)?;
-    if total_vm.is_none() {
-        flags |= FLAG_NO_RSS;
+    let mut ev = OomKillEvent {
+        header: header(EventKind::OomKill, if total_vm.is_none() { FLAG_NO_RSS } else { 0 }),
+        victim_pid,
+        victim_tgid: 0,
+        victim_cgroup_id: 0,
+        victim_start_ns: 0,
+        total_vm_kb: total_vm.unwrap_or(0),
+        anon_rss_kb: field::<u64>(ctx, tp.mv_anon_rss).ok().flatten().unwrap_or(0),
+        file_rss_kb: field::<u64>(ctx, tp.mv_file_rss).ok().flatten().unwrap_or(0),
+        shmem_rss_kb: field::<u64>(ctx, tp.mv_shmem_rss).ok().flatten().unwrap_or(0),
+        pgtables_kb: field::<u64>(ctx, tp.mv_pgtables).ok().flatten().unwrap_or(0),
+        uid: field::<u32>(ctx, tp.mv_uid).ok().flatten().unwrap_or(0),
+        oom_score_adj: i32::from(field::<i16>(ctx, tp.mv_oom_score_adj).ok().flatten().unwrap_or(0)),
+        trigger_pid: trigger_tid,
+        trigger_tgid: (pid_tgid >> 32) as u32,
+        trigger_cgroup_id,
+        victim_comm: [0; COMM_LEN],
+        trigger_comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    };
+    if tp.mv_comm != ABSENT {
+        let _ = data_loc_str(ctx, tp.mv_comm, &mut ev.victim_comm);
+    } else if victim_pid == trigger_tid {
+        // Older kernels' tracepoint carries only the pid (5.10); the
+        // victim is often the task that ran out of memory, whose comm is
+        // at hand.
+        ev.victim_comm = ev.trigger_comm;
     }
+    match victim {
+        Some(identity) => submit_oom(&mut ev, &identity),
+        None => PENDING_OOM.insert(&victim_pid, &ev, 0).map_err(i64::from),
+    }
+}
 
+/// The victim's identity into its record, which goes out.
+#[inline(always)]
+fn submit_oom(ev: &mut OomKillEvent, identity: &VictimIdentity) -> ProbeResult {
+    if identity.flags == 0 {
+        ev.victim_tgid = identity.tgid;
+        ev.victim_cgroup_id = identity.cgroup_id;
+        ev.victim_start_ns = identity.start_ns;
+    }
+    ev.header.flags |= identity.flags;
     let kind = EventKind::OomKill as u32;
     let Some(mut entry) = PRIORITY.reserve::<OomKillEvent>(0) else {
         count(&DROPPED, kind);
         return Ok(());
     };
-    let ev = entry.as_mut_ptr();
-    // SAFETY: `ev` points at a reserved record of the right size; every field
-    // is written before submit.
-    unsafe {
-        (*ev).victim_pid = victim_pid;
-        (*ev).victim_tgid = victim.tgid;
-        (*ev).victim_cgroup_id = victim.cgroup_id;
-        (*ev).victim_start_ns = victim.start_ns;
-        (*ev).total_vm_kb = total_vm.unwrap_or(0);
-        (*ev).anon_rss_kb = field::<u64>(ctx, tp.mv_anon_rss).ok().flatten().unwrap_or(0);
-        (*ev).file_rss_kb = field::<u64>(ctx, tp.mv_file_rss).ok().flatten().unwrap_or(0);
-        (*ev).shmem_rss_kb = field::<u64>(ctx, tp.mv_shmem_rss).ok().flatten().unwrap_or(0);
-        (*ev).pgtables_kb = field::<u64>(ctx, tp.mv_pgtables).ok().flatten().unwrap_or(0);
-        (*ev).uid = field::<u32>(ctx, tp.mv_uid).ok().flatten().unwrap_or(0);
-        (*ev).oom_score_adj = i32::from(field::<i16>(ctx, tp.mv_oom_score_adj).ok().flatten().unwrap_or(0));
-        (*ev).trigger_pid = trigger_tid;
-        (*ev).trigger_tgid = (pid_tgid >> 32) as u32;
-        (*ev).trigger_cgroup_id = trigger_cgroup_id;
-        (*ev).trigger_comm = bpf_get_current_comm().unwrap_or([0; COMM_LEN]);
-        (*ev).victim_comm = [0; COMM_LEN];
-        if tp.mv_comm != ABSENT {
-            let _ = data_loc_str(ctx, tp.mv_comm, &mut (*ev).victim_comm);
-        } else if victim_pid == trigger_tid {
-            // Older kernels' tracepoint carries only the pid (5.10); the
-            // victim is often the task that ran out of memory, whose comm
-            // is at hand.
-            (*ev).victim_comm = (*ev).trigger_comm;
-        }
-        (*ev).header = header(EventKind::OomKill, flags);
-    }
+    entry.write(*ev);
     entry.submit(URGENT_WAKEUP);
     count(&EMITTED, kind);
     Ok(())
+}
+
+/// The victim's own program (where `mark_victim` passes its task): who it
+/// is — its cgroup on v2, its process and start — read off the task at the
+/// kill, into the record the tracepoint's program left, or left for it.
+/// An identity that cannot be read still lets the record go out, with its
+/// victim unknown.
+fn try_mark_victim_task(ctx: &RawTracePointContext) -> ProbeResult {
+    let to = TASK_OFFSETS.load();
+    let task: *const u8 = ctx.arg(0);
+    let pid: u32 = member(task, to.pid)?;
+    let identity = victim_identity(task, &to).unwrap_or(VictimIdentity {
+        cgroup_id: 0,
+        start_ns: 0,
+        tgid: 0,
+        flags: FLAG_TASK_UNKNOWN,
+    });
+    // SAFETY: value copied out immediately.
+    if let Some(mut pending) = unsafe { PENDING_OOM.get(&pid) }.copied() {
+        let _ = PENDING_OOM.remove(&pid);
+        return submit_oom(&mut pending, &identity);
+    }
+    IDENTITIES.insert(&pid, &identity, 0).map_err(i64::from)
+}
+
+/// A task's cgroup on v2 (`task->cgroups->dfl_cgrp->kn->id`), process and
+/// the start of its leader (which names the process in exit records).
+#[inline(always)]
+fn victim_identity(task: *const u8, to: &TaskOffsets) -> Result<VictimIdentity, i64> {
+    let css_set: *const u8 = member(task, to.task_cgroups)?;
+    let cgrp: *const u8 = member(css_set, to.css_dfl_cgrp)?;
+    let kn: *const u8 = member(cgrp, to.cgroup_kn)?;
+    let cgroup_id: u64 = member(kn, to.kn_id)?;
+    let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
+    Ok(VictimIdentity {
+        cgroup_id,
+        start_ns: member(leader, to.start_boottime)?,
+        tgid: member(task, to.tgid)?,
+        flags: if tracked(cgroup_id) { 0 } else { FLAG_TASK_UNTRACKED },
+    })
 }
 
 fn try_cgroup_dir(ctx: &TracePointContext, kind: EventKind, off: &CgroupOffsets) -> ProbeResult {

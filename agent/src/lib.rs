@@ -66,6 +66,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     let attached = pipeline.probes.programs_attached();
     let registry =
         metrics::registry(pipeline.stats.clone(), Some(pipeline.kernel.clone()), attached, &host::kernel_release())?;
+    metrics::kernel_path(&registry, pipeline.probes.path())?;
     let runtime_metrics = RuntimeMetrics::register(&registry)?;
     let http_metrics = server::metrics::HttpMetrics::register(&registry)?;
     let sources = RuntimeSources::start(&settings, &runtime_metrics, &shutdown);

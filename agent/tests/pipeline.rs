@@ -7,7 +7,7 @@ mod harness;
 
 use std::{collections::HashMap, time::Duration};
 
-use agent_common::EventKind;
+use agent_common::{names, EventKind};
 use sandwatch::{
     events::{Event, ExitStatus},
     pipeline::Pipeline,
@@ -280,6 +280,103 @@ async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
         .collect();
     assert!(ts.windows(2).all(|w| w[0] <= w[1]), "kernel timestamps in order: {ts:?}");
     pipeline.stop().await;
+}
+
+/// Which hooks name an OOM victim on this kernel. On cgroup v2 where
+/// `mark_victim` passes the victim's task (its record gained `total_vm` in
+/// the same change, so the format file is a witness independent of the
+/// BTF the agent reads), the victim's own program, and none at fork; on
+/// 6.9 and later that must be so. Elsewhere, the task table kept at fork.
+/// Either way a victim forked inside the cgroup, which no attach names, is
+/// named after it is gone: its cgroup, process and the start its exit
+/// record carries.
+#[tokio::test(flavor = "current_thread")]
+async fn a_forked_victim_is_named_by_the_path_this_kernel_loads() {
+    use sandwatch::probes::KernelPath;
+    let mut pipeline = start(ProbeOptions::default());
+
+    let unified = cgroup_v2();
+    let format = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .find_map(|root| std::fs::read_to_string(format!("{root}/events/oom/mark_victim/format")).ok())
+        .expect("the oom:mark_victim format file");
+    let passes_task = format.contains(" total_vm;");
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let version: Vec<u32> = release.split(['.', '-']).take(2).map(|n| n.trim().parse().unwrap()).collect();
+    let expected = if unified && passes_task { KernelPath::VictimTask } else { KernelPath::ForkTable };
+    let path = pipeline.probes.path();
+    let hooks = pipeline.probes.hooks().to_vec();
+    eprintln!(
+        "kernel {}: cgroup v2 {unified}, mark_victim has total_vm {passes_task}: {path:?}, hooks {hooks:?}",
+        release.trim()
+    );
+    assert_eq!(path, expected, "kernel {}", release.trim());
+    if unified && version >= vec![6, 9] {
+        assert_eq!(path, KernelPath::VictimTask, "a cgroup v2 kernel from 6.9 on names the victim from its task");
+    }
+    let (present, absent) = match path {
+        KernelPath::VictimTask => (names::PROG_OOM_TASK, names::PROG_FORK),
+        KernelPath::ForkTable => (names::PROG_FORK, names::PROG_OOM_TASK),
+    };
+    assert!(
+        hooks.contains(&present) && !hooks.contains(&absent),
+        "{path:?} attaches {present}, not {absent}: {hooks:?}"
+    );
+    assert_eq!(hooks.len(), 6, "as many programs either way: {hooks:?}");
+
+    // sh joins the cgroup, then forks dd (not exec: a command follows).
+    let cg = TestCgroup::create("forked-oom");
+    let cg_id = cg.id();
+    cg.set_memory_limit(&cg.path, 32 << 20);
+    let mut parent = sh(&format!(
+        "echo $$ > {} && dd if=/dev/zero of=/dev/null bs=256M count=1; echo after",
+        cg.procs_file(&cg.path).display()
+    ));
+    let sh_pid = parent.id();
+    parent.wait().expect("wait sh");
+    let path_name = cg.path.clone();
+    drop(cg);
+
+    let events = collect(
+        &mut pipeline.events,
+        Duration::from_secs(10),
+        |e| match e {
+            Event::CgroupRmdir(c) => c.path == path_name,
+            Event::CgroupMkdir(_) => false,
+            Event::CgroupAttach(a) => a.cgroup.path == path_name,
+            Event::OomKill(o) => o.trigger_cgroup_id == cg_id || o.victim.is_some_and(|v| v.cgroup_id == cg_id),
+            Event::Exit(x) => x.cgroup_id == Some(cg_id),
+        },
+        |kept| kept.iter().any(|e| matches!(e, Event::CgroupRmdir(_))),
+    )
+    .await;
+    let attached: Vec<u32> =
+        events.iter().filter_map(|e| if let Event::CgroupAttach(a) = e { Some(a.pid) } else { None }).collect();
+    assert_eq!(attached, [sh_pid], "only sh was moved in: {events:#?}");
+    let oom = events.iter().find_map(|e| if let Event::OomKill(o) = e { Some(o) } else { None });
+    let oom = oom.unwrap_or_else(|| panic!("an OOM kill in the cgroup: {events:#?}"));
+    let victim = oom.victim.unwrap_or_else(|| panic!("the victim is named after it is gone: {oom:#?}"));
+    assert_eq!(victim.cgroup_id, cg_id, "the victim's cgroup");
+    let exit = events.iter().find_map(|e| match e {
+        Event::Exit(x) if x.tgid == victim.tgid => Some(x),
+        _ => None,
+    });
+    let exit = exit.unwrap_or_else(|| panic!("the victim {} exited: {events:#?}", victim.tgid));
+    assert_eq!(exit.comm, "dd");
+    assert_eq!(exit.ppid, sh_pid, "dd was sh's child, forked in the cgroup");
+    assert_eq!(exit.status, ExitStatus::Signal { signo: 9, core_dumped: false });
+    assert_eq!(victim.start_ns, exit.start_ns, "the OOM kill and the exit name the same process");
+    assert_eq!(oom.victim_pid, victim.tgid);
+    pipeline.stop().await;
+}
+
+/// Whether /sys/fs/cgroup is cgroup v2 (its file system's magic).
+fn cgroup_v2() -> bool {
+    let path = std::ffi::CString::new("/sys/fs/cgroup").unwrap();
+    // SAFETY: statfs(2) into a zeroed local.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statfs(path.as_ptr(), &mut fs) }, 0, "statfs /sys/fs/cgroup");
+    fs.f_type == libc::CGROUP2_SUPER_MAGIC
 }
 
 /// A ring buffer overrun far beyond its capacity, with three kinds of

@@ -16,7 +16,7 @@ use harness::{
     cid,
     containerd::{remove_in_all_hierarchies, Containerd, Runtime, RuntimePod},
     cri::Cri,
-    http_get, metric, needs_runtime_names, require_root, shipped_queries, AgentProcess, PrometheusProcess,
+    http_get, metric, require_root, AgentProcess,
 };
 
 /// Polls the agent's /metrics until `series` satisfies `ok`.
@@ -674,8 +674,10 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
         AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(30), |v| v == 1.0);
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(30), |v| v == 1.0);
-    // The dashboard's workload panels, on a real Prometheus.
-    let prom = PrometheusProcess::start(agent.addr);
+    // The dashboard's workload panels, on a real Prometheus (on the host,
+    // for each containerd; the VM's initramfs carries no Prometheus).
+    #[cfg(not(feature = "vm"))]
+    let prom = harness::PrometheusProcess::start(agent.addr);
     let before = agent.metrics();
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     let pods = RuntimePod::new("exits", UID_EXITS);
@@ -774,8 +776,10 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
         assert_eq!(counted, expected, "{node_wide} counted once per exit");
     }
     // The workload panels show them.
-    for (origin, expr) in
-        shipped_queries().into_iter().filter(|(o, e)| o.starts_with("dashboard") && needs_runtime_names(e))
+    #[cfg(not(feature = "vm"))]
+    for (origin, expr) in harness::shipped_queries()
+        .into_iter()
+        .filter(|(o, e)| o.starts_with("dashboard") && harness::needs_runtime_names(e))
     {
         let start = Instant::now();
         while prom.query(&expr, None).is_empty() {
@@ -783,6 +787,7 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
             std::thread::sleep(Duration::from_millis(500));
         }
     }
+    #[cfg(not(feature = "vm"))]
     drop(prom);
     // The SIGSEGV's record says so, and the OOM kill stays an OOM kill.
     let records = agent.records();

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_endpoints;
+mod bpf;
 mod debs;
 mod fuzz;
 mod image;
@@ -56,14 +57,31 @@ enum Command {
     Vm(vm::Args),
     /// Exit-storm benchmark: drops, agent CPU per event, RSS, slowdown.
     Bench(bench::Args),
+    /// Inside a benchmark VM (started by `bench`): its storms, reported on
+    /// the console.
+    #[command(hide = true)]
+    BenchGuest(bench::GuestArgs),
     /// Run every fuzz target (decoder, cgroup paths, tracefs formats, BTF).
     Fuzz(fuzz::Args),
     /// Soak the agent: storms, OOM churn in pods, overload, restarts.
     Soak(soak::Args),
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().command {
+/// An error is one line on stderr and a failed exit: the closing lines of
+/// a run stay its summary, never a backtrace (CI sets `RUST_BACKTRACE`,
+/// which an `anyhow` error returned from `main` would print).
+fn main() -> std::process::ExitCode {
+    match dispatch(Cli::parse().command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(command: Command) -> Result<()> {
+    match command {
         Command::Setup => setup::run(),
         Command::Build => build().map(|_| ()),
         Command::Image(args) => image::run(&args),
@@ -111,6 +129,12 @@ fn main() -> Result<()> {
             };
             util::require_root("the benchmark loads the agent's eBPF programs")?;
             bench::run(&bin, args)
+        }
+        Command::BenchGuest(args) => {
+            for line in bench::guest(&args)?.lines() {
+                println!("{} report {line}", vm::MARK);
+            }
+            Ok(())
         }
     }
 }
@@ -214,13 +238,13 @@ impl Run {
     }
 }
 
-/// Prints the closing summary (the counts, then each failure on a line of
-/// its own); fails if anything failed or nothing ran.
+/// Prints the closing summary (each failure on a line of its own, then
+/// the counts, as cargo test closes); fails if anything failed or nothing ran.
 fn finish(tally: util::Tally, failures: &[String]) -> Result<()> {
-    println!("tests: {}", tally.summary());
     for failure in failures {
         println!("FAILED: {failure}");
     }
+    println!("test result: {}. {}", if failures.is_empty() { "ok" } else { "FAILED" }, tally.summary());
     if !failures.is_empty() {
         anyhow::bail!("{} failure(s), each named above", failures.len());
     }

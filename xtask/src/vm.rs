@@ -53,7 +53,11 @@ const RUNTIME_TESTS: &[&str] = &["runtime"];
 const RUNTIME_FILTER: &str = "containerd_2_sid";
 const RUNTIME_SUITE: &str = "sid";
 
-const MARK: &str = "sandwatch-vm:";
+pub const MARK: &str = "sandwatch-vm:";
+
+/// The cgroup v2 kernels `cargo xtask bench` runs its storms in: where
+/// `mark_victim` passes the victim's task, so no program runs at fork.
+pub const BENCH_KERNELS: &[&str] = &["bookworm/linux-image-6.12-cloud-amd64", "sid/linux-image-cloud-amd64"];
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
@@ -134,6 +138,33 @@ pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
         }
     }
     Ok((total, failures))
+}
+
+/// `cargo xtask bench`'s storms in a VM of `kernel` (`SUITE/PACKAGE`):
+/// this xtask binary runs them there (`bench-guest`) with the agent `bin`
+/// and the floor, and its report comes back over the serial console.
+pub fn bench(kernel: &str, bin: &Path, forks: u32, rounds: u32) -> Result<String> {
+    let root = workspace_root()?;
+    let dir = root.join("target/vm");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let kernel = fetch_kernel(&root, kernel)?;
+    let xtask = std::env::current_exe().context("this xtask binary")?;
+    let extras = Extras {
+        files: vec![(xtask, PathBuf::from("/bin/xtask")), (bin.to_path_buf(), PathBuf::from("/bin/sandwatch"))],
+        applets: vec!["ip", "uname"],
+        init: vec![
+            "$B mount -t tmpfs run /run".into(),
+            "$B ip link set lo up".into(),
+            format!("/bin/xtask bench-guest --forks {forks} --rounds {rounds} --agent /bin/sandwatch"),
+        ],
+        ..Extras::default()
+    };
+    let initramfs = build_initramfs(&dir, "initramfs-bench", &[], None, &extras)?;
+    let outcome = boot(&dir, &kernel, &initramfs, Duration::from_secs(60 * 60), ", benchmark", 2048)?;
+    if !outcome.finished || outcome.report.is_empty() {
+        bail!("the benchmark in the {} VM did not report (serial log {})", kernel.release, outcome.log.display());
+    }
+    Ok(outcome.report.join("\n"))
 }
 
 /// What a flavour of VM adds to the initramfs: files at their host paths
@@ -479,6 +510,8 @@ fi\n";
 
 struct Outcome {
     tally: Tally,
+    /// What the guest reported (`MARK report …`), in order.
+    report: Vec<String>,
     /// Test binaries that exited non-zero.
     failed_binaries: Vec<String>,
     finished: bool,
@@ -516,7 +549,11 @@ fn boot(
     what: &str,
     memory_mib: u32,
 ) -> Result<Outcome> {
-    let tag = if what.is_empty() { String::new() } else { "-runtime".to_string() };
+    let tag = match what {
+        "" => "",
+        w if w.contains("benchmark") => "-bench",
+        _ => "-runtime",
+    };
     let log_path = dir.join(format!("{}{tag}.log", kernel.release));
     let mut log = std::fs::File::create(&log_path)?;
     println!("vm: booting {} under QEMU (TCG), cgroup v2{what}", kernel.release);
@@ -546,8 +583,14 @@ fn boot(
         false
     });
     let started = Instant::now();
-    let mut outcome =
-        Outcome { tally: Tally::default(), failed_binaries: Vec::new(), finished: false, expected: 0, log: log_path };
+    let mut outcome = Outcome {
+        tally: Tally::default(),
+        report: Vec::new(),
+        failed_binaries: Vec::new(),
+        finished: false,
+        expected: 0,
+        log: log_path,
+    };
     for raw in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
         let line = String::from_utf8_lossy(&raw);
         let line = line.trim_end_matches('\r');
@@ -555,6 +598,9 @@ fn boot(
         println!("[vm {}] {line}", kernel.release);
         outcome.tally.add_line(line);
         if let Some(rest) = line.strip_prefix(MARK) {
+            if let Some(report) = rest.strip_prefix(" report ") {
+                outcome.report.push(report.to_string());
+            }
             let words: Vec<&str> = rest.split_whitespace().collect();
             match words.as_slice() {
                 ["binary", name, "exit", code] if *code != "0" => outcome.failed_binaries.push(name.to_string()),
@@ -600,6 +646,7 @@ mod tests {
     fn outcome_fails_unless_finished_and_green() {
         let mut o = Outcome {
             tally: Tally { passed: 5, failed: 0, ignored: 0 },
+            report: Vec::new(),
             failed_binaries: Vec::new(),
             finished: false,
             expected: 6,

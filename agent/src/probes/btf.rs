@@ -19,10 +19,12 @@ pub enum BtfError {
 const MAGIC: u16 = 0xeb9f;
 
 const KIND_INT: u32 = 1;
+const KIND_PTR: u32 = 2;
 const KIND_ARRAY: u32 = 3;
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_ENUM: u32 = 6;
+const KIND_FWD: u32 = 7;
 const KIND_TYPEDEF: u32 = 8;
 const KIND_VOLATILE: u32 = 9;
 const KIND_CONST: u32 = 10;
@@ -106,6 +108,9 @@ pub struct Btf {
     index: Vec<u32>,
     /// (type id, name offset) of every struct with members.
     structs: Vec<(u32, u32)>,
+    /// (type id, name offset) of every typedef (raw tracepoints' prototypes
+    /// are typedefs named `btf_trace_<tracepoint>`).
+    typedefs: Vec<(u32, u32)>,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Result<u32, BtfError> {
@@ -175,6 +180,7 @@ impl Btf {
 
         let mut index = Vec::new();
         let mut structs = Vec::new();
+        let mut typedefs = Vec::new();
         {
             let mut reader = blob.reader(types.clone());
             let mut at = 0;
@@ -195,6 +201,9 @@ impl Btf {
                 if h.kind == KIND_STRUCT && h.vlen > 0 {
                     structs.push((index.len() as u32, h.name_off));
                 }
+                if h.kind == KIND_TYPEDEF {
+                    typedefs.push((index.len() as u32, h.name_off));
+                }
                 let skipped = std::io::copy(&mut (&mut reader).take(extra as u64), &mut std::io::sink())
                     .map_err(|_| BtfError::Malformed("truncated"))?;
                 if skipped != extra as u64 {
@@ -203,7 +212,7 @@ impl Btf {
                 at = h.data + extra;
             }
         }
-        Ok(Self { blob, types, strings, index, structs })
+        Ok(Self { blob, types, strings, index, structs, typedefs })
     }
 
     fn head(&self, id: u32) -> Option<TypeHead> {
@@ -280,6 +289,53 @@ impl Btf {
             .collect()
     }
 
+    /// Whether raw tracepoint `tracepoint` passes a pointer to struct
+    /// `name` as its argument `arg` (from 0, after the context): what its
+    /// programs see, read off the kernel's `btf_trace_<tracepoint>`
+    /// prototype. False where the tracepoint or the struct is unknown.
+    pub fn tracepoint_passes(&self, tracepoint: &str, arg: usize, name: &str) -> bool {
+        let typedef = format!("btf_trace_{tracepoint}");
+        let offsets = self.string_offsets(&[&typedef, name]);
+        let (Some(typedef_off), Some(name_off)) = (offsets[0], offsets[1]) else {
+            return false;
+        };
+        self.typedefs
+            .iter()
+            .filter(|(_, n)| *n == typedef_off)
+            .any(|&(id, _)| self.prototype_param(id, arg + 1).is_some_and(|ty| self.points_to(ty, name_off)))
+    }
+
+    /// The type of parameter `i` of the function prototype that typedef
+    /// `id` points to.
+    fn prototype_param(&self, id: u32, i: usize) -> Option<u32> {
+        let pointer = self.head(id)?.size_or_type;
+        let pointer = self.skip_modifiers(pointer)?;
+        let head = self.head(pointer)?;
+        if head.kind != KIND_PTR {
+            return None;
+        }
+        let proto = self.skip_modifiers(head.size_or_type)?;
+        let head = self.head(proto)?;
+        if head.kind != KIND_FUNC_PROTO || i >= head.vlen {
+            return None;
+        }
+        let at = self.types.start.checked_add(head.data)?.checked_add(i * 8)?;
+        let param = self.blob.read_at(at, 8)?;
+        u32_at(&param, 4).ok()
+    }
+
+    /// Whether type `id` is a pointer to the struct named at `name_off`.
+    fn points_to(&self, id: u32, name_off: u32) -> bool {
+        let Some(head) = self.skip_modifiers(id).and_then(|p| self.head(p)) else {
+            return false;
+        };
+        head.kind == KIND_PTR
+            && self
+                .skip_modifiers(head.size_or_type)
+                .and_then(|t| self.head(t))
+                .is_some_and(|t| matches!(t.kind, KIND_STRUCT | KIND_FWD) && t.name_off == name_off)
+    }
+
     fn find_member(&self, id: u32, member_off: u32, depth: u32) -> Option<u32> {
         if depth > 8 {
             return None;
@@ -350,6 +406,10 @@ mod tests {
         push(0);
         push(2);
         push(64);
+        wrap(&types, &strings)
+    }
+
+    fn wrap(types: &[u8], strings: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(&MAGIC.to_le_bytes());
         out.push(1);
@@ -357,9 +417,46 @@ mod tests {
         for v in [24u32, 0, types.len() as u32, types.len() as u32, strings.len() as u32] {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        out.extend_from_slice(&types);
-        out.extend_from_slice(&strings);
+        out.extend_from_slice(types);
+        out.extend_from_slice(strings);
         out
+    }
+
+    /// Two raw tracepoints' prototypes: `mark_victim(void *, struct
+    /// task_struct *, int)` and `old(void *, int)`.
+    fn prototypes() -> Vec<u8> {
+        let strings = b"\0int\0task_struct\0btf_trace_mark_victim\0btf_trace_old\0pid\0".to_vec();
+        let s = |name: &str| strings.windows(name.len()).position(|w| w == name.as_bytes()).unwrap() as u32;
+        let mut types = Vec::new();
+        let mut push = |words: &[u32]| words.iter().for_each(|v| types.extend_from_slice(&v.to_le_bytes()));
+        push(&[s("int"), KIND_INT << 24, 4, 32]); // 1
+        push(&[s("task_struct"), (KIND_STRUCT << 24) | 1, 4, s("pid"), 1, 0]); // 2
+        push(&[0, KIND_PTR << 24, 2]); // 3: struct task_struct *
+        push(&[0, KIND_PTR << 24, 0]); // 4: void *
+        push(&[0, (KIND_FUNC_PROTO << 24) | 3, 0, 0, 4, 0, 3, 0, 1]); // 5
+        push(&[0, KIND_PTR << 24, 5]); // 6
+        push(&[s("btf_trace_mark_victim"), KIND_TYPEDEF << 24, 6]); // 7
+        push(&[0, (KIND_FUNC_PROTO << 24) | 2, 0, 0, 4, 0, 1]); // 8
+        push(&[0, KIND_PTR << 24, 8]); // 9
+        push(&[s("btf_trace_old"), KIND_TYPEDEF << 24, 9]); // 10
+        wrap(&types, &strings)
+    }
+
+    #[test]
+    fn tells_which_raw_tracepoints_pass_a_task() {
+        let btf = Btf::parse(prototypes()).unwrap();
+        assert!(btf.tracepoint_passes("mark_victim", 0, "task_struct"));
+        assert!(!btf.tracepoint_passes("mark_victim", 1, "task_struct"), "an int is no task");
+        assert!(!btf.tracepoint_passes("mark_victim", 2, "task_struct"), "past the last argument");
+        assert!(!btf.tracepoint_passes("old", 0, "task_struct"));
+        assert!(!btf.tracepoint_passes("absent", 0, "task_struct"));
+        assert!(!btf.tracepoint_passes("mark_victim", 0, "cgroup"));
+        let b = prototypes();
+        for cut in 0..b.len() {
+            if let Ok(btf) = Btf::parse(b[..cut].to_vec()) {
+                let _ = btf.tracepoint_passes("mark_victim", 0, "task_struct");
+            }
+        }
     }
 
     #[test]
@@ -403,5 +500,8 @@ mod tests {
         let pid = btf.member_offset("task_struct", "pid").unwrap();
         let tgid = btf.member_offset("task_struct", "tgid").unwrap();
         assert_eq!(tgid, pid + 4, "pid and tgid are adjacent in task_struct");
+        // TP_PROTO(struct task_struct *parent, struct task_struct *child)
+        assert!(btf.tracepoint_passes("sched_process_fork", 1, "task_struct"));
+        assert!(!btf.tracepoint_passes("sched_process_exit", 3, "task_struct"));
     }
 }

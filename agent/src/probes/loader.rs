@@ -5,7 +5,7 @@
 use std::{collections::HashMap, path::Path};
 
 use agent_common::{
-    names, unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, COMM_LEN,
+    names, unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, ABSENT, COMM_LEN,
     MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
 };
 use aya::{
@@ -137,7 +137,9 @@ pub struct Probes {
     logger: Option<Logger>,
     tracker: Option<CgroupTracker>,
     layout: CgroupLayout,
-    attached: usize,
+    /// The attached programs, by name.
+    hooks: Vec<&'static str>,
+    path: KernelPath,
 }
 
 /// Cgroups the tracked-cgroup map can hold: every pod and container of a
@@ -202,7 +204,31 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
         cgroup_level: o[13],
         cgroup_kn: o[14],
         kn_id: o[15],
+        // Only where the OOM victim is read off its task (v2).
+        task_cgroups: btf.member_offset("task_struct", "cgroups").unwrap_or(ABSENT),
+        css_dfl_cgrp: btf.member_offset("css_set", "dfl_cgrp").unwrap_or(ABSENT),
     })
+}
+
+/// Whether the OOM victim is named from its own task, so that no program
+/// need run at fork: on cgroup v2 (where an exit's cgroup comes from the
+/// exiting task too), where `mark_victim`'s raw tracepoint passes the
+/// victim's task (upstream 72ba14deb40a, 6.9, and stable kernels that took
+/// it; the kernel's BTF prototype says, not its version), and where BTF
+/// has the offsets to read the task's cgroup.
+fn victim_from_task(unified: bool, passes_task: bool, task: &TaskOffsets) -> bool {
+    unified && passes_task && task.task_cgroups != ABSENT && task.css_dfl_cgrp != ABSENT
+}
+
+/// Which hooks name an OOM victim after it is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum KernelPath {
+    /// A program at every fork keeps the task table (cgroup v1, and v2
+    /// kernels whose OOM tracepoint does not pass the victim's task).
+    ForkTable,
+    /// The victim's task, at the kill: one program per process (its exit).
+    VictimTask,
 }
 
 fn task_table_size(requested: Option<u32>) -> u32 {
@@ -241,11 +267,20 @@ impl Probes {
         }
         let tracefs = Tracefs::find_or_mount()?;
         let tp_offsets: TracepointOffsets = tracefs.offsets()?;
-        let task: TaskOffsets = task_offsets(&Btf::from_sys_fs()?)?;
+        let btf = Btf::from_sys_fs()?;
+        let task: TaskOffsets = task_offsets(&btf)?;
+        let passes_task = btf.tracepoint_passes("mark_victim", 0, "task_struct");
+        drop(btf);
         let layout = CgroupLayout::detect()?;
+        let path = if victim_from_task(layout.is_unified(), passes_task, &task) {
+            KernelPath::VictimTask
+        } else {
+            KernelPath::ForkTable
+        };
         let config = ProbeConfig {
             tracked_hierarchy: layout.hierarchy_id(),
             unified: u32::from(layout.is_unified()),
+            victim_task: u32::from(path == KernelPath::VictimTask),
             // A sixteenth of the buffer: a burst wakes the reader long
             // before the buffer is full; quieter traffic waits for its timer.
             wakeup_bytes: rb / 16,
@@ -253,11 +288,15 @@ impl Probes {
             priority_wakeup_bytes: prio / 4,
         };
         log::info!(
-            "cgroup layout {:?} at {} (namespace root {}); tracefs at {}",
+            "cgroup layout {:?} at {} (namespace root {}); tracefs at {}; OOM victims named {}",
             layout.mode,
             layout.mount.display(),
             layout.ns_root,
-            tracefs.root().display()
+            tracefs.root().display(),
+            match path {
+                KernelPath::VictimTask => "from their task at the kill (no program at fork)",
+                KernelPath::ForkTable => "from the task table kept at fork",
+            }
         );
 
         // No CO-RE relocations are needed (offsets come in as globals), so
@@ -295,7 +334,7 @@ impl Probes {
             }
         };
 
-        let mut attached = 0;
+        let mut hooks = Vec::new();
         for (name, category) in [
             (names::PROG_MKDIR, "cgroup"),
             (names::PROG_RMDIR, "cgroup"),
@@ -303,11 +342,19 @@ impl Probes {
             (names::PROG_OOM, "oom"),
         ] {
             attach_tracepoint(&mut ebpf, name, category)?;
-            attached += 1;
+            hooks.push(name);
         }
-        for name in [names::PROG_FORK, names::PROG_ATTACH] {
-            attach_raw_tracepoint(&mut ebpf, name)?;
-            attached += 1;
+        let raw = match path {
+            KernelPath::ForkTable => {
+                [(names::PROG_FORK, "sched_process_fork"), (names::PROG_ATTACH, "cgroup_attach_task")]
+            }
+            KernelPath::VictimTask => {
+                [(names::PROG_OOM_TASK, "mark_victim"), (names::PROG_ATTACH, "cgroup_attach_task")]
+            }
+        };
+        for (name, tracepoint) in raw {
+            attach_raw_tracepoint(&mut ebpf, name, tracepoint)?;
+            hooks.push(name);
         }
         let tracker = CgroupTracker::new(&mut ebpf, layout.clone(), pod_pids)?;
         // Hand the memory that loading took (the kernel's BTF above all)
@@ -325,7 +372,7 @@ impl Probes {
         let priority =
             RingBuf::try_from(priority).map_err(|source| LoadError::Map { name: names::PRIORITY, source })?;
         let ring = Ring { events, priority, asleep: ReaderFlag(asleep) };
-        Ok(Self { ebpf, ring: Some(ring), logger, tracker: Some(tracker), layout, attached })
+        Ok(Self { ebpf, ring: Some(ring), logger, tracker: Some(tracker), layout, hooks, path })
     }
 
     /// The tracked-cgroup map and the task table, once: the watchdog feeds
@@ -349,7 +396,17 @@ impl Probes {
     }
 
     pub fn programs_attached(&self) -> usize {
-        self.attached
+        self.hooks.len()
+    }
+
+    /// The attached programs' names (`agent_common::names::PROG_*`).
+    pub fn hooks(&self) -> &[&'static str] {
+        &self.hooks
+    }
+
+    /// How OOM victims are named on this kernel.
+    pub fn path(&self) -> KernelPath {
+        self.path
     }
 
     /// Per-kind kernel counters, read at scrape time.
@@ -518,12 +575,12 @@ fn attach_tracepoint(ebpf: &mut Ebpf, name: &'static str, category: &str) -> Res
     Ok(())
 }
 
-fn attach_raw_tracepoint(ebpf: &mut Ebpf, name: &'static str) -> Result<(), LoadError> {
+fn attach_raw_tracepoint(ebpf: &mut Ebpf, name: &'static str, tracepoint: &str) -> Result<(), LoadError> {
     let err = |source| LoadError::Program { name, source };
     let prog: &mut RawTracePoint =
         ebpf.program_mut(name).ok_or(LoadError::MissingMap(name))?.try_into().map_err(err)?;
     prog.load().map_err(err)?;
-    prog.attach(name).map_err(err)?;
+    prog.attach(tracepoint).map_err(err)?;
     Ok(())
 }
 

@@ -10,4 +10,6 @@ pub mod reader;
 pub mod scan;
 pub mod tracefs;
 
-pub use loader::{CgroupTracker, KernelCounters, LoadError, ProbeOptions, Probes, ReaderFlag, Ring, Unstreamed};
+pub use loader::{
+    CgroupTracker, KernelCounters, KernelPath, LoadError, ProbeOptions, Probes, ReaderFlag, Ring, Unstreamed,
+};

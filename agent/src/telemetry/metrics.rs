@@ -43,6 +43,24 @@ pub fn registry(
     Ok(registry)
 }
 
+/// `sandwatch_kernel_path{path}`: 1 for how this kernel names OOM
+/// victims (`fork_table`, `victim_task`), 0 for the other.
+pub fn kernel_path(registry: &Registry, path: crate::probes::KernelPath) -> Result<(), prometheus::Error> {
+    use strum::IntoEnumIterator as _;
+    let gauge = IntGaugeVec::new(
+        Opts::new(
+            "sandwatch_kernel_path",
+            "How the kernel programs name an OOM victim after it is gone: fork_table (a program at every fork keeps a task table; cgroup v1, and v2 kernels whose OOM tracepoint lacks the victim's task) or victim_task (read off the victim's task at the kill: one program per process).",
+        ),
+        &["path"],
+    )?;
+    for p in crate::probes::KernelPath::iter() {
+        let label: &str = p.into();
+        gauge.with_label_values(&[label]).set(i64::from(p == path));
+    }
+    registry.register(Box::new(gauge))
+}
+
 /// Copies the pipeline's counters into counter families at scrape time.
 struct PipelineCollector {
     stats: Arc<PipelineStats>,

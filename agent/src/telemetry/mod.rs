@@ -84,6 +84,7 @@ mod tests {
     #[test]
     fn the_metrics_reference_is_what_the_agent_exports() {
         let registry = metrics::registry(Arc::new(PipelineStats::default()), None, 6, "test").unwrap();
+        metrics::kernel_path(&registry, crate::probes::KernelPath::VictimTask).unwrap();
         let runtime = RuntimeMetrics::register(&registry).unwrap();
         server::metrics::HttpMetrics::register(&registry).unwrap();
         let settings =

@@ -571,6 +571,35 @@ fn percent_encode(s: &str) -> String {
         .collect()
 }
 
+/// Every `oom-kill:` line of the kernel's log, for a test's failure message.
+pub fn kernel_oom_lines() -> Vec<String> {
+    use std::{io::Read as _, os::unix::fs::OpenOptionsExt as _};
+    let Ok(mut kmsg) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg") else {
+        return vec!["/dev/kmsg unreadable".into()];
+    };
+    let mut lines = Vec::new();
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match kmsg.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let line = String::from_utf8_lossy(&buf[..n]);
+                if let Some((_, msg)) = line.split_once(';') {
+                    if msg.starts_with("oom-kill:")
+                        || msg.starts_with("Out of memory")
+                        || msg.contains("invoked oom-killer")
+                    {
+                        lines.push(msg.lines().next().unwrap_or("").to_string());
+                    }
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(_) => break,
+        }
+    }
+    lines
+}
+
 /// The kernel's own report of the OOM kill of `pid` (its `oom-kill:` line
 /// in the kernel log, read from /dev/kmsg): (constraint, the memcg under
 /// OOM), e.g. ("CONSTRAINT_MEMCG", "/…/pod…/<container>").
