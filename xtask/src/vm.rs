@@ -549,11 +549,10 @@ fn boot(
     what: &str,
     memory_mib: u32,
 ) -> Result<Outcome> {
-    let tag = match what {
-        "" => "",
-        w if w.contains("benchmark") => "-bench",
-        _ => "-runtime",
-    };
+    // The serial log is named after the kernel and the initramfs's flavour
+    // (`initramfs-runtime.cpio.gz` → `<release>-runtime.log`).
+    let name = initramfs.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let tag = name.trim_end_matches(".cpio.gz").trim_start_matches("initramfs");
     let log_path = dir.join(format!("{}{tag}.log", kernel.release));
     let mut log = std::fs::File::create(&log_path)?;
     println!("vm: booting {} under QEMU (TCG), cgroup v2{what}", kernel.release);

@@ -344,15 +344,12 @@ impl Probes {
             attach_tracepoint(&mut ebpf, name, category)?;
             hooks.push(name);
         }
-        let raw = match path {
-            KernelPath::ForkTable => {
-                [(names::PROG_FORK, "sched_process_fork"), (names::PROG_ATTACH, "cgroup_attach_task")]
-            }
-            KernelPath::VictimTask => {
-                [(names::PROG_OOM_TASK, "mark_victim"), (names::PROG_ATTACH, "cgroup_attach_task")]
-            }
+        // The victim's identity: from the table kept at fork, or its task.
+        let identity = match path {
+            KernelPath::ForkTable => (names::PROG_FORK, "sched_process_fork"),
+            KernelPath::VictimTask => (names::PROG_OOM_TASK, "mark_victim"),
         };
-        for (name, tracepoint) in raw {
+        for (name, tracepoint) in [identity, (names::PROG_ATTACH, "cgroup_attach_task")] {
             attach_raw_tracepoint(&mut ebpf, name, tracepoint)?;
             hooks.push(name);
         }

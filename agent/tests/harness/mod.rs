@@ -571,43 +571,12 @@ fn percent_encode(s: &str) -> String {
         .collect()
 }
 
-/// Every `oom-kill:` line of the kernel's log, for a test's failure message.
-pub fn kernel_oom_lines() -> Vec<String> {
+/// The kernel's log as it is now, one message (its first line) per
+/// record, read from /dev/kmsg.
+fn kernel_log() -> std::io::Result<Vec<String>> {
     use std::{io::Read as _, os::unix::fs::OpenOptionsExt as _};
-    let Ok(mut kmsg) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg") else {
-        return vec!["/dev/kmsg unreadable".into()];
-    };
-    let mut lines = Vec::new();
-    let mut buf = vec![0u8; 8192];
-    loop {
-        match kmsg.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let line = String::from_utf8_lossy(&buf[..n]);
-                if let Some((_, msg)) = line.split_once(';') {
-                    if msg.starts_with("oom-kill:")
-                        || msg.starts_with("Out of memory")
-                        || msg.contains("invoked oom-killer")
-                    {
-                        lines.push(msg.lines().next().unwrap_or("").to_string());
-                    }
-                }
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
-            Err(_) => break,
-        }
-    }
-    lines
-}
-
-/// The kernel's own report of the OOM kill of `pid` (its `oom-kill:` line
-/// in the kernel log, read from /dev/kmsg): (constraint, the memcg under
-/// OOM), e.g. ("CONSTRAINT_MEMCG", "/…/pod…/<container>").
-pub fn kernel_oom_report(pid: u32) -> Option<(String, String)> {
-    use std::{io::Read as _, os::unix::fs::OpenOptionsExt as _};
-    let mut kmsg =
-        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg").expect("/dev/kmsg");
-    let mut found = None;
+    let mut kmsg = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg")?;
+    let mut messages = Vec::new();
     let mut buf = vec![0u8; 8192];
     // One record per read; EAGAIN at the end. A record overwritten while
     // read (EPIPE) is skipped.
@@ -615,17 +584,42 @@ pub fn kernel_oom_report(pid: u32) -> Option<(String, String)> {
         match kmsg.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                let line = String::from_utf8_lossy(&buf[..n]);
-                let Some(msg) = line.split_once(';').map(|(_, m)| m.lines().next().unwrap_or("")) else { continue };
-                let Some(fields) = msg.strip_prefix("oom-kill:") else { continue };
-                let get = |k: &str| fields.split(',').find_map(|f| f.strip_prefix(k)).map(str::to_string);
-                if get("pid=").is_some_and(|p| p == pid.to_string()) {
-                    found = get("constraint=").zip(get("oom_memcg=").or(Some(String::new())));
+                let record = String::from_utf8_lossy(&buf[..n]);
+                if let Some((_, msg)) = record.split_once(';') {
+                    messages.push(msg.lines().next().unwrap_or("").to_string());
                 }
             }
             Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
             Err(_) => break,
         }
     }
-    found
+    Ok(messages)
+}
+
+/// Every OOM line of the kernel's log, for a test's failure message.
+pub fn kernel_oom_lines() -> Vec<String> {
+    match kernel_log() {
+        Ok(log) => log
+            .into_iter()
+            .filter(|m| {
+                m.starts_with("oom-kill:") || m.starts_with("Out of memory") || m.contains("invoked oom-killer")
+            })
+            .collect(),
+        Err(e) => vec![format!("/dev/kmsg unreadable: {e}")],
+    }
+}
+
+/// The kernel's own report of the OOM kill of `pid` (its `oom-kill:` line
+/// in the kernel log): (constraint, the memcg under OOM), e.g.
+/// ("CONSTRAINT_MEMCG", "/…/pod…/<container>").
+pub fn kernel_oom_report(pid: u32) -> Option<(String, String)> {
+    let pid = pid.to_string();
+    kernel_log().expect("/dev/kmsg").iter().rev().find_map(|msg| {
+        let fields = msg.strip_prefix("oom-kill:")?;
+        let get = |k: &str| fields.split(',').find_map(|f| f.strip_prefix(k)).map(str::to_string);
+        if get("pid=")? != pid {
+            return None;
+        }
+        get("constraint=").zip(get("oom_memcg=").or(Some(String::new())))
+    })
 }
