@@ -14,7 +14,7 @@ use hyper::{body::Bytes, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
 use crate::telemetry::{
-    records::{Body, Incoming, PodFields},
+    records::wire::{Body, Incoming, PodFields},
     server::NDJSON,
 };
 
@@ -580,7 +580,7 @@ fn terminal_width() -> usize {
 mod tests {
     use super::*;
 
-    use crate::telemetry::records::{LateExitRecord, OomKillRecord, Record, SandboxDeathRecord, StormRecord};
+    use crate::telemetry::records::wire::{LateExitRecord, OomKillRecord, Record, SandboxDeathRecord, StormRecord};
 
     fn shop_web() -> PodFields {
         PodFields {

@@ -1,19 +1,14 @@
 //! Log lines: the one logging set-up of the agent, and the log consumer
 //! of the watchdog's findings. A finding an operator must see is one
-//! `tracing` line whose fields are named as the metrics' labels and the
-//! records' fields (`pod_uid`, `namespace`, `pod`, `container`,
-//! `container_id`, `victim_role`, …). Names (process names are a
+//! `tracing` line rendered from its event record: its fields are the
+//! record's (`pod_uid`, `namespace`, `pod`, `container`, `container_id`,
+//! `victim_role`, …), named as the metrics' labels. Names (process names are a
 //! tenant's to choose) are written escaped (`crate::text::visible`), in
 //! the message and in the fields: one finding is one line, and no line
 //! drives a terminal.
 
-use crate::{
-    events::ExitStatus,
-    labels::Label as _,
-    model::{Names, PodRef},
-    text::visible as v,
-    watchdog::Finding,
-};
+use super::records::wire::{Body, Kind, PodFields};
+use crate::{text::visible as v, watchdog::Finding};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -55,190 +50,171 @@ pub fn init(level: &str, format: LogFormat) {
 }
 
 /// Writes the log line of `finding`, for the findings an operator reads.
-pub fn log(finding: &Finding) {
+/// A finding with a record (`record`, from [`records::record_of`]) is
+/// logged from it: the same fields under the same names, and a sentence
+/// made of them. Only the findings that are logged and never recorded
+/// have lines of their own here.
+pub fn log(finding: &Finding, record: Option<&Body>) {
+    if let Some(body) = record {
+        return log_record(body);
+    }
     match finding {
-        Finding::OomKill(k) => {
-            let r = &k.report;
-            let names = &k.names;
-            let trigger =
-                r.trigger.as_ref().map(|t| format!(", triggered by pid {} ({})", t.tgid, v(&t.comm))).unwrap_or_default();
-            let (pod_uid, container_id) = ids(r.pod.as_ref());
-            tracing::info!(
-                event = "oom_kill",
-                pod_uid,
-                namespace = v(&names.namespace).as_ref(),
-                pod = v(&names.pod).as_ref(),
-                container = v(&names.container).as_ref(),
-                container_id,
-                victim_role = r.role.label(),
-                pid = r.victim.pid,
-                comm = v(&r.victim_comm).as_ref(),
-                trigger_pid = r.trigger.as_ref().map(|t| t.tgid),
-                trigger_comm = r.trigger.as_ref().map(|t| v(&t.comm).into_owned()),
-                qos_class = r.pod.as_ref().and_then(|p| p.qos).map(|q| q.label()),
-                rss_bytes = k.rss_bytes,
-                limit_bytes = k.limit_bytes,
-                limit = r.fired.limit.label(),
-                constraint = r.fired.constraint.label(),
-                outcome = r.outcome.label(),
-                "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{trigger}",
-                r.victim.pid,
-                v(&r.victim_comm),
-                r.role.label(),
-                describe(r.pod.as_ref(), names),
-                r.outcome.label(),
-                r.fired.limit.label(),
-            );
-        }
-        Finding::SandboxDeath(d) => {
-            let (pod_uid, container_id) = ids(d.report.pod.as_ref());
-            let names = &d.names;
-            tracing::info!(
-                event = "sandbox_death",
-                pod_uid,
-                namespace = v(&names.namespace).as_ref(),
-                pod = v(&names.pod).as_ref(),
-                container = v(&names.container).as_ref(),
-                container_id,
-                pid = d.pid,
-                comm = v(&d.comm).as_ref(),
-                cause = d.cause.label(),
-                "sandbox death ({}): {}",
-                d.cause.label(),
-                describe(d.report.pod.as_ref(), names)
-            );
-        }
-        Finding::ContainerExit(e) => {
-            let r = &e.report;
-            let (pod_uid, container_id) = ids(r.pod.as_ref());
-            let names = &e.names;
-            let (exit_code, signal) = match e.status {
-                ExitStatus::Code(c) => (Some(c), None),
-                ExitStatus::Signal { signo, .. } => (None, Some(signo)),
-            };
-            let workload = if names.workload.is_empty() {
-                String::new()
-            } else {
-                format!(" of {} {}", v(&names.workload_kind), v(&names.workload))
-            };
-            tracing::info!(
-                event = "container_exit",
-                pod_uid,
-                namespace = v(&names.namespace).as_ref(),
-                pod = v(&names.pod).as_ref(),
-                container = v(&names.container).as_ref(),
-                container_id,
-                workload = v(&names.workload).as_ref(),
-                workload_kind = v(&names.workload_kind).as_ref(),
-                victim_role = r.role.label(),
-                pid = e.pid,
-                comm = v(&e.comm).as_ref(),
-                reason = e.reason.label(),
-                exit_code,
-                signal,
-                "container exit ({}): {}{workload}",
-                e.reason.label(),
-                describe(r.pod.as_ref(), names)
-            );
-        }
-        Finding::LateExit(l) => {
-            let r = &l.report;
-            let (pod_uid, container_id) = ids(r.pod.as_ref());
-            let names = &l.names;
-            tracing::warn!(
-                event = "late_exit",
-                pod_uid,
-                namespace = v(&names.namespace).as_ref(),
-                pod = v(&names.pod).as_ref(),
-                container = v(&names.container).as_ref(),
-                container_id,
-                pid = l.pid,
-                comm = l.comm.as_deref().map(|c| v(c).into_owned()),
-                reason = l.reason.label(),
-                source = r.source.label(),
-                "late exit event ({}, source {}): {}",
-                l.reason.label(),
-                r.source.label(),
-                describe(r.pod.as_ref(), names)
-            );
-        }
-        Finding::RuntimeCrash { runtime, pid, reason } => tracing::error!(
-            event = "runtime_crash",
-            runtime = runtime.as_str(),
-            pid,
-            reason = reason.label(),
-            "container runtime {runtime} (pid {pid}) crashed: {}",
-            reason.label()
-        ),
         Finding::RuntimeStopped { runtime, pid } => {
-            tracing::warn!(runtime = runtime.as_str(), pid, "container runtime {runtime} (pid {pid}) stopped")
+            tracing::warn!(runtime = v(runtime).as_ref(), pid, "container runtime {} (pid {pid}) stopped", v(runtime))
         }
-        Finding::RuntimeRestart { runtime, pid } => tracing::info!(
-            event = "runtime_restart",
-            runtime = runtime.as_str(),
-            pid,
-            "container runtime {runtime} is back (pid {pid})"
-        ),
-        Finding::OomStorm(edge) if edge.started => tracing::warn!(
-            event = "oom_storm_start",
-            count = edge.events_in_window,
-            window_seconds = edge.window_secs,
-            "OOM storm: {} OOM events in the last {} s",
-            edge.events_in_window,
-            edge.window_secs
-        ),
-        Finding::OomStorm(edge) => tracing::info!(
-            event = "oom_storm_end",
-            count = edge.events_in_window,
-            window_seconds = edge.window_secs,
-            "OOM storm over: {} OOM events in the last {} s",
-            edge.events_in_window,
-            edge.window_secs
-        ),
         Finding::CgroupResync { reread: true, created, removed } if created + removed > 0 => tracing::warn!(
             "cgroup changes were lost with dropped events: the cgroup tree was read again, {created} cgroups created and {removed} removed meanwhile applied"
         ),
         Finding::TrackingFull { cgroup_id } => tracing::warn!(
             "the kernel's tracked-cgroup map is full: cgroup {cgroup_id}'s tasks are counted as the host's"
         ),
-        Finding::EventsLost { stage, count } => tracing::warn!(
-            event = "events_dropped",
-            stage = stage.label(),
-            count,
-            "{count} events lost at the {} stage in the last second",
-            stage.label()
-        ),
-        Finding::TaskExit(_)
-        | Finding::HostExits { .. }
-        | Finding::OomEvent { .. }
-        | Finding::PodOom(_)
-        | Finding::PodSeriesExpired { .. }
-        | Finding::OomWindow { .. }
-        | Finding::Model(_)
-        | Finding::CgroupResync { .. }
-        | Finding::RuntimeUp { .. }
-        | Finding::ExitLag { .. }
-        | Finding::OomMatched { .. }
-        | Finding::Mismatch(_) => {}
+        _ => {}
     }
 }
 
-fn describe(pod: Option<&PodRef>, names: &Names) -> String {
-    let Some(p) = pod else { return "no pod".to_string() };
-    let mut text = format!("pod {}", v(&p.pod_uid));
-    if !names.pod.is_empty() {
-        text.push_str(&format!(" ({}/{})", v(&names.namespace), v(&names.pod)));
+/// A record's fields, read for a log line: strings escaped (names are a
+/// tenant's), numbers and flags as they are; what the record left out is
+/// left out of the line.
+struct Fields(serde_json::Map<String, serde_json::Value>);
+
+impl Fields {
+    fn s(&self, key: &str) -> Option<String> {
+        match self.0.get(key)? {
+            serde_json::Value::String(s) => Some(v(s).into_owned()),
+            serde_json::Value::Null => None,
+            // Nested values (lists) as compact JSON, escaped the same way.
+            other => crate::text::json_line(other).ok(),
+        }
+    }
+
+    fn n(&self, key: &str) -> Option<u64> {
+        self.0.get(key)?.as_u64()
+    }
+
+    fn b(&self, key: &str) -> Option<bool> {
+        self.0.get(key)?.as_bool()
+    }
+}
+
+/// One `tracing` event with every field a record can carry, each named as
+/// on the wire (the record's `kind` is the line's `event`). A unit test
+/// checks that the line carries exactly its record's fields.
+macro_rules! record_line {
+    ($level:expr, $f:expr, $message:expr) => {
+        tracing::event!(
+            $level,
+            event = $f.s("kind"),
+            pod_uid = $f.s("pod_uid"),
+            namespace = $f.s("namespace"),
+            pod = $f.s("pod"),
+            container = $f.s("container"),
+            container_id = $f.s("container_id"),
+            qos_class = $f.s("qos_class"),
+            workload = $f.s("workload"),
+            workload_kind = $f.s("workload_kind"),
+            victim_role = $f.s("victim_role"),
+            pid = $f.n("pid"),
+            comm = $f.s("comm"),
+            trigger_pid = $f.n("trigger_pid"),
+            trigger_comm = $f.s("trigger_comm"),
+            rss_bytes = $f.n("rss_bytes"),
+            limit_bytes = $f.n("limit_bytes"),
+            limit = $f.s("limit"),
+            constraint = $f.s("constraint"),
+            outcome = $f.s("outcome"),
+            reason = $f.s("reason"),
+            exit_code = $f.n("exit_code"),
+            signal = $f.n("signal"),
+            core_dumped = $f.b("core_dumped"),
+            cause = $f.s("cause"),
+            source = $f.s("source"),
+            runtime = $f.s("runtime"),
+            count = $f.n("count"),
+            window_seconds = $f.n("window_seconds"),
+            stage = $f.s("stage"),
+            "{}",
+            $message
+        )
+    };
+}
+
+fn log_record(body: &Body) {
+    let Ok(serde_json::Value::Object(map)) = serde_json::to_value(body) else { return };
+    let f = Fields(map);
+    let message = message(body);
+    match level(body.kind()) {
+        tracing::Level::ERROR => record_line!(tracing::Level::ERROR, f, message),
+        tracing::Level::WARN => record_line!(tracing::Level::WARN, f, message),
+        _ => record_line!(tracing::Level::INFO, f, message),
+    }
+}
+
+/// How loud each kind is logged.
+fn level(kind: Kind) -> tracing::Level {
+    match kind {
+        Kind::RuntimeCrash => tracing::Level::ERROR,
+        Kind::LateExit | Kind::OomStormStart | Kind::EventsDropped => tracing::Level::WARN,
+        Kind::OomKill
+        | Kind::SandboxDeath
+        | Kind::ContainerExit
+        | Kind::RuntimeRestart
+        | Kind::OomStormEnd
+        | Kind::Missed => tracing::Level::INFO,
+    }
+}
+
+/// The line's sentence, from the record's fields.
+fn message(body: &Body) -> String {
+    match body {
+        Body::OomKill(r) => {
+            let trigger = match (r.trigger_pid, &r.trigger_comm) {
+                (Some(pid), comm) => format!(", triggered by pid {pid} ({})", v(comm.as_deref().unwrap_or("?"))),
+                (None, _) => String::new(),
+            };
+            format!(
+                "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{trigger}",
+                r.pid,
+                v(r.comm.as_deref().unwrap_or("")),
+                r.victim_role,
+                describe(&r.pod),
+                r.outcome,
+                r.limit.as_deref().unwrap_or("unknown"),
+            )
+        }
+        Body::SandboxDeath(r) => format!("sandbox death ({}): {}", r.cause, describe(&r.pod)),
+        Body::ContainerExit(r) => {
+            let workload = match (&r.pod.workload, &r.pod.workload_kind) {
+                (Some(w), kind) => format!(" of {} {}", v(kind.as_deref().unwrap_or("")), v(w)),
+                (None, _) => String::new(),
+            };
+            format!("container exit ({}): {}{workload}", r.reason, describe(&r.pod))
+        }
+        Body::LateExit(r) => format!("late exit event ({}, source {}): {}", r.reason, r.source, describe(&r.pod)),
+        Body::RuntimeCrash(r) => format!(
+            "container runtime {} (pid {}) crashed: {}",
+            v(&r.runtime),
+            r.pid,
+            r.reason.as_deref().unwrap_or("unknown")
+        ),
+        Body::RuntimeRestart(r) => format!("container runtime {} is back (pid {})", v(&r.runtime), r.pid),
+        Body::OomStormStart(r) => format!("OOM storm: {} OOM events in the last {} s", r.count, r.window_seconds),
+        Body::OomStormEnd(r) => format!("OOM storm over: {} OOM events in the last {} s", r.count, r.window_seconds),
+        Body::EventsDropped(r) => format!("{} events lost at the {} stage in the last second", r.count, r.stage),
+        Body::Missed(r) => format!("{} records missed", r.count),
+    }
+}
+
+fn describe(p: &PodFields) -> String {
+    let Some(uid) = &p.pod_uid else { return "no pod".to_string() };
+    let mut text = format!("pod {}", v(uid));
+    if let Some(pod) = &p.pod {
+        text.push_str(&format!(" ({}/{})", v(p.namespace.as_deref().unwrap_or("")), v(pod)));
     }
     text.push_str(&format!(" container {}", v(p.container_id.as_deref().unwrap_or("-"))));
-    if !names.container.is_empty() {
-        text.push_str(&format!(" ({})", v(&names.container)));
+    if let Some(container) = &p.container {
+        text.push_str(&format!(" ({})", v(container)));
     }
     text
-}
-
-/// Pod UID and container id for log fields, empty when unknown.
-fn ids(pod: Option<&PodRef>) -> (&str, &str) {
-    (pod.map_or("", |p| p.pod_uid.as_str()), pod.and_then(|p| p.container_id.as_deref()).unwrap_or(""))
 }
 
 #[cfg(test)]
@@ -247,7 +223,8 @@ mod tests {
 
     use super::*;
     use crate::{
-        model::{OomReport, Outcome, TaskKey, TaskRole, Trigger},
+        model::{Names, OomReport, Outcome, TaskKey, TaskRole, Trigger},
+        telemetry::records::{record_of, wire::*},
         watchdog::OomKill,
     };
 
@@ -265,13 +242,18 @@ mod tests {
     }
 
     fn logged(format: LogFormat, finding: &Finding) -> String {
+        let record = record_of(finding).map(|(_, body)| body);
+        logged_with(format, finding, record.as_ref())
+    }
+
+    fn logged_with(format: LogFormat, finding: &Finding, record: Option<&Body>) -> String {
         let buffer = Buffer::default();
         let writer = buffer.clone();
         let fmt = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false);
         match format {
-            LogFormat::Text => tracing::subscriber::with_default(fmt.finish(), || log(finding)),
+            LogFormat::Text => tracing::subscriber::with_default(fmt.finish(), || log(finding, record)),
             LogFormat::Json => {
-                tracing::subscriber::with_default(fmt.json().flatten_event(true).finish(), || log(finding))
+                tracing::subscriber::with_default(fmt.json().flatten_event(true).finish(), || log(finding, record))
             }
         }
         let bytes = buffer.0.lock().unwrap().clone();
@@ -307,5 +289,85 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&logged(LogFormat::Json, &kill)).unwrap();
         assert_eq!(json["comm"], crate::text::visible(name).as_ref());
         assert_eq!(json["trigger_comm"], crate::text::visible(name).as_ref());
+    }
+
+    /// Every kind's line carries exactly its record's fields, under the
+    /// record's names and with the record's types (guards: a field added
+    /// to a record and not to the line, or read as another type).
+    #[test]
+    fn a_recorded_findings_line_carries_exactly_its_records_fields() {
+        let pod = PodFields {
+            pod_uid: Some("u".into()),
+            namespace: Some("shop".into()),
+            pod: Some("web-1".into()),
+            container: Some("app".into()),
+            container_id: Some("c".into()),
+            qos_class: Some("burstable".into()),
+            workload: Some("web".into()),
+            workload_kind: Some("Deployment".into()),
+        };
+        let runtime = RuntimeRecord { runtime: "containerd".into(), pid: 3, reason: Some("panic".into()) };
+        let storm = StormRecord { count: 9, window_seconds: 60 };
+        let bodies = [
+            Body::OomKill(OomKillRecord {
+                pod: pod.clone(),
+                victim_role: "container_child".into(),
+                pid: 4,
+                comm: Some("dd".into()),
+                trigger_pid: Some(5),
+                trigger_comm: Some("java".into()),
+                rss_bytes: Some(1 << 20),
+                limit_bytes: Some(1 << 24),
+                limit: Some("container".into()),
+                constraint: Some("memcg".into()),
+                outcome: "handled".into(),
+            }),
+            Body::SandboxDeath(SandboxDeathRecord {
+                pod: pod.clone(),
+                victim_role: "sandbox".into(),
+                pid: 6,
+                comm: Some("pause".into()),
+                cause: "oom".into(),
+            }),
+            Body::ContainerExit(ContainerExitRecord {
+                pod: pod.clone(),
+                victim_role: "container_init".into(),
+                pid: 7,
+                comm: Some("app".into()),
+                reason: "sigsegv".into(),
+                exit_code: Some(1),
+                signal: Some(11),
+                core_dumped: true,
+            }),
+            Body::LateExit(LateExitRecord {
+                pod,
+                victim_role: "container_init".into(),
+                pid: Some(8),
+                comm: Some("app".into()),
+                outcome: "late".into(),
+                reason: "container_missing".into(),
+                source: "runtime".into(),
+            }),
+            Body::RuntimeCrash(runtime.clone()),
+            Body::RuntimeRestart(RuntimeRecord { reason: None, ..runtime }),
+            Body::OomStormStart(storm.clone()),
+            Body::OomStormEnd(storm),
+            Body::EventsDropped(LossRecord { stage: "kernel".into(), count: 2 }),
+            Body::Missed(MissedRecord { count: 1 }),
+        ];
+        let finding = Finding::HostExits { count: 0 };
+        for body in bodies {
+            let mut want: serde_json::Value = serde_json::to_value(&body).unwrap();
+            let kind = want["kind"].clone();
+            want.as_object_mut().unwrap().remove("kind");
+            let line = logged_with(LogFormat::Json, &finding, Some(&body));
+            let mut got: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let got = got.as_object_mut().unwrap();
+            assert_eq!(got.remove("event").as_ref(), Some(&kind), "{line}");
+            for key in ["timestamp", "level", "target", "message"] {
+                assert!(got.remove(key).is_some(), "{key} in {line}");
+            }
+            assert_eq!(&serde_json::Value::Object(got.clone()), &want, "the line's fields are the record's");
+        }
     }
 }

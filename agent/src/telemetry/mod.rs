@@ -28,11 +28,13 @@ impl Outputs {
         }
     }
 
+    /// A finding's record is made once: its log line is rendered from it.
     pub fn publish_one(&self, finding: &Finding) {
         self.metrics.observe(finding);
-        logs::log(finding);
-        if let Some(hub) = &self.records {
-            hub.publish_finding(finding);
+        let record = records::record_of(finding);
+        logs::log(finding, record.as_ref().map(|(_, body)| body));
+        if let (Some(hub), Some((stamp, body))) = (&self.records, record) {
+            hub.publish_body(stamp, body);
         }
     }
 }

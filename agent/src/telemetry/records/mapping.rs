@@ -1,0 +1,171 @@
+//! The record of a finding: what people watching a node read of it. A
+//! finding that has a record has one [`Body`]; its log line is rendered
+//! from that body (`telemetry::logs`), so the two cannot drift apart.
+
+use super::wire::*;
+use crate::{
+    events::ExitStatus,
+    labels::Label as _,
+    model::{Names, PodRef},
+    watchdog::Finding,
+};
+
+/// When a record happened: at a kernel timestamp, or now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamp {
+    /// CLOCK_BOOTTIME ns.
+    Boot(u64),
+    Now,
+}
+
+/// The record of a finding, for the findings people watch a node for.
+pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
+    Some(match finding {
+        Finding::OomKill(k) => {
+            let r = &k.report;
+            let trigger = r.trigger.as_ref();
+            let body = Body::OomKill(OomKillRecord {
+                pod: pod_fields(r.pod.as_ref(), &k.names),
+                victim_role: r.role.label().to_string(),
+                pid: r.victim.pid,
+                comm: some(&r.victim_comm),
+                trigger_pid: trigger.map(|t| t.tgid),
+                trigger_comm: trigger.and_then(|t| some(&t.comm)),
+                rss_bytes: k.rss_bytes,
+                limit_bytes: k.limit_bytes,
+                limit: Some(r.fired.limit.label().to_string()),
+                constraint: Some(r.fired.constraint.label().to_string()),
+                outcome: r.outcome.label().to_string(),
+            });
+            (Stamp::Boot(k.ts_ns), body)
+        }
+        Finding::ContainerExit(e) => {
+            let (exit_code, signal, core_dumped) = match e.status {
+                ExitStatus::Code(c) => (Some(c), None, false),
+                ExitStatus::Signal { signo, core_dumped } => (None, Some(signo), core_dumped),
+            };
+            let body = Body::ContainerExit(ContainerExitRecord {
+                pod: pod_fields(e.report.pod.as_ref(), &e.names),
+                victim_role: e.report.role.label().to_string(),
+                pid: e.pid,
+                comm: some(&e.comm),
+                reason: e.reason.label().to_string(),
+                exit_code,
+                signal,
+                core_dumped,
+            });
+            (Stamp::Boot(e.ts_ns), body)
+        }
+        Finding::SandboxDeath(d) => {
+            let body = Body::SandboxDeath(SandboxDeathRecord {
+                pod: pod_fields(d.report.pod.as_ref(), &d.names),
+                victim_role: d.report.role.label().to_string(),
+                pid: d.pid,
+                comm: some(&d.comm),
+                cause: d.cause.label().to_string(),
+            });
+            (Stamp::Boot(d.ts_ns), body)
+        }
+        Finding::LateExit(l) => {
+            let body = Body::LateExit(LateExitRecord {
+                pod: pod_fields(l.report.pod.as_ref(), &l.names),
+                victim_role: l.report.role.label().to_string(),
+                pid: l.pid,
+                comm: l.comm.as_deref().and_then(some),
+                outcome: l.report.outcome.label().to_string(),
+                reason: l.reason.label().to_string(),
+                source: l.report.source.label().to_string(),
+            });
+            (Stamp::Boot(l.ts_ns), body)
+        }
+        Finding::RuntimeCrash { runtime, pid, reason } => {
+            let body = RuntimeRecord { runtime: runtime.clone(), pid: *pid, reason: Some(reason.label().to_string()) };
+            (Stamp::Now, Body::RuntimeCrash(body))
+        }
+        Finding::RuntimeRestart { runtime, pid } => {
+            (Stamp::Now, Body::RuntimeRestart(RuntimeRecord { runtime: runtime.clone(), pid: *pid, reason: None }))
+        }
+        Finding::OomStorm(edge) => {
+            let storm = StormRecord { count: edge.events_in_window, window_seconds: edge.window_secs };
+            (Stamp::Now, if edge.started { Body::OomStormStart(storm) } else { Body::OomStormEnd(storm) })
+        }
+        Finding::EventsLost { stage, count } => {
+            (Stamp::Now, Body::EventsDropped(LossRecord { stage: stage.label().to_string(), count: *count }))
+        }
+        Finding::TaskExit(_)
+        | Finding::HostExits { .. }
+        | Finding::OomEvent { .. }
+        | Finding::PodOom(_)
+        | Finding::PodSeriesExpired { .. }
+        | Finding::OomWindow { .. }
+        | Finding::Model(_)
+        | Finding::CgroupResync { .. }
+        | Finding::TrackingFull { .. }
+        | Finding::RuntimeStopped { .. }
+        | Finding::RuntimeUp { .. }
+        | Finding::ExitLag { .. }
+        | Finding::OomMatched { .. }
+        | Finding::Mismatch(_) => return None,
+    })
+}
+
+/// The pod a finding is about, as far as the runtime named it.
+fn pod_fields(pod: Option<&PodRef>, names: &Names) -> PodFields {
+    let Some(p) = pod else { return PodFields::default() };
+    PodFields {
+        pod_uid: some(&p.pod_uid),
+        namespace: some(&names.namespace),
+        pod: some(&names.pod),
+        container: some(&names.container),
+        container_id: p.container_id.as_deref().and_then(some),
+        qos_class: p.qos.map(|q| q.label().to_string()),
+        workload: some(&names.workload),
+        workload_kind: some(&names.workload_kind),
+    }
+}
+
+/// `None` for an empty string: unknown fields are left out of records.
+fn some(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        model::{correlation::Expired, storm::StormEdge, OomReport, Outcome, QosClass, TaskKey, TaskRole},
+        watchdog::{LossStage, OomKill},
+    };
+
+    #[test]
+    fn findings_people_watch_for_become_records_stamped_when_they_happened() {
+        let report = OomReport {
+            outcome: Outcome::Handled,
+            role: TaskRole::ContainerInit,
+            pod: Some(PodRef { pod_uid: "u".into(), qos: Some(QosClass::Burstable), container_id: Some("c".into()) }),
+            victim: TaskKey::new(9, 0),
+            victim_comm: "dd".into(),
+            trigger: None,
+            delay_ns: 0,
+            fired: crate::model::oom_limit::Fired::UNKNOWN,
+        };
+        let names = Names { namespace: "shop".into(), pod: "web".into(), ..Names::default() };
+        let kill = Finding::OomKill(OomKill { report, names, rss_bytes: Some(1), limit_bytes: None, ts_ns: 5 });
+        let Some((Stamp::Boot(5), Body::OomKill(r))) = record_of(&kill) else { panic!("{:?}", record_of(&kill)) };
+        assert_eq!(
+            (r.pod.pod_uid.as_deref(), r.pod.pod.as_deref(), r.pod.container.as_deref(), r.pod.qos_class.as_deref()),
+            (Some("u"), Some("web"), None, Some("burstable"))
+        );
+        assert_eq!(
+            (r.victim_role.as_str(), r.pid, r.comm.as_deref(), r.rss_bytes),
+            ("container_init", 9, Some("dd"), Some(1))
+        );
+        let edge = StormEdge { started: false, events_in_window: 2, window_secs: 60 };
+        assert!(matches!(record_of(&Finding::OomStorm(edge)), Some((Stamp::Now, Body::OomStormEnd(_)))));
+        let lost = Finding::EventsLost { stage: LossStage::Channel, count: 4 };
+        assert!(
+            matches!(record_of(&lost), Some((Stamp::Now, Body::EventsDropped(l))) if l.stage == "channel" && l.count == 4)
+        );
+        assert_eq!(record_of(&Finding::Mismatch(Expired::default())), None, "a counter, not a record");
+    }
+}

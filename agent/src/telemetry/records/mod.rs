@@ -1,0 +1,13 @@
+//! Event records beside the counters: every OOM kill, sandbox death,
+//! container exit, late exit, runtime crash or restart, OOM storm edge and
+//! second with lost events becomes one record, for people watching a node
+//! (`GET /events`, `sandwatch events`). By role: [`wire`] (the types a
+//! client reads), [`mapping`] (a finding's record), [`hub`] (history and
+//! subscribers).
+pub mod hub;
+pub mod mapping;
+pub mod wire;
+
+pub use hub::{Filter, RecordHub, Refused, Subscription};
+pub use mapping::{record_of, Stamp};
+pub use wire::{Body, Incoming, Kind, Record};
