@@ -7,14 +7,15 @@ use std::{sync::Arc, time::Instant};
 
 use sandwatch::{
     model::{Names, OomReport, Outcome, PodRef, QosClass, TaskKey, TaskRole},
-    model::{OomConstraint, OomLimit},
     stats::PipelineStats,
     telemetry::{
         metrics::{registry, render_with},
         watchdog_metrics::{MetricsSettings, WatchdogMetrics},
     },
-    watchdog::{Finding, OomKill, PodOom},
+    watchdog::{Finding, Fired, OomConstraint, OomKill, OomLimit, PodOom},
 };
+
+const FIRED: Fired = Fired { limit: OomLimit::Container, constraint: OomConstraint::Memcg };
 
 fn report(pod: usize) -> OomReport {
     OomReport {
@@ -29,7 +30,6 @@ fn report(pod: usize) -> OomReport {
         victim_comm: "stress".into(),
         trigger: None,
         delay_ns: 0,
-        fired: sandwatch::model::Fired { limit: OomLimit::Container, constraint: OomConstraint::Memcg },
     }
 }
 
@@ -42,7 +42,7 @@ fn time_renders(served: &(prometheus::Registry, WatchdogMetrics), runs: usize, c
     for i in 0..runs {
         if change {
             let pod = CAP + i % CAP;
-            m.observe(&Finding::PodOom(PodOom { report: report(pod), names: names(pod) }));
+            m.observe(&Finding::PodOom(PodOom { report: report(pod), fired: FIRED, names: names(pod) }));
         }
         let start = Instant::now();
         let text = m.pod_series_text().and_then(|pods| render_with(reg, &[pods])).unwrap_or_default();
@@ -71,9 +71,16 @@ fn build(pods: usize, cap: usize) -> (prometheus::Registry, WatchdogMetrics) {
     let m = WatchdogMetrics::register(&reg, &MetricsSettings { max_pod_series: cap, ..MetricsSettings::default() })
         .expect("pod metrics");
     for pod in 0..pods {
-        let kill = OomKill { report: report(pod), names: names(pod), rss_bytes: None, limit_bytes: None, ts_ns: 0 };
+        let kill = OomKill {
+            report: report(pod),
+            fired: FIRED,
+            names: names(pod),
+            rss_bytes: None,
+            limit_bytes: None,
+            ts_ns: 0,
+        };
         m.observe(&Finding::OomKill(kill));
-        m.observe(&Finding::PodOom(PodOom { report: report(pod), names: names(pod) }));
+        m.observe(&Finding::PodOom(PodOom { report: report(pod), fired: FIRED, names: names(pod) }));
     }
     (reg, m)
 }

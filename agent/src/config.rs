@@ -9,7 +9,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use clap::Parser;
 
 use crate::{
-    model::{correlation::CorrelatorLimits, storm::StormSettings, Limits},
+    model::Limits,
     probes::{loader::DEFAULT_DRAIN_INTERVAL_MS, ProbeOptions},
     runtime::{containerd::StreamConfig, cri::CriConfig},
     telemetry::{
@@ -18,6 +18,7 @@ use crate::{
         watchdog_metrics::MetricsSettings,
     },
     watchdog::{self, RuntimeSettings},
+    watchdog::{correlation::CorrelatorLimits, storm::StormSettings},
 };
 
 #[derive(Parser, Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,6 @@ use strum::IntoEnumIterator as _;
 use crate::{
     events::Event,
     host,
-    model::crashes::RuntimeProcess,
     pipeline::Pipeline,
     probes::{
         cgroups::CgroupLayout,
@@ -19,6 +18,7 @@ use crate::{
     },
     runtime::{cri::MetadataRequests, metrics::RuntimeMetrics},
     stats::PipelineStats,
+    watchdog::crashes::RuntimeProcess,
     watchdog::{CgroupTree, Host, LossTotals},
 };
 

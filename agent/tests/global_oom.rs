@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use sandwatch::{
     host::boottime_ns,
-    model::{OomConstraint, OomLimit},
     node::NodeHost,
     pipeline::Pipeline,
-    watchdog::{self, Finding, Watchdog},
+    watchdog::{self, Finding, OomConstraint, OomLimit, Watchdog},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -92,7 +91,7 @@ async fn a_global_oom_of_a_pods_process_reads_node_and_global() {
             break kill;
         }
     };
-    let fired = kill.report.fired;
+    let fired = kill.fired;
     assert_eq!((fired.limit, fired.constraint), (OomLimit::Node, OomConstraint::Global), "{kill:?}");
     let (constraint, memcg) = kernel_oom_report(kill.report.victim.pid).expect("the kernel's report of the kill");
     assert_eq!((constraint.as_str(), memcg.as_str()), ("CONSTRAINT_NONE", ""), "no cgroup's limit, as the kernel says");

@@ -13,11 +13,11 @@ use sandwatch::{
     events::Event,
     host::boottime_ns,
     labels::Label as _,
-    model::{DeathCause, OomConstraint, OomLimit, Outcome, Report, TaskRole},
+    model::{DeathCause, Outcome, Report, TaskRole},
     node::NodeHost,
     pipeline::Pipeline,
     telemetry::{metrics::render_with, watchdog_metrics::WatchdogMetrics, Outputs},
-    watchdog::{self, Finding, Watchdog},
+    watchdog::{self, Finding, Fired, OomConstraint, OomLimit, Watchdog},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -55,6 +55,8 @@ struct Watch {
     outputs: Outputs,
     prom: PromRegistry,
     pod_series_ttl_ns: u64,
+    /// Whose limit fired, for each OOM kill handled (victim pid).
+    fired: Vec<(u32, Fired)>,
 }
 
 impl Watch {
@@ -74,13 +76,18 @@ impl Watch {
         let core = watchdog::Settings { runtime: None, ..settings.watchdog };
         let mut watchdog = Watchdog::new(NodeHost::new(&mut pipeline), core);
         outputs.publish(watchdog.discover(boottime_ns()));
-        Self { pipeline, watchdog, outputs, prom, pod_series_ttl_ns }
+        Self { pipeline, watchdog, outputs, prom, pod_series_ttl_ns, fired: Vec::new() }
     }
 
     /// One event through the core and into the metrics; the reports of its
     /// exits and OOM kills.
     fn handle(&mut self, event: &Event) -> Vec<Report> {
         let findings: Vec<Finding> = self.watchdog.on_kernel(event, boottime_ns()).collect();
+        for f in &findings {
+            if let Finding::OomKill(k) = f {
+                self.fired.push((k.report.victim.pid, k.fired));
+            }
+        }
         let reports = findings
             .iter()
             .filter_map(|f| match f {
@@ -589,7 +596,8 @@ async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
         let expected =
             if counted { (limit, OomConstraint::Memcg) } else { (OomLimit::Unknown, OomConstraint::Unknown) };
         eprintln!("{cgroup}: {expected:?} (limit failures counted: {counted})");
-        assert_eq!((oom.fired.limit, oom.fired.constraint), expected, "{oom:?}");
+        let fired = watch.fired.iter().find(|(p, _)| *p == pid).map(|(_, f)| (f.limit, f.constraint));
+        assert_eq!(fired, Some(expected), "{oom:?}");
         if expected.0 == OomLimit::Container {
             container_events += 1.0;
         }

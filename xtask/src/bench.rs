@@ -24,7 +24,7 @@ use anyhow::{bail, Context as _, Result};
 
 use crate::{
     bpf::{self, Floor},
-    node::{get, sh, start_agent, status_kib, storm, workers, Agent, Launch, OwnCgroup},
+    node::{get, start_agent, status_kib, storm, workers, Agent, Launch, OwnCgroup, Pods},
     util::cargo,
 };
 
@@ -582,57 +582,6 @@ fn report(what: &str, shape: Shape, storms: &Storms, costs: &BTreeMap<Setup, Sto
         verdict(rss <= 16.0)
     );
     out
-}
-
-/// `count` kubelet-shaped pods (cgroupfs driver, burstable), each with a
-/// sandbox and an app container holding one live process.
-pub(crate) struct Pods {
-    cgroup: OwnCgroup,
-    pub(crate) containers: Vec<PathBuf>,
-    processes: Vec<Child>,
-}
-
-impl Drop for Pods {
-    fn drop(&mut self) {
-        for p in &mut self.processes {
-            let _ = p.kill();
-            let _ = p.wait();
-        }
-        let root = self.cgroup.path().to_string();
-        self.cgroup.remove(&root);
-    }
-}
-
-impl Pods {
-    /// `count` kubelet-shaped pods of two containers (16 MiB each), one
-    /// sleeping process in each.
-    pub(crate) fn create(count: u32) -> Result<Self> {
-        let mut cgroup = OwnCgroup::create("bench-pods")?;
-        let mut containers = Vec::new();
-        for i in 0..count {
-            let pod = format!("kubepods/burstable/pod{:08x}-0000-4c3d-8e9f-0a1b2c3d4e5f", i);
-            for c in 0..2u32 {
-                let path = cgroup.child(&format!("{pod}/{:064x}", u64::from(i) * 2 + u64::from(c) + 1))?;
-                cgroup.set_memory_limit(&path, 16 << 20)?;
-                containers.push(cgroup.dir(&path));
-            }
-        }
-        // One process per container: a shell that joins it and sleeps.
-        let mut processes = Vec::new();
-        for dir in &containers {
-            processes.push(sh(&format!("echo $$ > {} && exec sleep 3600", dir.join("cgroup.procs").display()))?);
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        for dir in &containers {
-            while std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().trim().is_empty() {
-                if Instant::now() > deadline {
-                    bail!("the pods' processes did not start");
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        Ok(Self { cgroup, containers, processes })
-    }
 }
 
 /// The agent with `--pods` pods already running: ready time, memory

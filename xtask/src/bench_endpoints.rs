@@ -18,10 +18,7 @@ use std::{
 
 use anyhow::{Context as _, Result};
 
-use crate::{
-    bench::Pods,
-    node::{get, metric, status_kib, storm_in, workers, Agent, Launch},
-};
+use crate::node::{get, metric, status_kib, storm_in, workers, Agent, Launch, Pods};
 
 /// The descriptor limit the agent runs under.
 const NOFILE: &str = "--nofile=1024:1024";

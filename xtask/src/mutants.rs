@@ -64,7 +64,7 @@ const MUTATIONS: &[Mutation] = &[
         bug: "a mkdir older than the re-read brings back a pod that is gone",
     },
     Mutation {
-        file: "agent/src/model/storm.rs",
+        file: "agent/src/watchdog/storm.rs",
         from: "} else if self.storm && n <= self.settings.clear {",
         to: "} else if self.storm && n < self.settings.clear {",
         test: "storm_edges_rise_at_the_threshold_and_fall_at_the_clear_level",
@@ -78,7 +78,7 @@ const MUTATIONS: &[Mutation] = &[
         bug: "the runtime's lag measured to its envelope's time, not to its delivery",
     },
     Mutation {
-        file: "agent/src/model/crashes.rs",
+        file: "agent/src/watchdog/crashes.rs",
         from: "self.cgroup.as_deref().is_some_and(|c| super::cgroup_path::parse(c).is_some())",
         to: "false",
         test: "a_pod_process_named_like_the_runtime_is_not_the_runtime",
@@ -92,7 +92,7 @@ const MUTATIONS: &[Mutation] = &[
         bug: "a pod process renamed like the runtime exiting 2 counts as its crash",
     },
     Mutation {
-        file: "agent/src/model/crashes.rs",
+        file: "agent/src/watchdog/crashes.rs",
         from: "Some((pinned, pid)) if *pinned == runtime && *pid != tgid => return None,",
         to: "Some((pinned, pid)) if *pinned == runtime && *pid != tgid && false => return None,",
         test: "a_pod_process_named_like_the_runtime_is_not_the_runtime",
@@ -155,8 +155,8 @@ const MUTATIONS: &[Mutation] = &[
         bug: "on v1 a container held to memory + swap, whose count did not move, read as a global OOM",
     },
     Mutation {
-        file: "agent/src/model/oom_events.rs",
-        from: "            report.fired = open.first.fired;\n",
+        file: "agent/src/watchdog/oom_events.rs",
+        from: "            *fired = open.fired;\n",
         to: "",
         test: "each_oom_kill_says_whose_limit_fired",
         bug: "the later victims of a group kill judged again, when the counts moved for the first",

@@ -1,9 +1,11 @@
 //! What the benchmark and the soak do to a node: exit storms in this
 //! process's cgroup or a pod's, and the agent binary run as a user runs it
-//! (with the cgroups of their own and the HTTP client of `test-support`).
+//! (with the cgroups of their own and the HTTP client of `test-support`),
+//! and kubelet-shaped pods for it to find.
 
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
+    process::Child,
     time::{Duration, Instant},
 };
 
@@ -111,4 +113,55 @@ pub fn workers() -> u32 {
 pub fn start_agent(bin: &Path, args: &[String], log: Option<&Path>) -> Result<Agent> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Agent::start(Launch { log_level: "warn", log, ..Launch::new(bin, &args) })
+}
+
+/// `count` kubelet-shaped pods (cgroupfs driver, burstable), each with a
+/// sandbox and an app container holding one live process.
+pub(crate) struct Pods {
+    cgroup: OwnCgroup,
+    pub(crate) containers: Vec<PathBuf>,
+    processes: Vec<Child>,
+}
+
+impl Drop for Pods {
+    fn drop(&mut self) {
+        for p in &mut self.processes {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        let root = self.cgroup.path().to_string();
+        self.cgroup.remove(&root);
+    }
+}
+
+impl Pods {
+    /// `count` kubelet-shaped pods of two containers (16 MiB each), one
+    /// sleeping process in each.
+    pub(crate) fn create(count: u32) -> Result<Self> {
+        let mut cgroup = OwnCgroup::create("bench-pods")?;
+        let mut containers = Vec::new();
+        for i in 0..count {
+            let pod = format!("kubepods/burstable/pod{:08x}-0000-4c3d-8e9f-0a1b2c3d4e5f", i);
+            for c in 0..2u32 {
+                let path = cgroup.child(&format!("{pod}/{:064x}", u64::from(i) * 2 + u64::from(c) + 1))?;
+                cgroup.set_memory_limit(&path, 16 << 20)?;
+                containers.push(cgroup.dir(&path));
+            }
+        }
+        // One process per container: a shell that joins it and sleeps.
+        let mut processes = Vec::new();
+        for dir in &containers {
+            processes.push(sh(&format!("echo $$ > {} && exec sleep 3600", dir.join("cgroup.procs").display()))?);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for dir in &containers {
+            while std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().trim().is_empty() {
+                if Instant::now() > deadline {
+                    bail!("the pods' processes did not start");
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        Ok(Self { cgroup, containers, processes })
+    }
 }

@@ -12,7 +12,25 @@ pub struct PodMeta {
     /// The sandbox's id, which is also its (pause) container's id.
     pub sandbox_id: String,
     /// Its workload, from its labels; `None` where the runtime gave none.
-    pub workload: Option<crate::model::workload::Workload>,
+    pub workload: Option<Workload>,
+}
+
+/// What a pod belongs to, as its controller labelled it
+/// (`runtime::workload` reads it off the labels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter)]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+    CronJob,
+    Job,
+    Pod,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    pub name: String,
 }
 
 /// A container as the runtime lists it; sandboxes are listed as their

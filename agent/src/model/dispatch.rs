@@ -152,8 +152,6 @@ pub struct OomReport {
     /// The task that ran out of memory, when it is not the victim.
     pub trigger: Option<Trigger>,
     pub delay_ns: u64,
-    /// Whose limit fired (the watchdog reads it off the cgroups).
-    pub fired: super::oom_limit::Fired,
 }
 
 /// Where a cgroup id leads: to a container of a live pod, or straight to
@@ -311,7 +309,6 @@ pub fn oom_kill(reg: &mut PodRegistry, oom: &OomVictim, now_ns: u64) -> OomRepor
         victim_comm: oom.comm.clone(),
         trigger: (oom.trigger.tgid != oom.key.pid).then(|| oom.trigger.clone()),
         delay_ns: now_ns.saturating_sub(oom.ts_ns),
-        fired: super::oom_limit::Fired::UNKNOWN,
     };
     let (pod_uid, container_id) = match locate(reg, oom.cgroup_id, oom.untracked) {
         Place::Container { pod_uid, container_id } => (pod_uid, container_id),

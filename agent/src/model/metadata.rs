@@ -167,7 +167,7 @@ mod tests {
     /// pod's workload, erasing the workload the sandbox's record gave.
     #[test]
     fn a_pods_workload_stays_known_when_a_container_names_the_pod_again() {
-        use super::super::workload::{Workload, WorkloadKind};
+        use crate::events::runtime::{Workload, WorkloadKind};
         let mut store = MetadataStore::default();
         let web = Workload { kind: WorkloadKind::Deployment, name: "web".into() };
         let sandbox = PodMeta { workload: Some(web.clone()), ..pod(1) };

@@ -1,20 +1,15 @@
 //! The pod model: cgroup paths → pod identity, the registry of sandboxes,
-//! containers and tasks, the nil-safe TaskExit / OomKill dispatcher, and
-//! the rules that span events (OOM events and storms, kernel/runtime
-//! correlation, the runtime's own crashes). No I/O here; what the node says
-//! reaches the model through the watchdog's host.
+//! containers and tasks, the nil-safe TaskExit / OomKill dispatcher, the
+//! names the runtime gave, and what a container's exit means. No I/O
+//! here; what the node says reaches the model through the watchdog. The
+//! rules that span events (OOM events and storms, which limit fired,
+//! kernel/runtime correlation, the runtime's own crashes) are the
+//! watchdog's.
 pub mod cgroup_path;
-pub mod correlation;
-pub mod crashes;
 pub mod dispatch;
 pub mod exit_reason;
-pub mod known_issues;
 pub mod metadata;
-pub mod oom_events;
-pub mod oom_limit;
 pub mod registry;
-pub mod storm;
-pub mod workload;
 
 #[cfg(test)]
 mod tests;
@@ -26,6 +21,4 @@ pub use dispatch::{
 };
 pub use exit_reason::ExitReason;
 pub use metadata::Names;
-pub use oom_events::{OomEvent, OomScope};
-pub use oom_limit::{Fired, OomConstraint, OomLimit};
 pub use registry::{Limits, PodRegistry, TaskKey};

@@ -241,7 +241,7 @@ pub fn names_from_spec(container_id: &str, spec: &[u8], labels: &HashMap<String,
     let sandbox_id = get("io.kubernetes.cri.sandbox-id").unwrap_or(container_id).to_string();
     let name = get("io.kubernetes.cri.sandbox-name")?.to_string();
     // The sandbox's record carries the pod's labels (containers' do not).
-    let workload = (kind == "sandbox").then(|| crate::model::workload::workload(&name, labels));
+    let workload = (kind == "sandbox").then(|| crate::runtime::workload::workload(&name, labels));
     let pod = PodMeta {
         uid: uid.clone(),
         namespace: get("io.kubernetes.cri.sandbox-namespace")?.to_string(),
@@ -286,8 +286,8 @@ mod tests {
         assert_eq!((got.pods[0].uid.as_str(), got.pods[0].name.as_str()), ("u1", "web"));
         assert_eq!(
             got.pods[0].workload,
-            Some(crate::model::workload::Workload {
-                kind: crate::model::workload::WorkloadKind::Pod,
+            Some(crate::events::runtime::Workload {
+                kind: crate::events::runtime::WorkloadKind::Pod,
                 name: "web".into()
             }),
             "web is no Deployment's pod name: its own workload"

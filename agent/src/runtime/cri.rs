@@ -23,14 +23,12 @@ use k8s_cri::v1::{
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::workload::workload;
 use super::{
     metrics::{MetadataMetrics, RefreshResult},
     Retry,
 };
-use crate::model::{
-    metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME},
-    workload::workload,
-};
+use crate::model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME};
 
 /// Container ids waiting for a listing, at most; more are left to the
 /// periodic refresh.
@@ -243,7 +241,7 @@ async fn say_version(client: &mut RuntimeServiceClient<tonic::transport::Channel
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::workload::{Workload, WorkloadKind};
+    use crate::events::runtime::{Workload, WorkloadKind};
     use k8s_cri::v1::{ContainerMetadata, PodSandboxMetadata};
 
     fn sandbox(id: &str, uid: &str, name: &str) -> PodSandbox {

@@ -15,7 +15,8 @@ use std::{
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use strum::IntoEnumIterator as _;
 
-use crate::{events::runtime::Topic, labels::Label as _, model::known_issues};
+use super::known_issues;
+use crate::{events::runtime::Topic, labels::Label as _};
 
 /// How reading a new container's record for its names went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]

@@ -1,10 +1,13 @@
 //! Clients of the container runtime: containerd's event stream, pod and
-//! container names over the CRI, and their own health metrics. What the
-//! runtime's processes do (crashes, restarts) is the model's
-//! (`model::crashes`), read from kernel exits and /proc.
+//! container names over the CRI, and their own health metrics; what a
+//! pod's labels say of its workload, and which runtime versions have
+//! known crashes. What the runtime's processes do (crashes, restarts) is
+//! the watchdog's (`watchdog::crashes`), read from kernel exits and /proc.
 pub mod containerd;
 pub mod cri;
+pub mod known_issues;
 pub mod metrics;
+pub mod workload;
 
 use std::{path::Path, time::Duration};
 

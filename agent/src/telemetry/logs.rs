@@ -265,6 +265,7 @@ mod tests {
     fn a_hostile_process_name_is_one_escaped_line_in_text_and_json() {
         let name = "\u{1b}[2J\u{1b}[H\nPWNED\u{9b}";
         let kill = Finding::OomKill(OomKill {
+            fired: crate::watchdog::Fired::UNKNOWN,
             report: OomReport {
                 outcome: Outcome::Handled,
                 role: TaskRole::ContainerChild,
@@ -273,7 +274,6 @@ mod tests {
                 victim_comm: name.into(),
                 trigger: Some(Trigger { pid: 8, tgid: 8, comm: name.into(), cgroup_id: 1 }),
                 delay_ns: 0,
-                fired: crate::model::oom_limit::Fired::UNKNOWN,
             },
             names: Names::default(),
             rss_bytes: None,

@@ -100,6 +100,7 @@ mod tests {
         outputs.publish([
             Finding::RuntimeUp { runtime: "containerd".into(), up: true },
             Finding::PodOom(PodOom {
+                fired: crate::watchdog::Fired::UNKNOWN,
                 report: OomReport {
                     outcome: Outcome::Handled,
                     role: TaskRole::ContainerInit,
@@ -108,7 +109,6 @@ mod tests {
                     victim_comm: "x".into(),
                     trigger: None,
                     delay_ns: 0,
-                    fired: crate::model::oom_limit::Fired::UNKNOWN,
                 },
                 names: Names { workload: "web".into(), workload_kind: "Deployment".into(), ..Names::default() },
             }),

@@ -12,10 +12,10 @@ use super::pod_series::{Family, PodSeries};
 use crate::{
     labels::Label as _,
     model::{
-        crashes::CrashReason, dispatch::OutcomeKind, registry::EvictionKind, DeathCause, ExitReason, ExitReport,
-        LateReason, Names, OomConstraint, OomLimit, OomScope, Outcome, PodRef, QosClass, Source, TaskRole,
+        dispatch::OutcomeKind, registry::EvictionKind, DeathCause, ExitReason, ExitReport, LateReason, Names, Outcome,
+        PodRef, QosClass, Source, TaskRole,
     },
-    watchdog::{Finding, ModelStats},
+    watchdog::{crashes::CrashReason, Finding, ModelStats, OomConstraint, OomLimit, OomScope},
 };
 
 /// qos_class for victims outside any pod.
@@ -350,13 +350,7 @@ impl WatchdogMetrics {
             Finding::PodOom(p) => {
                 let Some(pod) = &p.report.pod else { return };
                 let role = p.report.role.label();
-                self.kept(
-                    pod,
-                    &p.names,
-                    [Family::PodOomKills, Family::WorkloadOomKills],
-                    role,
-                    p.report.fired.limit.label(),
-                );
+                self.kept(pod, &p.names, [Family::PodOomKills, Family::WorkloadOomKills], role, p.fired.limit.label());
             }
             Finding::ContainerExit(e) => {
                 let Some(pod) = &e.report.pod else { return };
@@ -503,7 +497,6 @@ mod tests {
             victim_comm: "x".into(),
             trigger: None,
             delay_ns: 0,
-            fired: crate::model::oom_limit::Fired::UNKNOWN,
         }
     }
 
@@ -511,6 +504,7 @@ mod tests {
     fn observe(m: &WatchdogMetrics, r: &OomReport) {
         let names = Names::default();
         m.observe(&Finding::OomKill(OomKill {
+            fired: crate::watchdog::Fired::UNKNOWN,
             report: r.clone(),
             names: names.clone(),
             rss_bytes: None,
@@ -522,9 +516,9 @@ mod tests {
             scope: OomScope::Process,
             qos,
             victims: 1,
-            fired: crate::model::Fired::UNKNOWN,
+            fired: crate::watchdog::Fired::UNKNOWN,
         });
-        m.observe(&Finding::PodOom(PodOom { report: r.clone(), names }));
+        m.observe(&Finding::PodOom(PodOom { fired: crate::watchdog::Fired::UNKNOWN, report: r.clone(), names }));
     }
 
     /// A registry and the watchdog's metrics in it, as `/metrics` serves them.
@@ -568,7 +562,11 @@ mod tests {
         };
         for pod in 0..2000 {
             let report = report(pod);
-            served.m.observe(&Finding::PodOom(PodOom { report: report.clone(), names: names(pod) }));
+            served.m.observe(&Finding::PodOom(PodOom {
+                fired: crate::watchdog::Fired::UNKNOWN,
+                report: report.clone(),
+                names: names(pod),
+            }));
             let reason = reasons[(pod / 20) as usize % reasons.len()];
             served.m.observe(&Finding::ContainerExit(ContainerExit {
                 report: ExitReport {
@@ -767,7 +765,7 @@ mod tests {
         m.observe(&Finding::RuntimeCrash { runtime: "containerd".into(), pid: 1, reason: CrashReason::Panic });
         m.observe(&Finding::RuntimeRestart { runtime: "containerd".into(), pid: 2 });
         m.observe(&Finding::RuntimeUp { runtime: "containerd".into(), up: true });
-        m.observe(&Finding::Mismatch(crate::model::correlation::Expired {
+        m.observe(&Finding::Mismatch(crate::watchdog::correlation::Expired {
             runtime_exits_unmatched: 1,
             kernel_only_ooms: 2,
             runtime_only_ooms: 3,

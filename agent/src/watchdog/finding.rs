@@ -10,12 +10,10 @@
 //! own then: [`Finding::SandboxDeath`] after the [`Finding::TaskExit`] that
 //! counted it, [`Finding::PodOom`] after the [`Finding::OomEvent`].
 
+use super::{correlation::Expired, crashes::CrashReason, storm::StormEdge, Fired, OomScope};
 use crate::{
     events::ExitStatus,
-    model::{
-        correlation::Expired, crashes::CrashReason, registry::Evictions, storm::StormEdge, DeathCause, ExitReason,
-        ExitReport, Fired, LateReason, Names, OomReport, OomScope, QosClass,
-    },
+    model::{registry::Evictions, DeathCause, ExitReason, ExitReport, LateReason, Names, OomReport, QosClass},
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +83,8 @@ pub enum LossStage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OomKill {
     pub report: OomReport,
+    /// Whose limit fired (read off the cgroups' counts).
+    pub fired: Fired,
     pub names: Names,
     /// anon + file + shmem resident memory when it was picked.
     pub rss_bytes: Option<u64>,
@@ -134,6 +134,7 @@ pub struct LateExit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodOom {
     pub report: OomReport,
+    pub fired: Fired,
     pub names: Names,
 }
 

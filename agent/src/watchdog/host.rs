@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use crate::{
     events::{kernel::CgroupChange, Event},
-    model::crashes::RuntimeProcess,
+    watchdog::crashes::RuntimeProcess,
 };
 
 /// The pipeline's loss counters as they stand (totals since start).

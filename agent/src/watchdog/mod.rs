@@ -13,8 +13,13 @@
 //! Each entry point returns the findings of what it was handed, in order,
 //! drained from a buffer the core reuses (the exit path is hot).
 
+pub mod correlation;
+pub mod crashes;
 pub mod finding;
 pub mod host;
+pub mod oom_events;
+pub mod oom_limit;
+pub mod storm;
 #[cfg(test)]
 mod tests;
 
@@ -22,7 +27,15 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 pub use finding::{ContainerExit, Finding, LateExit, LossStage, ModelStats, OomKill, PodOom, SandboxDeath};
 pub use host::{CgroupTree, Host, LossTotals};
+pub use oom_events::{OomEvent, OomScope};
+pub use oom_limit::{Fired, OomConstraint, OomLimit};
 
+use self::{
+    correlation::{Correlator, CorrelatorLimits, Expired},
+    crashes::{RuntimeChange, RuntimeProcesses},
+    oom_events::{OomEvents, GROUP_GAP_NS},
+    storm::{Storm, StormSettings, StormState},
+};
 use crate::{
     events::{
         kernel::{CgroupChange, Exit, OomKill as KernelOomKill},
@@ -30,15 +43,8 @@ use crate::{
     },
     host::Now,
     model::{
-        cgroup_path,
-        correlation::{Correlator, CorrelatorLimits, Expired},
-        crashes::{RuntimeChange, RuntimeProcesses},
-        dispatch::runtime_exit,
-        metadata::Snapshot,
-        oom_events::{OomEvents, GROUP_GAP_NS},
-        oom_limit::{self, Fired},
-        storm::{Storm, StormSettings, StormState},
-        Dispatcher, ExitReport, Limits, Names, OomReport, Outcome, PodRef, PodRegistry, Report, TaskRole,
+        cgroup_path, dispatch::runtime_exit, metadata::Snapshot, Dispatcher, ExitReport, Limits, Names, OomReport,
+        Outcome, PodRef, PodRegistry, Report, TaskRole,
     },
 };
 
@@ -458,12 +464,12 @@ impl<H: Host> Watchdog<H> {
         let container = o.victim.and_then(|v| self.dispatcher.registry.container_of(v.cgroup_id));
         let group_mode = container.is_some_and(|c| c.oom_group == Some(true));
         let path = container.map(|c| c.path.clone());
-        r.fired = match path {
+        let mut fired = match path {
             Some(path) => self.which_limit_fired(&path),
             // Not a pod's container: no container or pod limit to read.
             None => Fired::UNKNOWN,
         };
-        self.oom_events.victim(&mut r, o.ts_ns, group_mode);
+        self.oom_events.victim(&mut r, &mut fired, o.ts_ns, group_mode);
         if let (Some(side), Some(container)) =
             (self.runtime.as_mut(), r.pod.as_ref().and_then(|p| p.container_id.as_deref()))
         {
@@ -474,7 +480,7 @@ impl<H: Host> Watchdog<H> {
         let names = self.names(r.pod.as_ref());
         let rss_bytes = o.rss.map(|m| (m.anon_rss_kb + m.file_rss_kb + m.shmem_rss_kb).saturating_mul(1024));
         let limit_bytes = o.victim.and_then(|v| self.memory_limit(v.cgroup_id));
-        self.out.push(Finding::OomKill(OomKill { report: r, names, rss_bytes, limit_bytes, ts_ns: o.ts_ns }));
+        self.out.push(Finding::OomKill(OomKill { report: r, fired, names, rss_bytes, limit_bytes, ts_ns: o.ts_ns }));
     }
 
     fn runtime_event(&mut self, event: &RuntimeEvent, now: Now) {
@@ -606,12 +612,15 @@ impl<H: Host> Watchdog<H> {
                 scope: event.scope,
                 qos: event.qos,
                 victims: event.victims,
-                fired: event.report.fired,
+                fired: event.fired,
             });
             let state = self.storm.record(now_ns);
             self.report_storm(state);
             if event.report.pod.is_some() {
-                self.defer(Awaiting::PodOom(PodOom { report: event.report, names: Names::default() }), now_ns);
+                self.defer(
+                    Awaiting::PodOom(PodOom { report: event.report, fired: event.fired, names: Names::default() }),
+                    now_ns,
+                );
             }
         }
     }

@@ -14,11 +14,10 @@ use crate::{
         ExitStatus,
     },
     model::{
-        crashes::RuntimeProcess,
         metadata::{ContainerMeta, PodMeta},
-        storm::StormEdge,
-        DeathCause, ExitReason, LateReason, OomConstraint, OomLimit, OomScope, Source,
+        DeathCause, ExitReason, LateReason, Source,
     },
+    watchdog::{crashes::RuntimeProcess, storm::StormEdge, OomConstraint, OomLimit, OomScope},
 };
 
 const MS: u64 = 1_000_000;
@@ -605,7 +604,7 @@ fn a_runtime_crash_and_restart_are_found_from_its_exit_and_proc() {
     assert!(found.contains(&Finding::RuntimeCrash {
         runtime: "containerd".into(),
         pid: 500,
-        reason: crate::model::crashes::CrashReason::Panic
+        reason: crate::watchdog::crashes::CrashReason::Panic
     }));
     assert!(found.contains(&Finding::RuntimeUp { runtime: "containerd".into(), up: false }));
     wd.host_mut().runtime_processes = vec![runtime_process(600, "/system.slice/containerd.service")];
@@ -716,7 +715,7 @@ fn limits(findings: &[Finding]) -> Vec<(OomLimit, OomConstraint)> {
     findings
         .iter()
         .filter_map(|f| match f {
-            Finding::OomKill(k) => Some((k.report.fired.limit, k.report.fired.constraint)),
+            Finding::OomKill(k) => Some((k.fired.limit, k.fired.constraint)),
             _ => None,
         })
         .collect()
@@ -761,6 +760,11 @@ fn each_oom_kill_says_whose_limit_fired() {
     // Its events carry it too.
     let found = tick(&mut wd, 8 * SEC);
     assert!(found.iter().any(|f| matches!(f, Finding::OomEvent { fired, .. } if fired.limit == Container)));
+    // And the pod's series.
+    assert!(
+        found.iter().any(|f| matches!(f, Finding::PodOom(p) if p.fired.limit == Container)),
+        "the per-pod series says whose limit: {found:?}"
+    );
     // v1 with memory + swap held (as runc holds it under the CRI): a count
     // that moved still says; one that did not says nothing — not a global
     // OOM.

@@ -33,8 +33,8 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
                 trigger_comm: trigger.and_then(|t| some(&t.comm)),
                 rss_bytes: k.rss_bytes,
                 limit_bytes: k.limit_bytes,
-                limit: Some(r.fired.limit.label().to_string()),
-                constraint: Some(r.fired.constraint.label().to_string()),
+                limit: Some(k.fired.limit.label().to_string()),
+                constraint: Some(k.fired.constraint.label().to_string()),
                 outcome: r.outcome.label().to_string(),
             });
             (Stamp::Boot(k.ts_ns), body)
@@ -133,8 +133,8 @@ fn some(s: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::{
-        model::{correlation::Expired, storm::StormEdge, OomReport, Outcome, QosClass, TaskKey, TaskRole},
-        watchdog::{LossStage, OomKill},
+        model::{OomReport, Outcome, QosClass, TaskKey, TaskRole},
+        watchdog::{correlation::Expired, storm::StormEdge, LossStage, OomKill},
     };
 
     #[test]
@@ -147,10 +147,16 @@ mod tests {
             victim_comm: "dd".into(),
             trigger: None,
             delay_ns: 0,
-            fired: crate::model::oom_limit::Fired::UNKNOWN,
         };
         let names = Names { namespace: "shop".into(), pod: "web".into(), ..Names::default() };
-        let kill = Finding::OomKill(OomKill { report, names, rss_bytes: Some(1), limit_bytes: None, ts_ns: 5 });
+        let kill = Finding::OomKill(OomKill {
+            fired: crate::watchdog::Fired::UNKNOWN,
+            report,
+            names,
+            rss_bytes: Some(1),
+            limit_bytes: None,
+            ts_ns: 5,
+        });
         let Some((Stamp::Boot(5), Body::OomKill(r))) = record_of(&kill) else { panic!("{:?}", record_of(&kill)) };
         assert_eq!(
             (r.pod.pod_uid.as_deref(), r.pod.pod.as_deref(), r.pod.container.as_deref(), r.pod.qos_class.as_deref()),

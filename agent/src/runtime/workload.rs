@@ -18,21 +18,7 @@
 
 use std::collections::HashMap;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter)]
-pub enum WorkloadKind {
-    Deployment,
-    StatefulSet,
-    DaemonSet,
-    CronJob,
-    Job,
-    Pod,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Workload {
-    pub kind: WorkloadKind,
-    pub name: String,
-}
+use crate::events::runtime::{Workload, WorkloadKind};
 
 /// `name` without `-suffix`, where the suffix satisfies `ok`.
 fn strip_suffix(name: &str, ok: impl Fn(&str) -> bool) -> Option<&str> {
