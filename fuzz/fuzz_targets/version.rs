@@ -2,7 +2,7 @@
 //! issues it is exposed to, never a panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use sandwatch::model::known_issues::{exposure, Version};
+use sandwatch::runtime::known_issues::{exposure, Version};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

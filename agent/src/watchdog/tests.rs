@@ -15,9 +15,14 @@ use crate::{
     },
     model::{
         metadata::{ContainerMeta, PodMeta},
-        DeathCause, ExitReason, LateReason, Source,
+        DeathCause, ExitReason, LateReason, Source, TaskRole,
     },
-    watchdog::{crashes::RuntimeProcess, storm::StormEdge, OomConstraint, OomLimit, OomScope},
+    watchdog::{
+        correlation::{CorrelatorLimits, Expired},
+        crashes::RuntimeProcess,
+        storm::StormEdge,
+        OomConstraint, OomLimit, OomScope,
+    },
 };
 
 const MS: u64 = 1_000_000;
