@@ -74,7 +74,7 @@ pub fn build(args: &Args) -> Result<Image> {
     let target_dir = match &args.target_dir {
         Some(dir) if dir.is_relative() => std::env::current_dir()?.join(dir),
         Some(dir) => dir.clone(),
-        None => root.join("target"),
+        None => crate::util::target_dir()?,
     };
     let binary = static_binary(&root, &target_dir)?;
     let source = Source::of(&root)?;

@@ -258,7 +258,7 @@ fn finish(tally: util::Tally, failures: &[String]) -> Result<()> {
 fn build() -> Result<std::path::PathBuf> {
     setup::run()?;
     util::cargo(&["build", "--release", "--package", "sandwatch"])?;
-    Ok(util::workspace_root()?.join("target/release/sandwatch"))
+    Ok(util::target_dir()?.join("release/sandwatch"))
 }
 
 #[cfg(test)]

@@ -12,6 +12,16 @@ pub fn workspace_root() -> Result<PathBuf> {
     manifest.parent().map(Path::to_path_buf).context("xtask has no parent directory")
 }
 
+/// Where cargo puts what it builds: `CARGO_TARGET_DIR` if set (relative
+/// to the current directory, as cargo reads it), else the workspace's
+/// `target/`.
+pub fn target_dir() -> Result<PathBuf> {
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => Ok(std::env::current_dir()?.join(dir)),
+        None => Ok(workspace_root()?.join("target")),
+    }
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }

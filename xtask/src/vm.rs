@@ -206,7 +206,7 @@ impl Extras {
             bail!("runc missing: run `cargo xtask setup`");
         }
         files.push((std::fs::canonicalize(&runc)?, PathBuf::from(&runc)));
-        let agent = root.join("target/debug/sandwatch");
+        let agent = crate::util::target_dir()?.join("debug/sandwatch");
         files.push((agent.clone(), agent));
         let package_root =
             kernel.vmlinuz.ancestors().find(|a| a.join("lib/modules").is_dir()).context("kernel modules")?;
