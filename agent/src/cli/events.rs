@@ -1,7 +1,8 @@
 //! `sandwatch events`: reads a running agent's `/events` stream and prints
 //! one aligned row per record under a header, as `kubectl get -w` does —
 //! or the raw JSON lines with `-o json`. A client only: it shares nothing
-//! with the agent but the record types, and needs no privileges.
+//! with the agent but the record types. It needs whatever reaches the
+//! agent's events listener: on the node its root-only unix socket.
 
 use std::{
     io::{IsTerminal as _, Write},

@@ -27,8 +27,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Follow a running agent's event records (OOM kills, sandbox deaths,
-    /// late exits, runtime crashes, storms, losses) as a live table. Needs
-    /// no privileges, only the agent's HTTP port.
+    /// container exits, late exits, runtime crashes, storms, losses) as a
+    /// live table. Reads the agent's events socket on the node (root only,
+    /// as the records name every namespace's pods), or --url.
     Events(events::Args),
 }
 

@@ -133,8 +133,9 @@ pub struct Settings {
 /// Why the server could not start: one line.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("cannot listen on {address}: {source}")]
-    Bind { address: String, source: std::io::Error },
+    // Not a `source`: the message says it, and a chain would say it again.
+    #[error("cannot listen on {address}: {error}")]
+    Bind { address: String, error: std::io::Error },
     #[error("{0} is served by another process (a second agent?)")]
     InUse(String),
     #[error(transparent)]
@@ -160,7 +161,7 @@ impl Drop for SocketFile {
 
 impl Bound {
     pub fn bind(address: &Address) -> Result<Self, ServerError> {
-        let bind_error = |source| ServerError::Bind { address: address.to_string(), source };
+        let bind_error = |error| ServerError::Bind { address: address.to_string(), error };
         match address {
             Address::Tcp(a) => std::net::TcpListener::bind(a).map(Bound::Tcp).map_err(bind_error),
             Address::Unix(path) => {
@@ -569,5 +570,20 @@ mod tests {
             assert!(!e.contains('\n'), "{e}");
         }
         assert_eq!(Address::parse("unix:/a/b").map(|a| a.to_string()), Ok("unix:/a/b".to_string()));
+    }
+
+    /// Guards: the OS error said twice, once by the message and once as
+    /// its source, in the agent's one-line error.
+    #[test]
+    fn a_socket_that_cannot_be_made_is_one_line_saying_why_once() {
+        let file = std::env::temp_dir().join(format!("sandwatch-not-a-dir-{}", std::process::id()));
+        std::fs::write(&file, "").unwrap();
+        let address = Address::Unix(file.join("events.sock"));
+        let Err(e) = Bound::bind(&address) else { panic!("bound below a file") };
+        let line = crate::one_line(&anyhow::Error::from(e));
+        std::fs::remove_file(&file).unwrap();
+        assert!(line.starts_with(&format!("cannot listen on {address}: ")), "{line}");
+        let os = line.rsplit(": ").next().unwrap();
+        assert_eq!(line.matches(os).count(), 1, "{line}");
     }
 }
