@@ -7,9 +7,10 @@ use std::{sync::Arc, time::Instant};
 
 use sandwatch::{
     model::{Names, OomReport, Outcome, PodRef, QosClass, TaskKey, TaskRole},
+    probes::KernelPath,
     stats::PipelineStats,
     telemetry::{
-        metrics::{registry, render_with},
+        metrics::{render_with, Metrics, Subject},
         watchdog_metrics::{MetricsSettings, WatchdogMetrics},
     },
     watchdog::{Finding, Fired, OomConstraint, OomKill, OomLimit, PodOom},
@@ -67,9 +68,16 @@ fn names(pod: usize) -> Names {
 }
 
 fn build(pods: usize, cap: usize) -> (prometheus::Registry, WatchdogMetrics) {
-    let reg = registry(Arc::new(PipelineStats::default()), None, 6, "bench").expect("registry");
-    let m = WatchdogMetrics::register(&reg, &MetricsSettings { max_pod_series: cap, ..MetricsSettings::default() })
-        .expect("pod metrics");
+    // Every family, as the agent registers them.
+    let Metrics { registry: reg, watchdog: m, .. } = Metrics::register(Subject {
+        stats: Arc::new(PipelineStats::default()),
+        kernel: None,
+        programs_attached: 6,
+        kernel_release: "bench",
+        kernel_path: KernelPath::VictimTask,
+        settings: &MetricsSettings { max_pod_series: cap, ..MetricsSettings::default() },
+    })
+    .expect("metrics");
     for pod in 0..pods {
         let kill = OomKill {
             report: report(pod),

@@ -7,6 +7,7 @@
 //! source of events into the same core. [`run`] wires the parts.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod catalogue;
 pub mod cli;
 pub mod config;
 pub mod events;
@@ -38,7 +39,11 @@ use crate::{
     node::NodeHost,
     pipeline::Pipeline,
     runtime::{containerd, cri, metrics::RuntimeMetrics},
-    telemetry::{metrics, records::RecordHub, server, watchdog_metrics::WatchdogMetrics, Outputs},
+    telemetry::{
+        metrics::{Metrics, Subject},
+        records::RecordHub,
+        server, Outputs,
+    },
     watchdog::Watchdog,
 };
 
@@ -64,15 +69,19 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     );
     let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, shutdown.clone())?;
     let attached = pipeline.probes.programs_attached();
-    let registry =
-        metrics::registry(pipeline.stats.clone(), Some(pipeline.kernel.clone()), attached, &host::kernel_release())?;
-    metrics::kernel_path(&registry, pipeline.probes.path())?;
-    let runtime_metrics = RuntimeMetrics::register(&registry)?;
-    let http_metrics = server::metrics::HttpMetrics::register(&registry)?;
+    let Metrics { registry, runtime: runtime_metrics, http: http_metrics, watchdog: watchdog_metrics, stream } =
+        Metrics::register(Subject {
+            stats: pipeline.stats.clone(),
+            kernel: Some(pipeline.kernel.clone()),
+            programs_attached: attached,
+            kernel_release: &host::kernel_release(),
+            kernel_path: pipeline.probes.path(),
+            settings: &settings.metrics,
+        })?;
     let sources = RuntimeSources::start(&settings, &runtime_metrics, &shutdown);
     let outputs = Outputs {
-        metrics: WatchdogMetrics::register(&registry, &settings.metrics)?,
-        records: Some(RecordHub::new(&registry, &settings.records.node, settings.records.max_subscribers)?),
+        metrics: watchdog_metrics,
+        records: Some(RecordHub::new(stream, &settings.records.node, settings.records.max_subscribers)),
     };
     let host = NodeHost::new(&mut pipeline).with_runtime(
         &settings.probes.runtime_names,

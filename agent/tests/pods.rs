@@ -16,7 +16,10 @@ use sandwatch::{
     model::{DeathCause, Outcome, Report, TaskRole},
     node::NodeHost,
     pipeline::Pipeline,
-    telemetry::{metrics::render_with, watchdog_metrics::WatchdogMetrics, Outputs},
+    telemetry::{
+        metrics::{render_with, Metrics, Subject},
+        Outputs,
+    },
     watchdog::{self, Finding, Fired, OomConstraint, OomLimit, Watchdog},
 };
 use tokio_util::sync::CancellationToken;
@@ -67,8 +70,16 @@ impl Watch {
         let settings = harness::settings(&[]);
         let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, CancellationToken::new())
             .unwrap_or_else(|e| panic!("pipeline: {e}"));
-        let prom = PromRegistry::new();
-        let metrics = WatchdogMetrics::register(&prom, &settings.metrics).expect("metrics");
+        // Every family, as the agent registers them.
+        let Metrics { registry: prom, watchdog: metrics, .. } = Metrics::register(Subject {
+            stats: pipeline.stats.clone(),
+            kernel: Some(pipeline.kernel.clone()),
+            programs_attached: pipeline.probes.programs_attached(),
+            kernel_release: "test",
+            kernel_path: pipeline.probes.path(),
+            settings: &settings.metrics,
+        })
+        .expect("metrics");
         let outputs = Outputs { metrics, records: None };
         let pod_series_ttl_ns = settings.watchdog.pod_series_ttl_ns.expect("a default TTL");
         // As the agent: the kernel streams only what the model says is a

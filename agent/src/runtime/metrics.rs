@@ -12,11 +12,11 @@ use std::{
     },
 };
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry};
 use strum::IntoEnumIterator as _;
 
 use super::known_issues;
-use crate::{events::runtime::Topic, labels::Label as _};
+use crate::{catalogue, events::runtime::Topic, labels::Label as _};
 
 /// How reading a new container's record for its names went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
@@ -79,21 +79,10 @@ pub struct RuntimeInfo {
 impl RuntimeInfo {
     fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let m = Self {
-            info: IntGaugeVec::new(
-                Opts::new("sandwatch_runtime_info", "1 for the container runtime version the agent talks to."),
-                &["runtime", "version", "revision"],
-            )?,
-            known_issue: IntGaugeVec::new(
-                Opts::new(
-                    "sandwatch_runtime_known_issue",
-                    "1 when the running runtime version has a known crash in sandwatch's domain (0 if not, or if its version does not parse).",
-                ),
-                &["runtime", "issue"],
-            )?,
+            info: catalogue::RUNTIME_INFO.gauge_vec(registry)?,
+            known_issue: catalogue::RUNTIME_KNOWN_ISSUE.gauge_vec(registry)?,
             current: Arc::default(),
         };
-        registry.register(Box::new(m.info.clone()))?;
-        registry.register(Box::new(m.known_issue.clone()))?;
         // Not exposed until the runtime says otherwise: every series at 0.
         for issue in known_issues::KNOWN_ISSUES {
             m.known_issue.with_label_values(&[issue.runtime, issue.issue]).set(0);
@@ -136,25 +125,10 @@ impl MetadataMetrics {
     fn register(registry: &Registry, info: RuntimeInfo) -> Result<Self, prometheus::Error> {
         let m = Self {
             info,
-            up: IntGauge::new(
-                "sandwatch_runtime_metadata_up",
-                "1 while the last listing of pods and containers over the CRI socket succeeded.",
-            )?,
-            refreshes: IntCounterVec::new(
-                Opts::new(
-                    "sandwatch_runtime_metadata_refreshes_total",
-                    "Listings of pods and containers over the CRI, by result.",
-                ),
-                &["result"],
-            )?,
-            unresolved: IntCounter::new(
-                "sandwatch_runtime_metadata_unresolved_total",
-                "Container cgroups the CRI never listed after repeated asking (not CRI containers, or gone): counted without names.",
-            )?,
+            up: catalogue::RUNTIME_METADATA_UP.gauge(registry)?,
+            refreshes: catalogue::RUNTIME_METADATA_REFRESHES_TOTAL.counter_vec(registry)?,
+            unresolved: catalogue::RUNTIME_METADATA_UNRESOLVED_TOTAL.counter(registry)?,
         };
-        registry.register(Box::new(m.up.clone()))?;
-        registry.register(Box::new(m.refreshes.clone()))?;
-        registry.register(Box::new(m.unresolved.clone()))?;
         for result in RefreshResult::iter() {
             m.refreshes.with_label_values(&[result.label()]);
         }
@@ -182,39 +156,15 @@ impl RuntimeMetrics {
     pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let info = RuntimeInfo::register(registry)?;
         let stream = RuntimeStreamMetrics {
-            up: IntGauge::new("sandwatch_runtime_events_up", "1 while the containerd event stream is connected.")?,
-            events: IntCounterVec::new(
-                Opts::new("sandwatch_runtime_events_total", "containerd events received, by topic."),
-                &["topic"],
-            )?,
-            dropped: IntCounter::new(
-                "sandwatch_runtime_events_dropped_total",
-                "containerd events lost because the agent's runtime channel was full.",
-            )?,
-            malformed: IntCounter::new(
-                "sandwatch_runtime_events_malformed_total",
-                "containerd events whose payload could not be decoded.",
-            )?,
-            reconnects: IntCounter::new(
-                "sandwatch_runtime_events_reconnects_total",
-                "Times the containerd event stream was lost or could not be opened.",
-            )?,
-            lookups: IntCounterVec::new(
-                Opts::new(
-                    "sandwatch_runtime_container_lookups_total",
-                    "containerd container records read for their CRI names as they are created, by result (gone: removed before it could be read).",
-                ),
-                &["result"],
-            )?,
+            up: catalogue::RUNTIME_EVENTS_UP.gauge(registry)?,
+            events: catalogue::RUNTIME_EVENTS_TOTAL.counter_vec(registry)?,
+            dropped: catalogue::RUNTIME_EVENTS_DROPPED_TOTAL.counter(registry)?,
+            malformed: catalogue::RUNTIME_EVENTS_MALFORMED_TOTAL.counter(registry)?,
+            reconnects: catalogue::RUNTIME_EVENTS_RECONNECTS_TOTAL.counter(registry)?,
+            lookups: catalogue::RUNTIME_CONTAINER_LOOKUPS_TOTAL.counter_vec(registry)?,
             info: info.clone(),
             peer: Arc::default(),
         };
-        registry.register(Box::new(stream.up.clone()))?;
-        registry.register(Box::new(stream.events.clone()))?;
-        registry.register(Box::new(stream.dropped.clone()))?;
-        registry.register(Box::new(stream.malformed.clone()))?;
-        registry.register(Box::new(stream.reconnects.clone()))?;
-        registry.register(Box::new(stream.lookups.clone()))?;
         for result in LookupResult::iter() {
             stream.lookups.with_label_values(&[result.label()]);
         }

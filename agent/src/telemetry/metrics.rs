@@ -8,20 +8,65 @@ use agent_common::EventKind;
 use prometheus::{
     core::{Collector, Desc},
     proto::MetricFamily,
-    IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    IntCounterVec, IntGauge, Registry,
 };
 
 use strum::IntoEnumIterator as _;
 
+use super::{
+    records::hub::StreamMetrics,
+    server::metrics::HttpMetrics,
+    watchdog_metrics::{MetricsSettings, WatchdogMetrics},
+};
 use crate::{
+    catalogue,
     events::kernel::DecodeErrorKind,
     labels::Label as _,
     probes::KernelCounters,
+    runtime::metrics::RuntimeMetrics,
     stats::{DrainCause, PipelineStats},
 };
 
-/// Builds the registry for a running pipeline.
-pub fn registry(
+/// Every family of the [`catalogue`], registered in one registry: the
+/// pipeline's, the runtime clients', the HTTP server's, the findings' and
+/// the event stream's. The agent, its tests and its benches all register
+/// them here; the pod families live in a registry of their own, rendered
+/// between scrapes (`WatchdogMetrics::pod_series_text`).
+pub struct Metrics {
+    pub registry: Registry,
+    pub runtime: RuntimeMetrics,
+    pub http: HttpMetrics,
+    pub watchdog: WatchdogMetrics,
+    pub stream: StreamMetrics,
+}
+
+/// What the families describe of the agent they are registered for.
+pub struct Subject<'a> {
+    pub stats: Arc<PipelineStats>,
+    /// The kernel's counters; `None` (tests, benchmarks): they read 0.
+    pub kernel: Option<Arc<KernelCounters>>,
+    pub programs_attached: usize,
+    pub kernel_release: &'a str,
+    pub kernel_path: crate::probes::KernelPath,
+    pub settings: &'a MetricsSettings,
+}
+
+impl Metrics {
+    pub fn register(subject: Subject<'_>) -> Result<Self, prometheus::Error> {
+        let registry = registry(subject.stats, subject.kernel, subject.programs_attached, subject.kernel_release)?;
+        kernel_path(&registry, subject.kernel_path)?;
+        Ok(Self {
+            runtime: RuntimeMetrics::register(&registry)?,
+            http: HttpMetrics::register(&registry)?,
+            watchdog: WatchdogMetrics::register(&registry, subject.settings)?,
+            stream: StreamMetrics::register(&registry)?,
+            registry,
+        })
+    }
+}
+
+/// The pipeline's families, the build's and the programs'.
+fn registry(
     stats: Arc<PipelineStats>,
     kernel: Option<Arc<KernelCounters>>,
     programs_attached: usize,
@@ -29,36 +74,20 @@ pub fn registry(
 ) -> Result<Registry, prometheus::Error> {
     let registry = Registry::new();
     registry.register(Box::new(PipelineCollector::new(stats, kernel)?))?;
-
-    let attached = IntGauge::new("sandwatch_programs_attached", "eBPF programs loaded and attached by this agent.")?;
-    attached.set(programs_attached as i64);
-    registry.register(Box::new(attached))?;
-
-    let build = IntGaugeVec::new(
-        Opts::new("sandwatch_build_info", "Version of sandwatch and release of the kernel it runs on."),
-        &["version", "kernel"],
-    )?;
-    build.with_label_values(&[env!("CARGO_PKG_VERSION"), kernel_release]).set(1);
-    registry.register(Box::new(build))?;
+    catalogue::PROGRAMS_ATTACHED.gauge(&registry)?.set(programs_attached as i64);
+    catalogue::BUILD_INFO.gauge_vec(&registry)?.with_label_values(&[env!("CARGO_PKG_VERSION"), kernel_release]).set(1);
     Ok(registry)
 }
 
 /// `sandwatch_kernel_path{path}`: 1 for how this kernel names OOM
 /// victims (`fork_table`, `victim_task`), 0 for the other.
-pub fn kernel_path(registry: &Registry, path: crate::probes::KernelPath) -> Result<(), prometheus::Error> {
-    use strum::IntoEnumIterator as _;
-    let gauge = IntGaugeVec::new(
-        Opts::new(
-            "sandwatch_kernel_path",
-            "How the kernel programs name an OOM victim after it is gone: fork_table (a program at every fork keeps a task table; cgroup v1, and v2 kernels whose OOM tracepoint lacks the victim's task) or victim_task (read off the victim's task at the kill: one program per process).",
-        ),
-        &["path"],
-    )?;
+fn kernel_path(registry: &Registry, path: crate::probes::KernelPath) -> Result<(), prometheus::Error> {
+    let gauge = catalogue::KERNEL_PATH.gauge_vec(registry)?;
     for p in crate::probes::KernelPath::iter() {
         let label: &str = p.into();
         gauge.with_label_values(&[label]).set(i64::from(p == path));
     }
-    registry.register(Box::new(gauge))
+    Ok(())
 }
 
 /// Copies the pipeline's counters into counter families at scrape time.
@@ -82,61 +111,20 @@ struct Families {
     reader_asleep: IntGauge,
 }
 
-fn counter_vec(name: &str, help: &str, label: &str) -> Result<IntCounterVec, prometheus::Error> {
-    IntCounterVec::new(Opts::new(name, help), &[label])
-}
-
 impl PipelineCollector {
     fn new(stats: Arc<PipelineStats>, kernel: Option<Arc<KernelCounters>>) -> Result<Self, prometheus::Error> {
+        use catalogue::*;
         let families = Families {
-            received: counter_vec(
-                "sandwatch_events_total",
-                "Events received from the kernel ring buffer, by kind.",
-                "kind",
-            )?,
-            kernel_events: counter_vec(
-                "sandwatch_kernel_events_total",
-                "Events the kernel programs produced (emitted or dropped), by kind.",
-                "kind",
-            )?,
-            kernel_dropped: counter_vec(
-                "sandwatch_kernel_events_dropped_total",
-                "Events lost in the kernel because the ring buffer was full, by kind.",
-                "kind",
-            )?,
-            dropped: counter_vec(
-                "sandwatch_events_dropped_total",
-                "Events lost, by pipeline stage (kernel: ring buffer full; channel: reader queue full; decode: malformed record).",
-                "stage",
-            )?,
-            decode_errors: counter_vec(
-                "sandwatch_decode_errors_total",
-                "Records that could not be decoded, by reason.",
-                "reason",
-            )?,
-            unattributed: counter_vec(
-                "sandwatch_events_unattributed_total",
-                "Exit and OOM events whose task was not in the kernel task table (no cgroup known), by kind.",
-                "kind",
-            )?,
-            unstreamed: counter_vec(
-                "sandwatch_kernel_exits_unstreamed_total",
-                "Exits the kernel counted instead of streaming, by reason (thread: not the last thread of its process; host: a process in no pod cgroup and no runtime).",
-                "reason",
-            )?,
-            tracking_refused: prometheus::IntCounter::new(
-                "sandwatch_tracked_cgroups_refused_total",
-                "New cgroups the kernel's tracked-cgroup map had no room for (their tasks' exits count as the host's).",
-            )?,
-            drains: counter_vec(
-                "sandwatch_reader_drains_total",
-                "Ring-buffer drains by the reader, by cause (timer: its drain interval, or once a second while it sleeps; wakeup: the kernel woke it).",
-                "cause",
-            )?,
-            reader_asleep: IntGauge::new(
-                "sandwatch_reader_asleep",
-                "1 while the ring-buffer reader sleeps (no record for a while; the next one wakes it), else 0.",
-            )?,
+            received: EVENTS_TOTAL.new_counter_vec()?,
+            kernel_events: KERNEL_EVENTS_TOTAL.new_counter_vec()?,
+            kernel_dropped: KERNEL_EVENTS_DROPPED_TOTAL.new_counter_vec()?,
+            dropped: EVENTS_DROPPED_TOTAL.new_counter_vec()?,
+            decode_errors: DECODE_ERRORS_TOTAL.new_counter_vec()?,
+            unattributed: EVENTS_UNATTRIBUTED_TOTAL.new_counter_vec()?,
+            unstreamed: KERNEL_EXITS_UNSTREAMED_TOTAL.new_counter_vec()?,
+            tracking_refused: TRACKED_CGROUPS_REFUSED_TOTAL.new_counter()?,
+            drains: READER_DRAINS_TOTAL.new_counter_vec()?,
+            reader_asleep: READER_ASLEEP.new_gauge()?,
         };
         let descs = [
             &families.received,

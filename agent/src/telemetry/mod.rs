@@ -46,7 +46,6 @@ mod tests {
     use super::*;
     use crate::{
         model::{ExitReason, ExitReport, Names, OomReport, Outcome, PodRef, Source, TaskKey, TaskRole},
-        runtime::metrics::RuntimeMetrics,
         stats::PipelineStats,
         watchdog::{ContainerExit, PodOom},
     };
@@ -85,16 +84,19 @@ mod tests {
     /// agent registers: the same families, types and label names.
     #[test]
     fn the_metrics_reference_is_what_the_agent_exports() {
-        let registry = metrics::registry(Arc::new(PipelineStats::default()), None, 6, "test").unwrap();
-        metrics::kernel_path(&registry, crate::probes::KernelPath::VictimTask).unwrap();
-        let runtime = RuntimeMetrics::register(&registry).unwrap();
-        server::metrics::HttpMetrics::register(&registry).unwrap();
         let settings =
             watchdog_metrics::MetricsSettings { runtime_names: vec!["containerd".into()], ..Default::default() };
-        let outputs = Outputs {
-            metrics: watchdog_metrics::WatchdogMetrics::register(&registry, &settings).unwrap(),
-            records: Some(records::RecordHub::new(&registry, "n", 1).unwrap()),
-        };
+        let metrics::Metrics { registry, runtime, watchdog, stream, .. } =
+            metrics::Metrics::register(metrics::Subject {
+                stats: Arc::new(PipelineStats::default()),
+                kernel: None,
+                programs_attached: 6,
+                kernel_release: "test",
+                kernel_path: crate::probes::KernelPath::VictimTask,
+                settings: &settings,
+            })
+            .unwrap();
+        let outputs = Outputs { metrics: watchdog, records: Some(records::RecordHub::new(stream, "n", 1)) };
         // The families whose series appear only with what they count.
         runtime.stream.info.observe("containerd", "2.1.9", "abc");
         outputs.publish([
@@ -157,5 +159,22 @@ mod tests {
         }
         let extra: Vec<&String> = documented.keys().filter(|n| !exported.contains_key(*n)).collect();
         assert!(extra.is_empty(), "documented but not exported: {extra:?}");
+        // And what is registered is the catalogue, no more, no less.
+        let catalogued: BTreeMap<String, (String, Vec<String>)> = crate::catalogue::ALL
+            .iter()
+            .map(|f| {
+                let mut labels: Vec<String> = f.labels.iter().map(|l| l.to_string()).collect();
+                labels.sort();
+                (f.name.to_string(), (f.kind.word().to_string(), labels))
+            })
+            .collect();
+        let registered: BTreeMap<String, (String, Vec<String>)> = exported
+            .into_iter()
+            .map(|(name, (kind, mut labels))| {
+                labels.sort();
+                (name, (kind, labels))
+            })
+            .collect();
+        assert_eq!(registered, catalogued);
     }
 }

@@ -18,9 +18,10 @@ use std::{
     sync::Arc,
 };
 
-use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, Registry};
 
 use super::metrics::render;
+use crate::catalogue;
 
 /// The kept families.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -48,15 +49,6 @@ impl Family {
     }
 }
 
-/// Labels of each family, in order. A pod family's first is the pod's UID;
-/// a workload family's first three name the workload.
-pub const POD_OOM_LABELS: [&str; 9] =
-    ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "victim_role", "limit"];
-pub const POD_EXIT_LABELS: [&str; 8] =
-    ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "reason"];
-pub const WORKLOAD_OOM_LABELS: [&str; 4] = ["namespace", "workload", "workload_kind", "victim_role"];
-pub const WORKLOAD_EXIT_LABELS: [&str; 4] = ["namespace", "workload", "workload_kind", "reason"];
-
 /// A workload: (namespace, name, kind).
 type WorkloadKey = [String; 3];
 
@@ -79,66 +71,24 @@ pub struct PodSeries {
     seq: u64,
 }
 
-fn counter(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
-    IntCounterVec::new(Opts::new(name, help), labels)
-}
-
 impl PodSeries {
     /// The families in their own registry; the caps' counters in
     /// `registry`.
     pub fn register(registry: &Registry, max_pods: usize, max_workloads: usize) -> Result<Self, prometheus::Error> {
-        let counters = HashMap::from([
-            (
-                Family::PodOomKills,
-                counter(
-                    "sandwatch_pod_oom_kills_total",
-                    "OOM kills per pod and container (namespace, pod, container and workload names are empty without runtime metadata). Capped series.",
-                    &POD_OOM_LABELS,
-                )?,
-            ),
-            (
-                Family::PodContainerExits,
-                counter(
-                    "sandwatch_pod_container_exits_total",
-                    "Exits of containers' inits per pod and container, by reason (completed, error, oom_killed, killed, or the signal's name). Capped with the OOM series.",
-                    &POD_EXIT_LABELS,
-                )?,
-            ),
-            (
-                Family::WorkloadOomKills,
-                counter(
-                    "sandwatch_workload_oom_kills_total",
-                    "OOM kills per workload (Deployment, StatefulSet, DaemonSet, CronJob, Job, or the bare Pod) across its pods' replacements. Capped series.",
-                    &WORKLOAD_OOM_LABELS,
-                )?,
-            ),
-            (
-                Family::WorkloadContainerExits,
-                counter(
-                    "sandwatch_workload_container_exits_total",
-                    "Exits of containers' inits per workload, by reason, across its pods' replacements. Capped with the workload OOM series.",
-                    &WORKLOAD_EXIT_LABELS,
-                )?,
-            ),
-        ]);
         let family = Registry::new();
-        for c in counters.values() {
-            family.register(Box::new(c.clone()))?;
-        }
+        let counters = HashMap::from([
+            (Family::PodOomKills, catalogue::POD_OOM_KILLS_TOTAL.counter_vec(&family)?),
+            (Family::PodContainerExits, catalogue::POD_CONTAINER_EXITS_TOTAL.counter_vec(&family)?),
+            (Family::WorkloadOomKills, catalogue::WORKLOAD_OOM_KILLS_TOTAL.counter_vec(&family)?),
+            (Family::WorkloadContainerExits, catalogue::WORKLOAD_CONTAINER_EXITS_TOTAL.counter_vec(&family)?),
+        ]);
         let mut caps = HashMap::new();
-        for (what, max, flag, gone) in [
-            ("pod", max_pods, "--max-pod-series", "Per-pod series removed --pod-series-ttl after their pod was torn down, by family (oom_kills, container_exits)."),
-            ("workload", max_workloads, "--max-workload-series", "Per-workload series removed once every pod they counted was gone for --pod-series-ttl, by family (oom_kills, container_exits)."),
+        for (per_workload, max, evicted, expired) in [
+            (false, max_pods, catalogue::POD_SERIES_EVICTED_TOTAL, catalogue::POD_SERIES_EXPIRED_TOTAL),
+            (true, max_workloads, catalogue::WORKLOAD_SERIES_EVICTED_TOTAL, catalogue::WORKLOAD_SERIES_EXPIRED_TOTAL),
         ] {
-            let evicted = counter(
-                &format!("sandwatch_{what}_series_evicted_total"),
-                &format!("Per-{what} series dropped because the {flag} cap of their family (oom_kills, container_exits) was reached."),
-                &["family"],
-            )?;
-            let expired = counter(&format!("sandwatch_{what}_series_expired_total"), gone, &["family"])?;
-            registry.register(Box::new(evicted.clone()))?;
-            registry.register(Box::new(expired.clone()))?;
-            for f in Family::ALL.into_iter().filter(|f| f.per_workload() == (what == "workload")) {
+            let (evicted, expired) = (evicted.counter_vec(registry)?, expired.counter_vec(registry)?);
+            for f in Family::ALL.into_iter().filter(|f| f.per_workload() == per_workload) {
                 let capped = Capped {
                     max: max.max(1),
                     last_update: HashMap::new(),

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry};
 use strum::{EnumCount as _, IntoEnumIterator as _};
 
 use super::pod_series::{Family, PodSeries};
@@ -29,14 +29,6 @@ fn qos_labels() -> impl Iterator<Item = &'static str> {
 fn qos_label(qos: Option<QosClass>) -> &'static str {
     qos.map_or(NO_QOS, QosClass::label)
 }
-
-/// 100 µs … 10 s.
-const DELAY_BUCKETS: [f64; 16] =
-    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-/// Seconds from the kernel's exit of a container init to containerd's
-/// TaskExit for it: normally milliseconds, seconds when the runtime lags.
-const LAG_BUCKETS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
 
 /// Which side alone reported an OOM kill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
@@ -115,161 +107,44 @@ pub struct WatchdogMetrics {
     correlation_evictions: IntCounter,
 }
 
-fn counter_vec(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
-    IntCounterVec::new(Opts::new(name, help), labels)
-}
-
 impl WatchdogMetrics {
     pub fn register(registry: &Registry, settings: &MetricsSettings) -> Result<Self, prometheus::Error> {
-        let window = IntGaugeVec::new(
-            Opts::new(
-                "sandwatch_oom_kills_window",
-                "OOM events (the OOM killer's picks: a group kill of a whole container is one) on this node within the sliding window.",
-            ),
-            &["window"],
-        )?;
-        let m = Self {
-            oom_kills: counter_vec(
-                "sandwatch_oom_kills_total",
-                "Processes OOM-killed on this node, by victim role and pod QoS class.",
-                &["victim_role", "qos_class"],
-            )?,
-            oom_events: counter_vec(
-                "sandwatch_oom_events_total",
-                "OOM events (one pick of the OOM killer: one process, or a whole container killed as a group), by scope, pod QoS class, \
-                 whose limit fired (container, pod, node, unknown) and the constraint (memcg, global, unknown).",
-                &["scope", "qos_class", "limit", "constraint"],
-            )?,
-            oom_group_containers: IntGauge::new(
-                "sandwatch_oom_group_containers",
-                "Tracked containers whose memory.oom.group is 1: an OOM kill takes the whole container (kubelet >= 1.28 on cgroup v2).",
-            )?,
-            container_exits: counter_vec(
-                "sandwatch_container_exits_total",
-                "Exits of containers' inits (the container ended, or its start did), by the container's role (sandbox, workload) and reason: completed (0), error (another code), oom_killed, killed (SIGKILL not from the OOM killer), or the signal's name.",
-                &["container_role", "reason"],
-            )?,
-            pod_series: Arc::new(Mutex::new(PodSeries::register(
-                registry,
-                settings.max_pod_series,
-                settings.max_workload_series,
-            )?)),
-            window: window.with_label_values(&[&format!("{}s", settings.window_secs)]),
-            storm: IntGauge::new(
-                "sandwatch_oom_storm",
-                "1 while OOM events in the window are at or above the storm threshold, until they fall to the clear level.",
-            )?,
-            sandbox_deaths: counter_vec(
-                "sandwatch_sandbox_deaths_total",
-                "Exits of a pod sandbox's init (pause), by cause.",
-                &["cause"],
-            )?,
-            task_exits: counter_vec(
-                "sandwatch_task_exits_total",
-                "Process exits dispatched, by role and outcome.",
-                &["role", "outcome"],
-            )?,
+        use crate::catalogue::*;
+        let r = registry;
+        let window = OOM_KILLS_WINDOW.gauge_vec(r)?.with_label_values(&[&format!("{}s", settings.window_secs)]);
+        let pod_series = PodSeries::register(r, settings.max_pod_series, settings.max_workload_series)?;
+        let mut m = Self {
+            oom_kills: OOM_KILLS_TOTAL.counter_vec(r)?,
+            oom_events: OOM_EVENTS_TOTAL.counter_vec(r)?,
+            oom_group_containers: OOM_GROUP_CONTAINERS.gauge(r)?,
+            container_exits: CONTAINER_EXITS_TOTAL.counter_vec(r)?,
+            pod_series: Arc::new(Mutex::new(pod_series)),
+            window,
+            storm: OOM_STORM.gauge(r)?,
+            sandbox_deaths: SANDBOX_DEATHS_TOTAL.counter_vec(r)?,
+            task_exits: TASK_EXITS_TOTAL.counter_vec(r)?,
             task_exit_counters: Vec::new(),
-            late_exits: counter_vec(
-                "sandwatch_late_exit_events_total",
-                "Exit events handled after their sandbox, container or task was already gone.",
-                &["reason", "source"],
-            )?,
-            exit_delay: Histogram::with_opts(
-                HistogramOpts::new(
-                    "sandwatch_exit_handling_delay_seconds",
-                    "Delay from the kernel's timestamp of an exit or OOM kill to its dispatch.",
-                )
-                .buckets(DELAY_BUCKETS.to_vec()),
-            )?,
-            tracked_sandboxes: IntGauge::new("sandwatch_tracked_sandboxes", "Pod sandboxes in the registry.")?,
-            tracked_containers: IntGauge::new("sandwatch_tracked_containers", "Containers in the registry.")?,
-            tracked_processes: IntGauge::new(
-                "sandwatch_tracked_processes",
-                "Container init processes alive and known to the registry.",
-            )?,
-            registry_evictions: counter_vec(
-                "sandwatch_registry_evictions_total",
-                "Pod state the registry refused or forgot because a bound was reached, by what.",
-                &["what"],
-            )?,
-            resyncs: IntCounter::new(
-                "sandwatch_cgroup_resyncs_total",
-                "Re-reads of the cgroup tree after events that may have held cgroup changes were lost.",
-            )?,
-            resync_changes: counter_vec(
-                "sandwatch_cgroup_resync_changes_total",
-                "Cgroup changes missed with lost events and applied from the cgroup tree, by change.",
-                &["change"],
-            )?,
-            names_cached: IntGaugeVec::new(
-                Opts::new("sandwatch_runtime_metadata_cached", "Pod and container names held, by kind (bounded)."),
-                &["kind"],
-            )?,
-            names_evicted: IntCounter::new(
-                "sandwatch_runtime_metadata_evictions_total",
-                "Pod or container names dropped because the metadata cache was full.",
-            )?,
-            exit_lag: Histogram::with_opts(
-                HistogramOpts::new(
-                    "sandwatch_runtime_exit_lag_seconds",
-                    "From the kernel's exit of a container init to containerd delivering its TaskExit to the agent.",
-                )
-                .buckets(LAG_BUCKETS.to_vec()),
-            )?,
-            exits_unmatched: IntCounter::new(
-                "sandwatch_runtime_exits_unmatched_total",
-                "containerd TaskExit events for which the kernel showed no container init exit.",
-            )?,
-            oom_mismatch: counter_vec(
-                "sandwatch_oom_mismatch_total",
-                "OOM kills only one side reported: kernel_only (the runtime never said OOM) or runtime_only.",
-                &["direction"],
-            )?,
-            ooms_matched: IntCounter::new(
-                "sandwatch_runtime_oom_matched_total",
-                "Kernel OOM kills in containers that containerd also reported as OOM.",
-            )?,
-            crashes: counter_vec(
-                "sandwatch_runtime_crashes_total",
-                "Container runtime processes that ended without being asked to, by runtime and reason.",
-                &["runtime", "reason"],
-            )?,
-            restarts: counter_vec(
-                "sandwatch_runtime_restarts_total",
-                "Container runtime processes started after the runtime was down.",
-                &["runtime"],
-            )?,
-            runtime_up: IntGaugeVec::new(
-                Opts::new("sandwatch_runtime_up", "1 while a process of the container runtime runs on this node."),
-                &["runtime"],
-            )?,
-            correlation_evictions: IntCounter::new(
-                "sandwatch_runtime_correlation_evictions_total",
-                "Pending kernel/runtime pairs forgotten because the correlation tables were full.",
-            )?,
+            late_exits: LATE_EXIT_EVENTS_TOTAL.counter_vec(r)?,
+            exit_delay: EXIT_HANDLING_DELAY_SECONDS.histogram(r)?,
+            tracked_sandboxes: TRACKED_SANDBOXES.gauge(r)?,
+            tracked_containers: TRACKED_CONTAINERS.gauge(r)?,
+            tracked_processes: TRACKED_PROCESSES.gauge(r)?,
+            registry_evictions: REGISTRY_EVICTIONS_TOTAL.counter_vec(r)?,
+            resyncs: CGROUP_RESYNCS_TOTAL.counter(r)?,
+            resync_changes: CGROUP_RESYNC_CHANGES_TOTAL.counter_vec(r)?,
+            names_cached: RUNTIME_METADATA_CACHED.gauge_vec(r)?,
+            names_evicted: RUNTIME_METADATA_EVICTIONS_TOTAL.counter(r)?,
+            exit_lag: RUNTIME_EXIT_LAG_SECONDS.histogram(r)?,
+            exits_unmatched: RUNTIME_EXITS_UNMATCHED_TOTAL.counter(r)?,
+            oom_mismatch: OOM_MISMATCH_TOTAL.counter_vec(r)?,
+            ooms_matched: RUNTIME_OOM_MATCHED_TOTAL.counter(r)?,
+            crashes: RUNTIME_CRASHES_TOTAL.counter_vec(r)?,
+            restarts: RUNTIME_RESTARTS_TOTAL.counter_vec(r)?,
+            runtime_up: RUNTIME_UP.gauge_vec(r)?,
+            correlation_evictions: RUNTIME_CORRELATION_EVICTIONS_TOTAL.counter(r)?,
         };
-        registry.register(Box::new(window))?;
-        for c in [&m.oom_kills, &m.oom_events, &m.sandbox_deaths, &m.container_exits, &m.task_exits, &m.late_exits]
-            .into_iter()
-            .chain([&m.registry_evictions, &m.resync_changes, &m.oom_mismatch, &m.crashes, &m.restarts])
-        {
-            registry.register(Box::new(c.clone()))?;
-        }
-        for g in [&m.oom_group_containers, &m.storm, &m.tracked_sandboxes, &m.tracked_containers, &m.tracked_processes]
-        {
-            registry.register(Box::new(g.clone()))?;
-        }
-        for c in [&m.resyncs, &m.names_evicted, &m.exits_unmatched, &m.ooms_matched, &m.correlation_evictions] {
-            registry.register(Box::new(c.clone()))?;
-        }
-        registry.register(Box::new(m.exit_delay.clone()))?;
-        registry.register(Box::new(m.exit_lag.clone()))?;
-        registry.register(Box::new(m.names_cached.clone()))?;
-        registry.register(Box::new(m.runtime_up.clone()))?;
         // Every bounded series exists from the start, so increase() sees
         // the first event.
-        let mut m = m;
         for role in TaskRole::iter() {
             for qos in qos_labels() {
                 m.oom_kills.with_label_values(&[role.label(), qos]);

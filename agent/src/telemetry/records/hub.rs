@@ -17,12 +17,12 @@ use std::{
 };
 
 use hyper::body::{Bytes, Frame};
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Registry};
 use strum::IntoEnumIterator as _;
 use tokio::sync::mpsc;
 
 use super::{mapping::Stamp, wire::*};
-use crate::{host::Now, labels::Label as _};
+use crate::{catalogue, host::Now, labels::Label as _};
 
 /// Records kept for newcomers.
 pub const HISTORY: usize = 1024;
@@ -70,7 +70,7 @@ struct Inner {
 
 /// The stream's own counters.
 #[derive(Clone)]
-struct StreamMetrics {
+pub struct StreamMetrics {
     records: IntCounterVec,
     subscribers: IntGauge,
     dropped: IntCounter,
@@ -78,26 +78,13 @@ struct StreamMetrics {
 }
 
 impl StreamMetrics {
-    fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let m = Self {
-            records: IntCounterVec::new(
-                Opts::new("sandwatch_event_records_total", "Event records published on /events, by kind."),
-                &["kind"],
-            )?,
-            subscribers: IntGauge::new("sandwatch_event_subscribers", "Clients following /events now.")?,
-            dropped: IntCounter::new(
-                "sandwatch_event_stream_dropped_total",
-                "Event records a subscriber missed because it read too slowly (its queue was full); summed over subscribers.",
-            )?,
-            refused: IntCounter::new(
-                "sandwatch_event_subscribers_refused_total",
-                "Clients refused on /events because --max-event-subscribers were following already.",
-            )?,
+            records: catalogue::EVENT_RECORDS_TOTAL.counter_vec(registry)?,
+            subscribers: catalogue::EVENT_SUBSCRIBERS.gauge(registry)?,
+            dropped: catalogue::EVENT_STREAM_DROPPED_TOTAL.counter(registry)?,
+            refused: catalogue::EVENT_SUBSCRIBERS_REFUSED_TOTAL.counter(registry)?,
         };
-        registry.register(Box::new(m.records.clone()))?;
-        registry.register(Box::new(m.subscribers.clone()))?;
-        registry.register(Box::new(m.dropped.clone()))?;
-        registry.register(Box::new(m.refused.clone()))?;
         for kind in Kind::iter().filter(|k| *k != Kind::Missed) {
             m.records.with_label_values(&[kind.label()]);
         }
@@ -123,13 +110,13 @@ pub struct RecordHub {
 }
 
 impl RecordHub {
-    pub fn new(registry: &Registry, node: &str, max_subscribers: usize) -> Result<Arc<Self>, prometheus::Error> {
-        Ok(Arc::new(Self {
+    pub fn new(metrics: StreamMetrics, node: &str, max_subscribers: usize) -> Arc<Self> {
+        Arc::new(Self {
             node: node.to_string(),
             max_subscribers,
             inner: Arc::new(Mutex::new(Inner::default())),
-            metrics: StreamMetrics::register(registry)?,
-        }))
+            metrics,
+        })
     }
 
     /// The node name records carry.
@@ -284,7 +271,7 @@ mod tests {
 
     fn hub(max: usize) -> (Registry, Arc<RecordHub>) {
         let registry = Registry::new();
-        let hub = RecordHub::new(&registry, "node-a", max).unwrap();
+        let hub = RecordHub::new(StreamMetrics::register(&registry).unwrap(), "node-a", max);
         (registry, hub)
     }
 

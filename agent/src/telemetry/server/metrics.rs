@@ -1,11 +1,14 @@
 //! The HTTP server's own counters: connections open, closed by the agent
 //! and refused, by listener and reason.
 
-use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounterVec, IntGaugeVec, Registry};
 use strum::IntoEnumIterator as _;
 
 use super::{conns::Closed, Endpoint};
-use crate::labels::{all, Label as _};
+use crate::{
+    catalogue,
+    labels::{all, Label as _},
+};
 
 /// Why a client was turned away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
@@ -43,47 +46,12 @@ pub struct HttpMetrics {
 impl HttpMetrics {
     pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let m = Self {
-            open: IntGaugeVec::new(
-                Opts::new("sandwatch_http_connections", "Connections open now, by listener (metrics, events)."),
-                &["listener"],
-            )?,
-            closed: IntCounterVec::new(
-                Opts::new(
-                    "sandwatch_http_connections_closed_total",
-                    "Connections the agent closed: evicted (to make room at --max-connections), header_timeout \
-                     (request or TLS handshake not in within 10 s), idle_timeout (60 s without a request), \
-                     write_timeout (the client stopped reading for --write-timeout-seconds).",
-                ),
-                &["listener", "reason"],
-            )?,
-            refused: IntCounterVec::new(
-                Opts::new(
-                    "sandwatch_http_refused_total",
-                    "Clients turned away: connection_cap (every connection busy), tls_handshake, \
-                     client_certificate (none, or one the CA did not sign), token (no or a wrong bearer token).",
-                ),
-                &["listener", "reason"],
-            )?,
-            accept_errors: IntCounterVec::new(
-                Opts::new(
-                    "sandwatch_http_accept_errors_total",
-                    "accept(2) failures (EMFILE: out of descriptors); the listener backs off.",
-                ),
-                &["listener"],
-            )?,
-            reloads: IntCounterVec::new(
-                Opts::new(
-                    "sandwatch_tls_reloads_total",
-                    "Reloads of the TLS certificate, key and client CA after they changed on disk; on error the \
-                     previous ones stay in use.",
-                ),
-                &["result"],
-            )?,
+            open: catalogue::HTTP_CONNECTIONS.gauge_vec(registry)?,
+            closed: catalogue::HTTP_CONNECTIONS_CLOSED_TOTAL.counter_vec(registry)?,
+            refused: catalogue::HTTP_REFUSED_TOTAL.counter_vec(registry)?,
+            accept_errors: catalogue::HTTP_ACCEPT_ERRORS_TOTAL.counter_vec(registry)?,
+            reloads: catalogue::TLS_RELOADS_TOTAL.counter_vec(registry)?,
         };
-        for c in [&m.closed, &m.refused, &m.accept_errors, &m.reloads] {
-            registry.register(Box::new(c.clone()))?;
-        }
-        registry.register(Box::new(m.open.clone()))?;
         for listener in all::<Endpoint>() {
             m.open.with_label_values(&[listener]);
             m.accept_errors.with_label_values(&[listener]);

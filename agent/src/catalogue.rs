@@ -1,0 +1,313 @@
+//! Every metric family the agent exports, in one table: its name, type,
+//! help and labels, said once. Each part of the agent makes (and
+//! registers) the families it feeds from here, and
+//! `telemetry::Metrics::register` registers them all, for the agent, its
+//! tests and its benches alike; the operators' reference
+//! (docs/operating.md) is checked against this table.
+
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+
+/// A family's type, as Prometheus knows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    /// With its bucket bounds.
+    Histogram(&'static [f64]),
+}
+
+impl Kind {
+    /// The `# TYPE` word.
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram(_) => "histogram",
+        }
+    }
+}
+
+/// One family.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+    /// Label names, in the order values are given.
+    pub labels: &'static [&'static str],
+}
+
+/// 100 µs … 10 s.
+const DELAY_BUCKETS: [f64; 16] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// Seconds from the kernel's exit of a container init to containerd's
+/// TaskExit for it: normally milliseconds, seconds when the runtime lags.
+const LAG_BUCKETS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
+
+macro_rules! catalogue {
+    ($( $id:ident = $kind:expr, $name:literal, [$($label:literal),*], $help:literal; )*) => {
+        $(
+            pub const $id: Family = Family { name: $name, kind: { use Kind::*; $kind }, help: $help, labels: &[$($label),*] };
+        )*
+        /// Every family.
+        pub const ALL: &[Family] = &[$($id),*];
+    };
+}
+
+catalogue! {
+    // telemetry/pod_series.rs
+    POD_SERIES_EVICTED_TOTAL = Counter, "sandwatch_pod_series_evicted_total", ["family"],
+        "Per-pod series dropped because the --max-pod-series cap of their family (oom_kills, container_exits) was reached.";
+    POD_SERIES_EXPIRED_TOTAL = Counter, "sandwatch_pod_series_expired_total", ["family"],
+        "Per-pod series removed --pod-series-ttl after their pod was torn down, by family (oom_kills, container_exits).";
+    WORKLOAD_SERIES_EVICTED_TOTAL = Counter, "sandwatch_workload_series_evicted_total", ["family"],
+        "Per-workload series dropped because the --max-workload-series cap of their family (oom_kills, container_exits) was reached.";
+    WORKLOAD_SERIES_EXPIRED_TOTAL = Counter, "sandwatch_workload_series_expired_total", ["family"],
+        "Per-workload series removed once every pod they counted was gone for --pod-series-ttl, by family (oom_kills, container_exits).";
+
+    // runtime/metrics.rs
+    RUNTIME_CONTAINER_LOOKUPS_TOTAL = Counter, "sandwatch_runtime_container_lookups_total", ["result"],
+        "containerd container records read for their CRI names as they are created, by result (gone: removed before it could be read).";
+    RUNTIME_EVENTS_DROPPED_TOTAL = Counter, "sandwatch_runtime_events_dropped_total", [],
+        "containerd events lost because the agent's runtime channel was full.";
+    RUNTIME_EVENTS_MALFORMED_TOTAL = Counter, "sandwatch_runtime_events_malformed_total", [],
+        "containerd events whose payload could not be decoded.";
+    RUNTIME_EVENTS_RECONNECTS_TOTAL = Counter, "sandwatch_runtime_events_reconnects_total", [],
+        "Times the containerd event stream was lost or could not be opened.";
+    RUNTIME_EVENTS_TOTAL = Counter, "sandwatch_runtime_events_total", ["topic"],
+        "containerd events received, by topic.";
+    RUNTIME_EVENTS_UP = Gauge, "sandwatch_runtime_events_up", [],
+        "1 while the containerd event stream is connected.";
+    RUNTIME_INFO = Gauge, "sandwatch_runtime_info", ["runtime", "version", "revision"],
+        "1 for the container runtime version the agent talks to.";
+    RUNTIME_KNOWN_ISSUE = Gauge, "sandwatch_runtime_known_issue", ["runtime", "issue"],
+        "1 when the running runtime version has a known crash in sandwatch's domain (0 if not, or if its version does not parse).";
+    RUNTIME_METADATA_REFRESHES_TOTAL = Counter, "sandwatch_runtime_metadata_refreshes_total", ["result"],
+        "Listings of pods and containers over the CRI, by result.";
+    RUNTIME_METADATA_UNRESOLVED_TOTAL = Counter, "sandwatch_runtime_metadata_unresolved_total", [],
+        "Container cgroups the CRI never listed after repeated asking (not CRI containers, or gone): counted without names.";
+    RUNTIME_METADATA_UP = Gauge, "sandwatch_runtime_metadata_up", [],
+        "1 while the last listing of pods and containers over the CRI socket succeeded.";
+
+    // telemetry/metrics.rs
+    BUILD_INFO = Gauge, "sandwatch_build_info", ["version", "kernel"],
+        "Version of sandwatch and release of the kernel it runs on.";
+    DECODE_ERRORS_TOTAL = Counter, "sandwatch_decode_errors_total", ["reason"],
+        "Records that could not be decoded, by reason.";
+    EVENTS_DROPPED_TOTAL = Counter, "sandwatch_events_dropped_total", ["stage"],
+        "Events lost, by pipeline stage (kernel: ring buffer full; channel: reader queue full; decode: malformed record).";
+    EVENTS_TOTAL = Counter, "sandwatch_events_total", ["kind"],
+        "Events received from the kernel ring buffer, by kind.";
+    EVENTS_UNATTRIBUTED_TOTAL = Counter, "sandwatch_events_unattributed_total", ["kind"],
+        "Exit and OOM events whose task was not in the kernel task table (no cgroup known), by kind.";
+    KERNEL_EVENTS_DROPPED_TOTAL = Counter, "sandwatch_kernel_events_dropped_total", ["kind"],
+        "Events lost in the kernel because the ring buffer was full, by kind.";
+    KERNEL_EVENTS_TOTAL = Counter, "sandwatch_kernel_events_total", ["kind"],
+        "Events the kernel programs produced (emitted or dropped), by kind.";
+    KERNEL_EXITS_UNSTREAMED_TOTAL = Counter, "sandwatch_kernel_exits_unstreamed_total", ["reason"],
+        "Exits the kernel counted instead of streaming, by reason (thread: not the last thread of its process; host: a process in no pod cgroup and no runtime).";
+    KERNEL_PATH = Gauge, "sandwatch_kernel_path", ["path"],
+        "How the kernel programs name an OOM victim after it is gone: fork_table (a program at every fork keeps a task table; cgroup v1, and v2 kernels whose OOM tracepoint lacks the victim's task) or victim_task (read off the victim's task at the kill: one program per process).";
+    PROGRAMS_ATTACHED = Gauge, "sandwatch_programs_attached", [],
+        "eBPF programs loaded and attached by this agent.";
+    READER_ASLEEP = Gauge, "sandwatch_reader_asleep", [],
+        "1 while the ring-buffer reader sleeps (no record for a while; the next one wakes it), else 0.";
+    READER_DRAINS_TOTAL = Counter, "sandwatch_reader_drains_total", ["cause"],
+        "Ring-buffer drains by the reader, by cause (timer: its drain interval, or once a second while it sleeps; wakeup: the kernel woke it).";
+    TRACKED_CGROUPS_REFUSED_TOTAL = Counter, "sandwatch_tracked_cgroups_refused_total", [],
+        "New cgroups the kernel's tracked-cgroup map had no room for (their tasks' exits count as the host's).";
+
+    // telemetry/pod_series.rs
+    POD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_pod_container_exits_total", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "reason"],
+        "Exits of containers' inits per pod and container, by reason (completed, error, oom_killed, killed, or the signal's name). Capped with the OOM series.";
+    POD_OOM_KILLS_TOTAL = Counter, "sandwatch_pod_oom_kills_total", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "victim_role", "limit"],
+        "OOM kills per pod and container (namespace, pod, container and workload names are empty without runtime metadata). Capped series.";
+    WORKLOAD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_workload_container_exits_total", ["namespace", "workload", "workload_kind", "reason"],
+        "Exits of containers' inits per workload, by reason, across its pods' replacements. Capped with the workload OOM series.";
+    WORKLOAD_OOM_KILLS_TOTAL = Counter, "sandwatch_workload_oom_kills_total", ["namespace", "workload", "workload_kind", "victim_role"],
+        "OOM kills per workload (Deployment, StatefulSet, DaemonSet, CronJob, Job, or the bare Pod) across its pods' replacements. Capped series.";
+
+    // telemetry/records/hub.rs
+    EVENT_RECORDS_TOTAL = Counter, "sandwatch_event_records_total", ["kind"],
+        "Event records published on /events, by kind.";
+    EVENT_STREAM_DROPPED_TOTAL = Counter, "sandwatch_event_stream_dropped_total", [],
+        "Event records a subscriber missed because it read too slowly (its queue was full); summed over subscribers.";
+    EVENT_SUBSCRIBERS = Gauge, "sandwatch_event_subscribers", [],
+        "Clients following /events now.";
+    EVENT_SUBSCRIBERS_REFUSED_TOTAL = Counter, "sandwatch_event_subscribers_refused_total", [],
+        "Clients refused on /events because --max-event-subscribers were following already.";
+
+    // telemetry/server/metrics.rs
+    HTTP_ACCEPT_ERRORS_TOTAL = Counter, "sandwatch_http_accept_errors_total", ["listener"],
+        "accept(2) failures (EMFILE: out of descriptors); the listener backs off.";
+    HTTP_CONNECTIONS = Gauge, "sandwatch_http_connections", ["listener"],
+        "Connections open now, by listener (metrics, events).";
+    HTTP_CONNECTIONS_CLOSED_TOTAL = Counter, "sandwatch_http_connections_closed_total", ["listener", "reason"],
+        "Connections the agent closed: evicted (to make room at --max-connections), header_timeout (request or TLS handshake not in within 10 s), idle_timeout (60 s without a request), write_timeout (the client stopped reading for --write-timeout-seconds).";
+    HTTP_REFUSED_TOTAL = Counter, "sandwatch_http_refused_total", ["listener", "reason"],
+        "Clients turned away: connection_cap (every connection busy), tls_handshake, client_certificate (none, or one the CA did not sign), token (no or a wrong bearer token).";
+    TLS_RELOADS_TOTAL = Counter, "sandwatch_tls_reloads_total", ["result"],
+        "Reloads of the TLS certificate, key and client CA after they changed on disk; on error the previous ones stay in use.";
+
+    // telemetry/watchdog_metrics.rs
+    CGROUP_RESYNC_CHANGES_TOTAL = Counter, "sandwatch_cgroup_resync_changes_total", ["change"],
+        "Cgroup changes missed with lost events and applied from the cgroup tree, by change.";
+    CGROUP_RESYNCS_TOTAL = Counter, "sandwatch_cgroup_resyncs_total", [],
+        "Re-reads of the cgroup tree after events that may have held cgroup changes were lost.";
+    CONTAINER_EXITS_TOTAL = Counter, "sandwatch_container_exits_total", ["container_role", "reason"],
+        "Exits of containers' inits (the container ended, or its start did), by the container's role (sandbox, workload) and reason: completed (0), error (another code), oom_killed, killed (SIGKILL not from the OOM killer), or the signal's name.";
+    EXIT_HANDLING_DELAY_SECONDS = Histogram(&DELAY_BUCKETS), "sandwatch_exit_handling_delay_seconds", [],
+        "Delay from the kernel's timestamp of an exit or OOM kill to its dispatch.";
+    LATE_EXIT_EVENTS_TOTAL = Counter, "sandwatch_late_exit_events_total", ["reason", "source"],
+        "Exit events handled after their sandbox, container or task was already gone.";
+    OOM_EVENTS_TOTAL = Counter, "sandwatch_oom_events_total", ["scope", "qos_class", "limit", "constraint"],
+        "OOM events (one pick of the OOM killer: one process, or a whole container killed as a group), by scope, pod QoS class, whose limit fired (container, pod, node, unknown) and the constraint (memcg, global, unknown).";
+    OOM_GROUP_CONTAINERS = Gauge, "sandwatch_oom_group_containers", [],
+        "Tracked containers whose memory.oom.group is 1: an OOM kill takes the whole container (kubelet >= 1.28 on cgroup v2).";
+    OOM_KILLS_TOTAL = Counter, "sandwatch_oom_kills_total", ["victim_role", "qos_class"],
+        "Processes OOM-killed on this node, by victim role and pod QoS class.";
+    OOM_KILLS_WINDOW = Gauge, "sandwatch_oom_kills_window", ["window"],
+        "OOM events (the OOM killer's picks: a group kill of a whole container is one) on this node within the sliding window.";
+    OOM_MISMATCH_TOTAL = Counter, "sandwatch_oom_mismatch_total", ["direction"],
+        "OOM kills only one side reported: kernel_only (the runtime never said OOM) or runtime_only.";
+    OOM_STORM = Gauge, "sandwatch_oom_storm", [],
+        "1 while OOM events in the window are at or above the storm threshold, until they fall to the clear level.";
+    REGISTRY_EVICTIONS_TOTAL = Counter, "sandwatch_registry_evictions_total", ["what"],
+        "Pod state the registry refused or forgot because a bound was reached, by what.";
+    RUNTIME_CORRELATION_EVICTIONS_TOTAL = Counter, "sandwatch_runtime_correlation_evictions_total", [],
+        "Pending kernel/runtime pairs forgotten because the correlation tables were full.";
+    RUNTIME_CRASHES_TOTAL = Counter, "sandwatch_runtime_crashes_total", ["runtime", "reason"],
+        "Container runtime processes that ended without being asked to, by runtime and reason.";
+    RUNTIME_EXIT_LAG_SECONDS = Histogram(&LAG_BUCKETS), "sandwatch_runtime_exit_lag_seconds", [],
+        "From the kernel's exit of a container init to containerd delivering its TaskExit to the agent.";
+    RUNTIME_EXITS_UNMATCHED_TOTAL = Counter, "sandwatch_runtime_exits_unmatched_total", [],
+        "containerd TaskExit events for which the kernel showed no container init exit.";
+    RUNTIME_METADATA_CACHED = Gauge, "sandwatch_runtime_metadata_cached", ["kind"],
+        "Pod and container names held, by kind (bounded).";
+    RUNTIME_METADATA_EVICTIONS_TOTAL = Counter, "sandwatch_runtime_metadata_evictions_total", [],
+        "Pod or container names dropped because the metadata cache was full.";
+    RUNTIME_OOM_MATCHED_TOTAL = Counter, "sandwatch_runtime_oom_matched_total", [],
+        "Kernel OOM kills in containers that containerd also reported as OOM.";
+    RUNTIME_RESTARTS_TOTAL = Counter, "sandwatch_runtime_restarts_total", ["runtime"],
+        "Container runtime processes started after the runtime was down.";
+    RUNTIME_UP = Gauge, "sandwatch_runtime_up", ["runtime"],
+        "1 while a process of the container runtime runs on this node.";
+    SANDBOX_DEATHS_TOTAL = Counter, "sandwatch_sandbox_deaths_total", ["cause"],
+        "Exits of a pod sandbox's init (pause), by cause.";
+    TASK_EXITS_TOTAL = Counter, "sandwatch_task_exits_total", ["role", "outcome"],
+        "Process exits dispatched, by role and outcome.";
+    TRACKED_CONTAINERS = Gauge, "sandwatch_tracked_containers", [],
+        "Containers in the registry.";
+    TRACKED_PROCESSES = Gauge, "sandwatch_tracked_processes", [],
+        "Container init processes alive and known to the registry.";
+    TRACKED_SANDBOXES = Gauge, "sandwatch_tracked_sandboxes", [],
+        "Pod sandboxes in the registry.";
+}
+
+impl Family {
+    fn check(&self, kind: &str, labelled: bool) -> Result<(), prometheus::Error> {
+        if self.kind.word() != kind || self.labels.is_empty() == labelled {
+            return Err(prometheus::Error::Msg(format!(
+                "{} is a {}{} family, not made as a {kind}{}",
+                self.name,
+                self.kind.word(),
+                if self.labels.is_empty() { "" } else { " labelled" },
+                if labelled { " labelled" } else { "" }
+            )));
+        }
+        Ok(())
+    }
+
+    fn opts(&self) -> Opts {
+        Opts::new(self.name, self.help)
+    }
+
+    /// The family as a counter, not registered (a collector copies values
+    /// into it at scrape time and reports it itself).
+    pub fn new_counter(&self) -> Result<IntCounter, prometheus::Error> {
+        self.check("counter", false)?;
+        IntCounter::with_opts(self.opts())
+    }
+
+    pub fn new_counter_vec(&self) -> Result<IntCounterVec, prometheus::Error> {
+        self.check("counter", true)?;
+        IntCounterVec::new(self.opts(), self.labels)
+    }
+
+    pub fn new_gauge(&self) -> Result<IntGauge, prometheus::Error> {
+        self.check("gauge", false)?;
+        IntGauge::with_opts(self.opts())
+    }
+
+    pub fn new_gauge_vec(&self) -> Result<IntGaugeVec, prometheus::Error> {
+        self.check("gauge", true)?;
+        IntGaugeVec::new(self.opts(), self.labels)
+    }
+
+    /// The family as a counter, registered in `into`.
+    pub fn counter(&self, into: &Registry) -> Result<IntCounter, prometheus::Error> {
+        let c = self.new_counter()?;
+        into.register(Box::new(c.clone()))?;
+        Ok(c)
+    }
+
+    pub fn counter_vec(&self, into: &Registry) -> Result<IntCounterVec, prometheus::Error> {
+        let c = self.new_counter_vec()?;
+        into.register(Box::new(c.clone()))?;
+        Ok(c)
+    }
+
+    pub fn gauge(&self, into: &Registry) -> Result<IntGauge, prometheus::Error> {
+        let g = self.new_gauge()?;
+        into.register(Box::new(g.clone()))?;
+        Ok(g)
+    }
+
+    pub fn gauge_vec(&self, into: &Registry) -> Result<IntGaugeVec, prometheus::Error> {
+        let g = self.new_gauge_vec()?;
+        into.register(Box::new(g.clone()))?;
+        Ok(g)
+    }
+
+    pub fn histogram(&self, into: &Registry) -> Result<Histogram, prometheus::Error> {
+        let Kind::Histogram(buckets) = self.kind else {
+            return Err(prometheus::Error::Msg(format!("{} is no histogram", self.name)));
+        };
+        self.check("histogram", false)?;
+        let h = Histogram::with_opts(HistogramOpts::new(self.name, self.help).buckets(buckets.to_vec()))?;
+        into.register(Box::new(h.clone()))?;
+        Ok(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_help_is_one_line() {
+        let mut names: Vec<&str> = ALL.iter().map(|f| f.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len(), "a name twice");
+        for f in ALL {
+            assert!(f.name.starts_with("sandwatch_"), "{}", f.name);
+            assert!(!f.help.is_empty() && !f.help.contains('\n'), "{}", f.name);
+            assert_eq!(
+                f.kind == Kind::Counter,
+                f.name.ends_with("_total"),
+                "{}: counters, and only they, end in _total",
+                f.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_family_is_made_only_as_what_it_is() {
+        assert!(OOM_KILLS_TOTAL.new_counter_vec().is_ok());
+        assert!(OOM_KILLS_TOTAL.new_counter().is_err(), "it has labels");
+        assert!(OOM_KILLS_TOTAL.new_gauge_vec().is_err(), "it is a counter");
+        assert!(OOM_STORM.histogram(&Registry::new()).is_err());
+    }
+}
