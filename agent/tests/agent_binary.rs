@@ -6,9 +6,11 @@ mod harness;
 
 use std::{collections::BTreeSet, io::Write as _, os::unix::fs::PermissionsExt as _, process::Command, time::Duration};
 
-use harness::{cid, metric, require_root, sh, AgentProcess, KubePod};
+use harness::{cid, metric, node_pods, require_root, sh, AgentProcess, KubePod};
 
 const UID: &str = "0c9e8d7f-6a5b-4c3d-9e2f-1a0b9c8d7e6f";
+/// A pod no test watches: the node's other tenant.
+const OTHER_UID: &str = "7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d";
 
 /// Programs of ours that are loaded in the kernel right now (names are cut
 /// to 15 bytes by the kernel).
@@ -24,6 +26,14 @@ fn our_programs_loaded() -> usize {
 #[test]
 fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     require_root();
+    // A node runs other pods: one the test does not watch, with a live
+    // process in each container, runs beside it throughout.
+    let mut other = KubePod::build("other", OTHER_UID, false, 3);
+    for i in 0..3 {
+        other.start_init(i, "exec sleep 1000");
+    }
+    let node = node_pods();
+    assert!(node.sandboxes >= 1.0 && node.processes >= 3.0, "the other pod is there: {node:?}");
     let before = our_programs_loaded();
     let agent = AgentProcess::start(&[]);
     assert_eq!(our_programs_loaded(), before + 6, "six programs attached");
@@ -81,7 +91,8 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
         metric(&m1, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"),
         Some(2.0)
     );
-    assert_eq!(metric(&m1, "sandwatch_tracked_sandboxes"), Some(1.0), "{m1}");
+    assert_eq!(metric(&m1, "sandwatch_tracked_sandboxes"), Some(node.sandboxes + 1.0), "{node:?}: {m1}");
+    assert_eq!(metric(&m1, "sandwatch_tracked_processes"), Some(node.processes + 1.0), "{node:?}: {m1}");
     assert_eq!(metric(&m1, "sandwatch_events_dropped_total{stage=\"kernel\"}"), Some(0.0));
     assert_eq!(metric(&m1, "sandwatch_events_dropped_total{stage=\"channel\"}"), Some(0.0));
     assert_eq!(metric(&m1, "sandwatch_events_dropped_total{stage=\"decode\"}"), Some(0.0));
@@ -138,6 +149,7 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     assert!(status.success(), "exit 0 after SIGTERM, got {status}: {log}");
     assert!(log.contains("OOM kill: victim pid"), "OOM kills are logged: {log}");
     drop(pod);
+    drop(other);
     // The kernel frees a program after its last reference goes, in deferred
     // work: give it a moment.
     let mut left = our_programs_loaded();
@@ -216,14 +228,20 @@ fn invalid_environment_values_are_one_line_and_exit_2() {
 fn agent_in_a_private_cgroup_namespace_rediscovers_running_pods() {
     require_root();
     const NS_UID: &str = "4b3a2c1d-0e9f-4a8b-9c7d-6e5f4a3b2c1d";
+    let node = node_pods();
     let mut pod = KubePod::build("cgns", NS_UID, false, 2);
     pod.start_init(1, "exec dd if=/dev/zero of=/dev/null bs=256M count=1");
     let agent = AgentProcess::start_wrapped(&["unshare", "--cgroup", "--"], &[]);
     let m0 = agent.metrics();
-    assert_eq!(metric(&m0, "sandwatch_tracked_sandboxes"), Some(1.0), "pod found at start-up: {}", agent.log_text());
+    assert_eq!(
+        metric(&m0, "sandwatch_tracked_sandboxes"),
+        Some(node.sandboxes + 1.0),
+        "pod found at start-up ({node:?} before): {}",
+        agent.log_text()
+    );
     assert_eq!(
         metric(&m0, "sandwatch_tracked_processes"),
-        Some(1.0),
+        Some(node.processes + 1.0),
         "its init found at start-up: {}",
         agent.log_text()
     );
@@ -331,6 +349,7 @@ fn capabilities_are_dropped_once_the_programs_are_attached() {
     let held = thread_capabilities(agent.pid());
     assert!(held.iter().all(|(_, eff, prm)| (*eff, *prm) == (0, 0)), "no capability left: {held:?}");
     let before = agent.metrics();
+    let node = node_pods();
     let mut pod = KubePod::build("caps", UID, false, 2);
     pod.start_init(0, "exec sleep 1000");
     pod.start_init(1, "exec dd if=/dev/zero of=/dev/null bs=256M count=1");
@@ -344,7 +363,7 @@ fn capabilities_are_dropped_once_the_programs_are_attached() {
     let after = agent.metrics();
     let produced = |m: &str| metric(m, "sandwatch_kernel_events_total{kind=\"oom_kill\"}").unwrap_or(0.0);
     assert!(produced(&after) > produced(&before), "the kernel's counters are read: {after}");
-    assert_eq!(metric(&after, "sandwatch_tracked_containers"), Some(2.0), "{after}");
+    assert_eq!(metric(&after, "sandwatch_tracked_containers"), Some(node.containers + 2.0), "{node:?}: {after}");
     drop(pod);
 }
 

@@ -24,7 +24,7 @@ use sandwatch::{
 };
 use tokio_util::sync::CancellationToken;
 
-use harness::{cid, kernel_oom_report, metric, require_root, KubePod};
+use harness::{cid, kernel_oom_report, metric, node_pods, require_root, KubePod, NodePods};
 
 const UID_GROUP: &str = "5d2a7c1e-0001-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_SINGLE: &str = "5d2a7c1e-0002-4a6d-8e9f-0a1b2c3d4e5f";
@@ -60,6 +60,9 @@ struct Watch {
     pod_series_ttl_ns: u64,
     /// Whose limit fired, for each OOM kill handled (victim pid).
     fired: Vec<(u32, Fired)>,
+    /// The node's other pods, before the test made its own: node-wide
+    /// gauges count them too.
+    node: NodePods,
 }
 
 impl Watch {
@@ -67,6 +70,7 @@ impl Watch {
     /// its default flags make them, without the runtime's side.
     fn start() -> Self {
         require_root();
+        let node = node_pods();
         let settings = harness::settings(&[]);
         let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, CancellationToken::new())
             .unwrap_or_else(|e| panic!("pipeline: {e}"));
@@ -87,7 +91,7 @@ impl Watch {
         let core = watchdog::Settings { runtime: None, ..settings.watchdog };
         let mut watchdog = Watchdog::new(NodeHost::new(&mut pipeline), core);
         outputs.publish(watchdog.discover(boottime_ns()));
-        Self { pipeline, watchdog, outputs, prom, pod_series_ttl_ns, fired: Vec::new() }
+        Self { pipeline, watchdog, outputs, prom, pod_series_ttl_ns, fired: Vec::new(), node }
     }
 
     /// One event through the core and into the metrics; the reports of its
@@ -210,11 +214,12 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
     if restart_after_child {
         // Restart: a new agent must rediscover the running pod.
         let old = std::mem::replace(watch, Watch::start());
+        watch.node = old.node;
         old.pipeline.stop().await;
         let s = watch.watchdog.registry().sandbox(&uid).expect("pod rediscovered after restart");
         assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(1)));
         assert_eq!(
-            s.containers.get(&cid(3)).and_then(|c| c.init.as_ref()).map(|t| t.key.pid),
+            s.container(&cid(3)).and_then(|c| c.init.as_ref()).map(|t| t.key.pid),
             Some(pod.init_pid(B)),
             "container B's init rediscovered"
         );
@@ -272,7 +277,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}", 1.0),
         ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
         (&format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\",workload=\"\",workload_kind=\"\"}}", cid(1)), 1.0),
-        ("sandwatch_tracked_sandboxes", 1.0),
+        ("sandwatch_tracked_sandboxes", watch.node.sandboxes + 1.0),
     ] {
         assert_eq!(metric(&text, series), Some(want), "{series} in\n{text}");
     }
@@ -298,8 +303,9 @@ async fn teardown(watch: &mut Watch, pod: KubePod) {
     assert!(reg.sandbox(UID).is_none(), "pod {pod_path} gone from the registry");
     assert!(reg.tombstone_count() >= 4, "pod and containers leave tombstones");
     let text = watch.text();
-    assert_eq!(metric(&text, "sandwatch_tracked_containers"), Some(0.0), "{text}");
-    assert_eq!(metric(&text, "sandwatch_tracked_processes"), Some(0.0), "{text}");
+    let node = watch.node;
+    assert_eq!(metric(&text, "sandwatch_tracked_containers"), Some(node.containers), "{node:?}: {text}");
+    assert_eq!(metric(&text, "sandwatch_tracked_processes"), Some(node.processes), "{node:?}: {text}");
     // The pod's OOM series stay for late events, then go with the pod.
     let pod_series = |text: &str| {
         text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(UID)).count()
@@ -523,13 +529,13 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     assert!(reg.sandbox(UID_GONE).is_none(), "the pod torn down in the gap is gone");
     let born_sandbox = reg.sandbox(UID_BORN).expect("the pod created in the gap is known");
     assert_eq!(born_sandbox.sandbox_container.as_ref().map(|c| c.cgroup_id), Some(born.cgroup_id(0)));
-    assert_eq!(born_sandbox.containers.len(), 1, "and its app container");
+    assert_eq!(born_sandbox.workloads().count(), 1, "and its app container");
     let text = watch.text();
     assert_eq!(metric(&text, "sandwatch_cgroup_resyncs_total"), Some(1.0), "{text}");
     let change =
         |c: &str| metric(&text, &format!("sandwatch_cgroup_resync_changes_total{{change=\"{c}\"}}")).unwrap_or(0.0);
     assert!(change("created") >= 3.0 && change("removed") >= 3.0, "pod and two containers each way: {text}");
-    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(1.0), "{text}");
+    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(watch.node.sandboxes + 1.0), "{text}");
 
     // Nothing lost since: the next tick reads nothing.
     watch.tick();
@@ -553,13 +559,13 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     assert_eq!(metric(&text, "sandwatch_cgroup_resyncs_total"), Some(2.0), "{text}");
     let removed = metric(&text, "sandwatch_cgroup_resync_changes_total{change=\"removed\"}").unwrap_or(0.0);
     assert!(removed - removed_before >= 3.0, "pod and two containers: {text}");
-    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(1.0), "{text}");
+    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(watch.node.sandboxes + 1.0), "{text}");
 
     // The real events of the next teardown go through as always.
     drop(born);
     let _ = watch.until(Duration::from_millis(500), |_| false).await;
     assert!(watch.watchdog.registry().sandbox(UID_BORN).is_none());
-    assert_eq!(metric(&watch.text(), "sandwatch_tracked_sandboxes"), Some(0.0));
+    assert_eq!(metric(&watch.text(), "sandwatch_tracked_sandboxes"), Some(watch.node.sandboxes));
     watch.pipeline.stop().await;
 }
 

@@ -16,7 +16,7 @@ use harness::{
     cid,
     containerd::{remove_in_all_hierarchies, Containerd, Runtime, RuntimePod},
     cri::Cri,
-    http_get, metric, require_root, AgentProcess,
+    http_get, metric, node_pods, require_root, AgentProcess,
 };
 
 /// Polls the agent's /metrics until `series` satisfies `ok`.
@@ -208,13 +208,14 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
 
 fn runtime_exit_after_teardown_is_late(rt: &Runtime) {
     require_root();
+    let node = node_pods();
     let pod = RuntimePod::new("ctrd-late", UID_LATE);
     let mut ctrd = Containerd::start(rt, "late");
     let agent = agent_for(&ctrd);
     let (sandbox, workload) = (cid(0xb1), cid(0xb2));
     ctrd.run(&sandbox, &pod.container_path(&sandbox), None, "exec sleep 3600");
     let pid = ctrd.run(&workload, &pod.container_path(&workload), None, "exec sleep 3600");
-    wait_metric(&agent, "sandwatch_tracked_containers", Duration::from_secs(10), |v| v == 2.0);
+    wait_metric(&agent, "sandwatch_tracked_containers", Duration::from_secs(10), |v| v == node.containers + 2.0);
 
     // containerd is suspended while the workload exits and the kernel
     // shows its cgroup removed; its TaskExit can only come after.
@@ -226,7 +227,7 @@ fn runtime_exit_after_teardown_is_late(rt: &Runtime) {
         std::thread::sleep(Duration::from_millis(20));
     }
     remove_in_all_hierarchies(&pod.container_path(&workload));
-    wait_metric(&agent, "sandwatch_tracked_containers", Duration::from_secs(10), |v| v == 1.0);
+    wait_metric(&agent, "sandwatch_tracked_containers", Duration::from_secs(10), |v| v == node.containers + 1.0);
     std::thread::sleep(Duration::from_millis(500));
     ctrd.signal(libc::SIGCONT);
 

@@ -124,6 +124,49 @@ impl TestCgroup {
     }
 }
 
+/// The kubelet-shaped cgroups on this node now: a real node runs other
+/// pods, so a node-wide gauge is asserted as what was there before a test
+/// made its own, plus what it made. Counted as the kernel shows them to
+/// the agent at start-up (every pod and container cgroup; a container
+/// with a process has its init), with the agent's own path parser.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct NodePods {
+    pub sandboxes: f64,
+    pub containers: f64,
+    /// Containers with a process in them.
+    pub processes: f64,
+    /// Containers killed as a whole on OOM (`memory.oom.group`, v2).
+    pub oom_group: f64,
+}
+
+pub fn node_pods() -> NodePods {
+    use std::collections::HashSet;
+    let layout = CgroupLayout::detect().expect("cgroup layout");
+    let (mut pods, mut containers) = (HashSet::new(), HashSet::new());
+    let mut found = NodePods::default();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(layout.dir(&rel)) else { continue };
+        for entry in entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+            let path = format!("{rel}/{}", entry.file_name().to_string_lossy());
+            if let Some(pod) = sandwatch::model::cgroup_path::parse(&path) {
+                pods.insert(pod.pod_uid.clone());
+                if let Some(c) = pod.container_id {
+                    if containers.insert((pod.pod_uid, c)) {
+                        found.containers += 1.0;
+                        let procs = std::fs::read_to_string(entry.path().join("cgroup.procs")).unwrap_or_default();
+                        found.processes += f64::from(u8::from(!procs.trim().is_empty()));
+                        found.oom_group += f64::from(u8::from(layout.oom_group(&path) == Some(true)));
+                    }
+                }
+            }
+            stack.push(path);
+        }
+    }
+    found.sandboxes = pods.len() as f64;
+    found
+}
+
 /// Runs `sh -c script` and returns the child.
 pub fn sh(script: &str) -> Child {
     test_support::sh(script).expect("spawn sh")
