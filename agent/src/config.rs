@@ -74,8 +74,9 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_DRAIN_INTERVAL_MS", default_value_t = DEFAULT_DRAIN_INTERVAL_MS, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub drain_interval_ms: u32,
 
-    /// Records the reader may queue for decoding before it drops (counted).
-    #[arg(long, env = "SANDWATCH_CHANNEL_CAPACITY", default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
+    /// Records the reader may queue for decoding before it drops (counted);
+    /// the default holds more than a full 1 MiB ring of exits.
+    #[arg(long, env = "SANDWATCH_CHANNEL_CAPACITY", default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
     pub channel_capacity: u32,
 
     /// Capacity of the in-kernel per-task table (default: from pid_max,
@@ -171,7 +172,7 @@ pub const DEFAULT_EVENTS_LISTEN: &str = "unix:/run/sandwatch/events.sock";
 
 /// `--ring-buffer-bytes`'s default, as a user writes it (the probes'
 /// `DEFAULT_RING_BUFFER_BYTES`; a unit test keeps them equal).
-const DEFAULT_RING_BUFFER: &str = "2M";
+const DEFAULT_RING_BUFFER: &str = "1M";
 
 /// What the flags mean to each part of the agent.
 #[derive(Debug, Clone)]
@@ -395,7 +396,7 @@ mod tests {
         assert_eq!(s.server.events, Some(Address::Unix(PathBuf::from("/run/sandwatch/events.sock"))));
         assert_eq!((s.server.tls.clone(), s.server.token_file.clone()), (None, None));
         assert_eq!(s.server.limits.max_connections, 256);
-        assert_eq!(s.probes.ring_buffer_bytes, 2 * 1024 * 1024);
+        assert_eq!(s.probes.ring_buffer_bytes, 1024 * 1024);
         assert_eq!(s.probes.drain_interval, Duration::from_millis(25));
         assert_eq!(s.probes.task_table_entries, None);
         assert_eq!(s.watchdog.storm, StormSettings::default());

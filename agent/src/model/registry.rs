@@ -3,7 +3,7 @@
 //! Pure data and methods, no I/O. Every lookup returns an `Option`; every
 //! collection is bounded and counts what it evicts.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::{
     cgroup_path::{self, QosClass},
@@ -234,8 +234,11 @@ pub struct Sandbox {
     pub qos: QosClass,
     /// The pod-level cgroup, once seen.
     pub cgroup_id: Option<u64>,
-    pub sandbox_container: Option<Container>,
-    pub containers: BTreeMap<String, Container>,
+    /// Boxed, and the workloads in a vector: a pod has few containers,
+    /// and a node has a thousand pods (a map's nodes and a table of
+    /// inline containers cost kilobytes each).
+    pub sandbox_container: Option<Box<Container>>,
+    containers: Vec<Container>,
     pub state: SandboxState,
     /// Set when the first container cgroup appeared: the sandbox rule.
     had_container: bool,
@@ -261,7 +264,7 @@ impl Sandbox {
             qos,
             cgroup_id: None,
             sandbox_container: None,
-            containers: BTreeMap::new(),
+            containers: Vec::new(),
             state: SandboxState::Running,
             had_container: false,
             runtime_named: false,
@@ -270,21 +273,27 @@ impl Sandbox {
 
     /// The container with this id, sandbox or workload.
     pub fn container(&self, id: &str) -> Option<&Container> {
-        self.sandbox_container.as_ref().filter(|c| c.id == id).or_else(|| self.containers.get(id))
+        self.sandbox_container.as_deref().filter(|c| c.id == id).or_else(|| self.containers.iter().find(|c| c.id == id))
     }
 
     pub fn container_mut(&mut self, id: &str) -> Option<&mut Container> {
-        match self.sandbox_container.as_mut() {
+        match self.sandbox_container.as_deref_mut() {
             Some(c) if c.id == id => Some(c),
-            _ => self.containers.get_mut(id),
+            _ => self.containers.iter_mut().find(|c| c.id == id),
         }
+    }
+
+    /// The workload containers (all but the sandbox's).
+    pub fn workloads(&self) -> impl Iterator<Item = &Container> {
+        self.containers.iter()
     }
 
     fn remove_container(&mut self, id: &str) -> Option<Container> {
         if self.sandbox_container.as_ref().is_some_and(|c| c.id == id) {
-            return self.sandbox_container.take();
+            return self.sandbox_container.take().map(|c| *c);
         }
-        self.containers.remove(id)
+        let i = self.containers.iter().position(|c| c.id == id)?;
+        Some(self.containers.swap_remove(i))
     }
 
     /// The runtime says `id` is the sandbox container: so it is, whatever
@@ -317,16 +326,17 @@ impl Sandbox {
         if self.sandbox_container.as_ref().is_some_and(|c| c.id == id) {
             return;
         }
-        let Some(mut c) = self.containers.remove(id) else { return };
+        let Some(i) = self.containers.iter().position(|c| c.id == id) else { return };
+        let mut c = self.containers.swap_remove(i);
         c.role = ContainerRole::Sandbox;
-        if let Some(mut old) = self.sandbox_container.replace(c) {
+        if let Some(mut old) = self.sandbox_container.replace(Box::new(c)) {
             old.role = ContainerRole::Workload;
-            self.containers.insert(old.id.clone(), old);
+            self.containers.push(*old);
         }
     }
 
     fn all_containers(&self) -> impl Iterator<Item = &Container> {
-        self.sandbox_container.iter().chain(self.containers.values())
+        self.sandbox_container.as_deref().into_iter().chain(self.containers.iter())
     }
 }
 
@@ -606,10 +616,8 @@ impl PodRegistry {
                         }
                     }
                     match role {
-                        ContainerRole::Sandbox => sandbox.sandbox_container = Some(container),
-                        ContainerRole::Workload => {
-                            sandbox.containers.insert(container_id.clone(), container);
-                        }
+                        ContainerRole::Sandbox => sandbox.sandbox_container = Some(Box::new(container)),
+                        ContainerRole::Workload => sandbox.containers.push(container),
                     }
                     match self.metadata.container(&container_id) {
                         Some(meta) if meta.sandbox => sandbox.runtime_names_sandbox(&container_id),
@@ -663,7 +671,7 @@ impl PodRegistry {
     /// sees processes as they are, not as they started).
     pub fn found_running(&mut self) {
         for sandbox in self.sandboxes.values_mut() {
-            for container in sandbox.sandbox_container.iter_mut().chain(sandbox.containers.values_mut()) {
+            for container in sandbox.sandbox_container.as_deref_mut().into_iter().chain(sandbox.containers.iter_mut()) {
                 if container.attached {
                     container.started = true;
                 }

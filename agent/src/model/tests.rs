@@ -86,7 +86,7 @@ fn containerd_12038_late_sandbox_exit_is_counted_not_fatal() {
     assert_eq!(r.pod.as_ref().map(|p| p.pod_uid.as_str()), Some(uid(1).as_str()));
     // Nothing else disturbed: the workload container and its init are there.
     let s = reg.sandbox(&uid(1)).expect("sandbox still stored");
-    assert!(s.containers.get(&cid(2)).is_some_and(|c| c.init.is_some()));
+    assert!(s.container(&cid(2)).is_some_and(|c| c.init.is_some()));
     // Once the pod itself is gone, a later exit names that instead.
     reg.cgroup_removed(102, 13 * SEC);
     reg.cgroup_removed(100, 13 * SEC);
@@ -389,7 +389,7 @@ fn sandbox_rule_first_container_unless_pause_says_otherwise() {
     reg.task_attached(202, TaskKey::new(80, SEC), "pause");
     let s = reg.sandbox(&uid(2)).expect("sandbox");
     assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(8)));
-    assert!(s.containers.contains_key(&cid(7)));
+    assert!(s.workloads().any(|c| c.id == cid(7)));
 
     // A name at the end (the process chose it) never replaces a sandbox
     // whose init is known: a workload's init named `pause` that dies is a
@@ -487,7 +487,7 @@ fn runtime_names_the_sandbox_and_unnamed_containers_are_asked_for() {
     reg.apply_metadata(&listing, SEC);
     let s = reg.sandbox(&uid(4)).expect("sandbox");
     assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(2)));
-    assert!(s.containers.contains_key(&cid(1)));
+    assert!(s.workloads().any(|c| c.id == cid(1)));
     assert_eq!(reg.names(&uid(4), Some(&cid(1))).container, "app");
     assert_eq!(reg.names(&uid(4), Some(&cid(2))).pod, "web");
 
@@ -514,7 +514,7 @@ fn pid_reuse_is_not_the_init() {
     let r = task_exit(&mut reg, &exit(reused, 102, ExitStatus::Code(0), "sh", 61 * SEC), 61 * SEC);
     assert_eq!(r.role, TaskRole::ContainerChild);
     let s = reg.sandbox(&uid(1)).expect("sandbox");
-    assert!(s.containers.get(&cid(2)).is_some_and(|c| c.init.is_some()), "init untouched");
+    assert!(s.container(&cid(2)).is_some_and(|c| c.init.is_some()), "init untouched");
 }
 
 #[test]

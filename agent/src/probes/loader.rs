@@ -98,7 +98,7 @@ fn runtime_comms(names: &[String]) -> RuntimeComms {
 /// 2 MiB holds ~26 000 exit records, far more than an exit storm produces
 /// between two drains (see `cargo xtask bench`). The kernel maps the data
 /// pages twice, so the agent's RSS shows twice this.
-pub const DEFAULT_RING_BUFFER_BYTES: u32 = 2 * 1024 * 1024;
+pub const DEFAULT_RING_BUFFER_BYTES: u32 = 1024 * 1024;
 
 /// Routine records wait at most this long for the reader.
 pub const DEFAULT_DRAIN_INTERVAL_MS: u32 = 25;
@@ -361,6 +361,8 @@ impl Probes {
         unsafe {
             libc::malloc_trim(0)
         };
+        // The object is loaded: its 0.9 MiB need not stay resident.
+        crate::host::release_pages(OBJECT);
         let events = take_map(&mut ebpf, names::EVENTS)?;
         let events = RingBuf::try_from(events).map_err(|source| LoadError::Map { name: names::EVENTS, source })?;
         let asleep = Array::try_from(take_map(&mut ebpf, names::READER)?)

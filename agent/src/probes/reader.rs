@@ -23,8 +23,41 @@ use crate::{
 
 use super::loader::{Logger, ReaderFlag, Ring};
 
-/// Raw record as read from the ring buffer.
-pub type Record = Vec<u8>;
+/// Bytes of a record kept inline: an exit's (every record of the routine
+/// ring), so that the exit path allocates nothing per record.
+const INLINE: usize = core::mem::size_of::<agent_common::ExitEvent>();
+
+/// A raw record as read from a ring buffer: inline up to an exit's size,
+/// on the heap beyond (cgroup records carry their path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl Record {
+    pub fn new(bytes: &[u8]) -> Self {
+        match u8::try_from(bytes.len()) {
+            Ok(len) if bytes.len() <= INLINE => {
+                let mut inline = [0; INLINE];
+                inline[..bytes.len()].copy_from_slice(bytes);
+                Record::Inline { len, bytes: inline }
+            }
+            _ => Record::Heap(bytes.into()),
+        }
+    }
+}
+
+impl std::ops::Deref for Record {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Record::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Record::Heap(b) => b,
+        }
+    }
+}
 
 /// The reader's two channels: exits, and OOM kills with cgroup changes.
 pub struct Senders {
@@ -32,8 +65,10 @@ pub struct Senders {
     pub priority: mpsc::Sender<Record>,
 }
 
-/// OOM kills and cgroup changes queued for the decoder, at most.
-pub const PRIORITY_CHANNEL: usize = 16384;
+/// OOM kills and cgroup changes queued for the decoder, at most: more than
+/// a full priority ring holds (256 KiB: ~580 cgroup records, ~1 800 OOM
+/// kills), so that one drain of it never overflows the channel.
+pub const PRIORITY_CHANNEL: usize = 2048;
 
 /// When the reader drains.
 #[derive(Debug, Clone, Copy)]
@@ -165,7 +200,7 @@ fn drain(ring: &mut RingBuf<MapData>, tx: &mpsc::Sender<Record>, stats: &Pipelin
     while let Some(item) = ring.next() {
         n += 1;
         stats.record_received(&item);
-        match tx.try_send(item.to_vec()) {
+        match tx.try_send(Record::new(&item)) {
             Ok(()) => {}
             // Closed only during shutdown; either way the record is lost
             // and counted.
@@ -274,7 +309,17 @@ mod tests {
     fn record(ts: u64) -> Record {
         let mut r = vec![0u8; 16];
         r[8..16].copy_from_slice(&ts.to_ne_bytes());
-        r
+        Record::new(&r)
+    }
+
+    #[test]
+    fn records_up_to_an_exits_size_are_inline_and_any_reads_back_as_it_came() {
+        for len in [0, 3, INLINE, INLINE + 1, 448] {
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let r = Record::new(&bytes);
+            assert_eq!(matches!(r, Record::Inline { .. }), len <= INLINE, "{len}");
+            assert_eq!(&*r, bytes.as_slice());
+        }
     }
 
     /// Guards: a decoder waiting on both channels taking the priority
