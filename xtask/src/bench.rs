@@ -24,7 +24,7 @@ use anyhow::{bail, Context as _, Result};
 
 use crate::{
     bpf::{self, Floor},
-    node::{get, start_agent, status_kib, storm, workers, Agent, Launch, OwnCgroup, Pods},
+    node::{cpu_ns, start_agent, status_kib, storm, workers, Agent, Launch, OwnCgroup},
     util::cargo,
 };
 
@@ -47,6 +47,9 @@ pub struct Args {
     /// scrapes during an exit storm).
     #[arg(long)]
     endpoints_only: bool,
+    /// Only memory and the node at scale, for each build.
+    #[arg(long)]
+    memory_only: bool,
     /// Setups besides the baseline, comma-separated: sandwatch, peer, floor.
     #[arg(long, value_delimiter = ',', default_value = "sandwatch,peer,floor")]
     setups: Vec<String>,
@@ -190,24 +193,6 @@ fn bpftrace(script: &str) -> Result<Tool> {
     Ok(Tool::Bpftrace { child, reader })
 }
 
-/// CPU time of a whole process (every thread, ended ones included) in ns,
-/// from its CPU-time clock: exact, where utime + stime in `/proc` move in
-/// 10 ms ticks (0.1 µs per exit of a 100 000-exit storm).
-fn cpu_ns(pid: u32) -> u64 {
-    let mut clock: libc::clockid_t = 0;
-    // SAFETY: plain calls with out-pointers to locals.
-    unsafe {
-        if libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) != 0 {
-            return 0;
-        }
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        if libc::clock_gettime(clock, &mut ts) != 0 {
-            return 0;
-        }
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    }
-}
-
 /// One storm with one setup.
 #[derive(Clone, Debug, Default)]
 struct Storm {
@@ -330,13 +315,28 @@ fn run_storm(setup: Setup, bin: &Path, agent_args: &[String], forks: u32, with_s
     Ok(result)
 }
 
-pub fn run(bin: &Path, args: Args) -> Result<()> {
+/// `glibc`: the glibc build too, for the memory part (the default bench
+/// of the image's binary measures both builds users run).
+pub fn run(bin: &Path, glibc: Option<&Path>, args: Args) -> Result<()> {
     if args.forks == 0 || args.rounds == 0 || args.vm_forks == 0 {
         bail!("--forks, --vm-forks and --rounds must be at least 1");
     }
     if args.endpoints_only {
         println!("{}", crate::bench_endpoints::run(bin, &args.agent_args)?);
         return Ok(());
+    }
+    let memory = |args: &Args| -> Result<()> {
+        if args.pods > 0 {
+            let mut builds = vec![(if glibc.is_some() { "musl (the image's)" } else { "this binary" }, bin)];
+            if let Some(glibc) = glibc {
+                builds.push(("glibc", glibc));
+            }
+            println!("{}", crate::bench_memory::run(&builds, &args.agent_args, args.pods)?);
+        }
+        Ok(())
+    };
+    if args.memory_only {
+        return memory(&args);
     }
     let chosen: Vec<Setup> = Setup::ALL
         .into_iter()
@@ -365,9 +365,7 @@ pub fn run(bin: &Path, args: Args) -> Result<()> {
     if args.storms_only {
         return Ok(());
     }
-    if args.pods > 0 {
-        println!("{}", at_scale(bin, &args)?);
-    }
+    memory(&args)?;
     println!("{}", oom_latency(bin, &args)?);
     println!("{}", crate::bench_endpoints::run(bin, &args.agent_args)?);
     cargo(&["bench", "--package", "sandwatch", "--bench", "metrics_render"])?;
@@ -582,102 +580,6 @@ fn report(what: &str, shape: Shape, storms: &Storms, costs: &BTreeMap<Setup, Sto
         verdict(rss <= 16.0)
     );
     out
-}
-
-/// The agent with `--pods` pods already running: ready time, memory
-/// (per pod against an agent without them), then OOM kills in 600 pods
-/// and a scrape of what that leaves.
-fn at_scale(bin: &Path, args: &Args) -> Result<String> {
-    let settle = |agent: &Agent| -> u64 {
-        std::thread::sleep(Duration::from_secs(3));
-        status_kib(agent.pid(), "VmRSS:")
-    };
-    let empty = start_agent(bin, &args.agent_args, None)?;
-    let empty_rss = settle(&empty);
-    empty.stop()?;
-
-    let pods = Pods::create(args.pods)?;
-    let started = Instant::now();
-    let agent = start_agent(bin, &args.agent_args, None)?;
-    let ready = started.elapsed();
-    let tracked = agent.value("sandwatch_tracked_sandboxes");
-    let steady = settle(&agent);
-    let per_pod = (steady.saturating_sub(empty_rss)) as f64 / f64::from(args.pods);
-
-    // OOM kills: a second process in 600 pods' app containers allocates
-    // past the container's 16 MiB.
-    let kills = args.pods.min(600) as usize;
-    let oom0 = agent.value("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}");
-    let kill_start = Instant::now();
-    for dir in pods.containers.iter().skip(1).step_by(2).take(kills) {
-        let status = Command::new("sh")
-            .args([
-                "-c",
-                &format!(
-                    "echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs=64M count=1",
-                    dir.join("cgroup.procs").display()
-                ),
-            ])
-            .stderr(Stdio::null())
-            .status()?;
-        if status.success() {
-            bail!("a memory hog in {} was not OOM-killed", dir.display());
-        }
-    }
-    let kill_secs = kill_start.elapsed().as_secs_f64();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let series = "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}";
-    while agent.value(series) - oom0 < kills as f64 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    let text = agent.metrics()?;
-    let m = |s: &str| crate::node::metric(&text, s).unwrap_or(0.0);
-    let counted = m(series) - oom0;
-    let lost =
-        m("sandwatch_events_dropped_total{stage=\"kernel\"}") + m("sandwatch_events_dropped_total{stage=\"channel\"}");
-    let kept = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).count();
-    let evicted = m("sandwatch_pod_series_evicted_total{family=\"oom_kills\"}");
-    let mut scrapes = Vec::new();
-    let mut size = 0;
-    for _ in 0..50 {
-        let t = Instant::now();
-        let (_, body) = get(agent.addr, "/metrics").context("scrape")?;
-        scrapes.push(t.elapsed().as_secs_f64() * 1e3);
-        size = body.len();
-    }
-    let peak = status_kib(agent.pid(), "VmHWM:");
-    let steady_after = status_kib(agent.pid(), "VmRSS:");
-    agent.stop()?;
-    drop(pods);
-    let p50 = median(scrapes.clone());
-    scrapes.sort_by(f64::total_cmp);
-    let p99 = scrapes[((scrapes.len() - 1) as f64 * 0.99).round() as usize];
-    let mib = |kib: u64| kib as f64 / 1024.0;
-    let verdict = |ok: bool| if ok { "ok" } else { "MISSED" };
-    Ok(format!(
-        "\nAt scale: {} pods ({} containers, one live process each) running before the agent starts\n\n\
-         | measure | value | target | |\n|---|---|---|---|\n\
-         | ready after start | {:.2} s ({tracked} sandboxes found) | | |\n\
-         | peak RSS (VmHWM) | {:.1} MiB | ≤ 24 MiB | {} |\n\
-         | steady RSS with the pods | {:.1} MiB ({per_pod:.1} KiB per pod over an agent without pods: {:.1} MiB) | ≤ 16 MiB | {} |\n\
-         | OOM kills in {kills} pods ({:.0}/s) | {counted} counted, {lost} lost, {kept} per-pod series kept, {evicted} evicted | all counted, 0 lost | {} |\n\
-         | RSS after the kills | {:.1} MiB | | |\n\
-         | /metrics scrape ({} KB) | p50 {p50:.2} ms, p99 {p99:.2} ms | ≤ 3 ms | {} |",
-        args.pods,
-        args.pods * 2,
-        ready.as_secs_f64(),
-        mib(peak),
-        verdict(mib(peak) <= 24.0),
-        mib(steady),
-        mib(empty_rss),
-        verdict(mib(steady) <= 16.0),
-        kills as f64 / kill_secs,
-        verdict(counted == kills as f64 && lost == 0.0),
-        mib(steady_after),
-        size / 1000,
-        verdict(p99 <= 3.0),
-    ))
 }
 
 /// OOM kills made while an exit storm runs: time from the victim's reaping

@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use crate::node::{get, metric, status_kib, storm_in, workers, Agent, Launch, Pods};
 
@@ -204,16 +204,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// can: what the pipeline lost, and how long exits waited.
 fn hammered_storm(bin: &Path, agent_args: &[String]) -> Result<String> {
     let pods = Pods::create(200)?;
-    let container = pods.containers.get(1).context("a container")?;
-    // The storm is about exits, not memory: its forks' kernel memory (page
-    // tables of this process's copies) is charged to the container, whose
-    // 16 MiB a bench that has grown while it ran can exceed.
-    for (file, unlimited) in [("memory.max", "max"), ("memory.limit_in_bytes", "-1")] {
-        let path = container.join(file);
-        if path.exists() {
-            std::fs::write(&path, unlimited).with_context(|| format!("cannot write {}", path.display()))?;
-        }
-    }
+    let container = pods.unlimit(1)?;
     let procs = container.join("cgroup.procs");
     let (agent, log) = start(bin, agent_args, "hammer")?;
     let lost = |text: &str| -> f64 {

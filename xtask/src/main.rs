@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_endpoints;
+mod bench_memory;
 mod bpf;
 mod debs;
 mod fuzz;
@@ -122,13 +123,14 @@ fn dispatch(command: Command) -> Result<()> {
             soak::run(&bin, &args)
         }
         Command::Bench(args) => {
-            // By default the binary users deploy: the image's static one.
-            let bin = match args.agent.clone() {
-                Some(bin) => bin,
-                None => image::build(&image::Args::default())?.binary,
+            // By default the binary users deploy, the image's static one,
+            // and the glibc build beside it where memory is measured.
+            let (bin, glibc) = match args.agent.clone() {
+                Some(bin) => (bin, None),
+                None => (image::build(&image::Args::default())?.binary, Some(build()?)),
             };
             util::require_root("the benchmark loads the agent's eBPF programs")?;
-            bench::run(&bin, args)
+            bench::run(&bin, glibc.as_deref(), args)
         }
         Command::BenchGuest(args) => {
             for line in bench::guest(&args)?.lines() {

@@ -1,0 +1,243 @@
+//! `cargo xtask bench`, memory and the node at scale, for each build users
+//! run (the image's static musl binary and the glibc one): RSS at idle on
+//! a node with one pod, and its peak through an exit storm inside that
+//! pod, whose every exit the agent streams and decodes; then 1 000
+//! kubelet-shaped pods (a sandbox and an
+//! app container, a live process in each) running before the agent
+//! starts: its ready time and steady RSS, then OOM kills in 600 of them —
+//! counted, lost, the agent's reads and CPU per kill, RSS after — and the
+//! /metrics scrape they leave. Targets: ≤ 12 MiB peak through the storm,
+//! ≤ 16 MiB steady at 1 000 pods after the kills.
+
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::node::{cpu_ns, get, metric, start_agent, status_kib, storm_in, workers, Agent, Pods};
+
+/// Fork+exit pairs of the storm in a pod.
+const STORM: u32 = 100_000;
+/// Pods of the at-scale part that get OOM kills.
+const KILLS: usize = 600;
+const PEAK_TARGET_MIB: f64 = 12.0;
+const STEADY_TARGET_MIB: f64 = 16.0;
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "ok"
+    } else {
+        "MISSED"
+    }
+}
+
+/// What the agent read (its read syscalls, from /proc/PID/io) and its CPU
+/// (ns, every thread).
+fn reads_and_cpu(pid: u32) -> (u64, u64) {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    let reads = io.lines().find_map(|l| l.strip_prefix("syscr: ")?.trim().parse().ok()).unwrap_or(0);
+    (reads, cpu_ns(pid))
+}
+
+/// One build's figures.
+struct Figures {
+    idle_kib: u64,
+    storm_peak_kib: u64,
+    storm_lost: f64,
+    ready: Duration,
+    tracked: f64,
+    steady_kib: u64,
+    counted: f64,
+    lost: f64,
+    reads_per_kill: f64,
+    cpu_ms_per_kill: f64,
+    after_kib: u64,
+    scrape_p99_ms: f64,
+    scrape_kb: usize,
+}
+
+/// The agent idle beside one pod, then through a storm of exits in it.
+fn storm(bin: &Path, agent_args: &[String]) -> Result<(u64, u64, f64)> {
+    let pods = Pods::create(1)?;
+    let agent = start_agent(bin, agent_args, None)?;
+    std::thread::sleep(Duration::from_secs(3));
+    let idle = status_kib(agent.pid(), "VmRSS:");
+    let before = agent.metrics()?;
+    let container = pods.unlimit(1)?;
+    storm_in(&container.join("cgroup.procs"), STORM, workers())?;
+    std::thread::sleep(Duration::from_secs(2));
+    let peak = status_kib(agent.pid(), "VmHWM:");
+    let after = agent.metrics()?;
+    let m = |text: &str, s: &str| metric(text, s).unwrap_or(0.0);
+    let lost = ["kernel", "channel"]
+        .iter()
+        .map(|stage| {
+            let s = format!("sandwatch_events_dropped_total{{stage=\"{stage}\"}}");
+            m(&after, &s) - m(&before, &s)
+        })
+        .sum();
+    agent.stop()?;
+    Ok((idle, peak, lost))
+}
+
+/// The agent started with the pods running, then OOM kills in `KILLS` of
+/// them.
+fn at_scale(bin: &Path, agent_args: &[String], pods: &Pods, count: u32, idle: (u64, u64, f64)) -> Result<Figures> {
+    let (idle_kib, storm_peak_kib, storm_lost) = idle;
+    let started = Instant::now();
+    let agent = start_agent(bin, agent_args, None)?;
+    let ready = started.elapsed();
+    let tracked = agent.value("sandwatch_tracked_sandboxes");
+    std::thread::sleep(Duration::from_secs(3));
+    let steady_kib = status_kib(agent.pid(), "VmRSS:");
+    let kills = (count as usize).min(KILLS);
+    let (counted, lost, reads_per_kill, cpu_ms_per_kill) = kill(&agent, pods, kills)?;
+    let text = agent.metrics()?;
+    let mut scrapes = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        get(agent.addr, "/metrics").context("scrape")?;
+        scrapes.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    scrapes.sort_by(f64::total_cmp);
+    let after_kib = status_kib(agent.pid(), "VmRSS:");
+    agent.stop()?;
+    Ok(Figures {
+        idle_kib,
+        storm_peak_kib,
+        storm_lost,
+        ready,
+        tracked,
+        steady_kib,
+        counted,
+        lost,
+        reads_per_kill,
+        cpu_ms_per_kill,
+        after_kib,
+        scrape_p99_ms: scrapes[((scrapes.len() - 1) as f64 * 0.99).round() as usize],
+        scrape_kb: text.len() / 1000,
+    })
+}
+
+/// A second process in `kills` pods' app containers allocates past the
+/// container's 16 MiB; returns (counted, lost, reads per kill, CPU ms per
+/// kill) of the agent over the kills and until they are counted.
+fn kill(agent: &Agent, pods: &Pods, kills: usize) -> Result<(f64, f64, f64, f64)> {
+    let series = "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}";
+    let before = agent.metrics()?;
+    let oom0 = metric(&before, series).unwrap_or(0.0);
+    let (reads0, cpu0) = reads_and_cpu(agent.pid());
+    for dir in pods.containers.iter().skip(1).step_by(2).take(kills) {
+        let status = Command::new("sh")
+            .args([
+                "-c",
+                &format!(
+                    "echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs=64M count=1",
+                    dir.join("cgroup.procs").display()
+                ),
+            ])
+            .stderr(Stdio::null())
+            .status()?;
+        if status.success() {
+            bail!("a memory hog in {} was not OOM-killed", dir.display());
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while agent.value(series) - oom0 < kills as f64 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let (reads1, cpu1) = reads_and_cpu(agent.pid());
+    let after = agent.metrics()?;
+    let m = |t: &str, s: &str| metric(t, s).unwrap_or(0.0);
+    let lost = ["kernel", "channel"]
+        .iter()
+        .map(|stage| {
+            let s = format!("sandwatch_events_dropped_total{{stage=\"{stage}\"}}");
+            m(&after, &s) - m(&before, &s)
+        })
+        .sum();
+    let n = kills.max(1) as f64;
+    Ok((m(&after, series) - oom0, lost, (reads1 - reads0) as f64 / n, (cpu1 - cpu0) as f64 / 1e6 / n))
+}
+
+/// The section's report, each build a column.
+pub fn run(builds: &[(&str, &Path)], agent_args: &[String], count: u32) -> Result<String> {
+    let mut idle = Vec::new();
+    for (name, bin) in builds {
+        eprintln!("bench: memory through an exit storm, {name} build");
+        idle.push(storm(bin, agent_args)?);
+    }
+    let pods = Pods::create(count.max(1))?;
+    let mut figures = Vec::new();
+    for ((name, bin), idle) in builds.iter().zip(idle) {
+        eprintln!("bench: memory at scale, {name} build");
+        figures.push(at_scale(bin, agent_args, &pods, count, idle)?);
+    }
+    drop(pods);
+    let names: Vec<&str> = builds.iter().map(|(n, _)| *n).collect();
+    let mut out = format!(
+        "\nMemory and scale: a storm of {STORM} exits in a pod's container; then {count} pods ({} containers, one \
+         live process each) running before the agent starts\n\n| measure | {} | target |\n|---|{}---|\n",
+        count * 2,
+        names.join(" | "),
+        "---|".repeat(names.len())
+    );
+    let row = |out: &mut String, what: &str, cells: Vec<String>, target: &str| {
+        out.push_str(&format!("| {what} | {} | {target} |\n", cells.join(" | ")));
+    };
+    let each = |f: &dyn Fn(&Figures) -> String| figures.iter().map(f).collect::<Vec<String>>();
+    row(&mut out, "RSS idle, one pod", each(&|f| format!("{:.1} MiB", mib(f.idle_kib))), "");
+    row(
+        &mut out,
+        "peak RSS through the storm (VmHWM, start-up included)",
+        each(&|f| {
+            format!(
+                "{:.1} MiB, {} exits lost ({})",
+                mib(f.storm_peak_kib),
+                f.storm_lost,
+                verdict(mib(f.storm_peak_kib) <= PEAK_TARGET_MIB)
+            )
+        }),
+        &format!("≤ {PEAK_TARGET_MIB} MiB"),
+    );
+    row(
+        &mut out,
+        "ready after start with the pods",
+        each(&|f| format!("{:.2} s ({} sandboxes)", f.ready.as_secs_f64(), f.tracked)),
+        "",
+    );
+    row(&mut out, "steady RSS with the pods", each(&|f| format!("{:.1} MiB", mib(f.steady_kib))), "");
+    row(
+        &mut out,
+        &format!("OOM kills in {KILLS} pods"),
+        each(&|f| format!("{} counted, {} lost", f.counted, f.lost)),
+        "all counted, 0 lost",
+    );
+    row(
+        &mut out,
+        "agent reads / CPU per OOM kill",
+        each(&|f| format!("{:.1} reads, {:.2} ms", f.reads_per_kill, f.cpu_ms_per_kill)),
+        "",
+    );
+    row(
+        &mut out,
+        "steady RSS with the pods, after the kills",
+        each(&|f| format!("{:.1} MiB ({})", mib(f.after_kib), verdict(mib(f.after_kib) <= STEADY_TARGET_MIB))),
+        &format!("≤ {STEADY_TARGET_MIB} MiB"),
+    );
+    row(
+        &mut out,
+        "/metrics scrape after the kills, p99",
+        each(&|f| format!("{:.2} ms ({} KB)", f.scrape_p99_ms, f.scrape_kb)),
+        "≤ 3 ms",
+    );
+    Ok(out)
+}
