@@ -93,6 +93,32 @@ fn pod_oom_kills(agent: &Agent, uid: &str) -> f64 {
         .sum()
 }
 
+/// What the agent's registry holds: sandboxes, containers, live inits.
+/// A real node runs other pods, so the soak asserts on what it changed
+/// from the count it found at start, never on node-wide totals.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Registry {
+    sandboxes: f64,
+    containers: f64,
+    processes: f64,
+}
+
+impl Registry {
+    fn of(agent: &Agent) -> Self {
+        Self {
+            sandboxes: agent.value("sandwatch_tracked_sandboxes"),
+            containers: agent.value("sandwatch_tracked_containers"),
+            processes: agent.value("sandwatch_tracked_processes"),
+        }
+    }
+
+    /// The same registry without the keeper pod (one sandbox, two
+    /// containers, each with its init).
+    fn without_keeper(self) -> Self {
+        Self { sandboxes: self.sandboxes - 1.0, containers: self.containers - 2.0, processes: self.processes - 2.0 }
+    }
+}
+
 fn wait_until(timeout: Duration, mut ok: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < timeout {
@@ -168,6 +194,13 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
     // rediscover it, with both inits.
     let (keeper, _) = pod(&mut root, 0, &pauses.idle(), "sleep 100000")?;
     let agent = start_agent(bin, &[], Some(&logs.join("agent-0.log")))?;
+    // What the first agent found: the keeper and whatever else this node
+    // runs (its start-up scan has the keeper's two inits once it is up).
+    let mut node = Registry::of(&agent);
+    wait_until(Duration::from_secs(5), || {
+        node = Registry::of(&agent);
+        node.sandboxes >= 1.0 && node.processes >= 2.0
+    });
     let mut soak = Soak { bin, logs, agent, starts: 0, log_texts: Vec::new() };
 
     // Restarts happen in the first half; the second half measures memory.
@@ -204,12 +237,17 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
         if cycle % 5 == 0 && Instant::now() < restarts_until {
             soak.restart()?;
             // The keeper pod, with its sandbox and app inits, is found again.
+            let mut now = Registry::of(&soak.agent);
             let found = wait_until(Duration::from_secs(5), || {
-                soak.agent.value("sandwatch_tracked_sandboxes") == 1.0
-                    && soak.agent.value("sandwatch_tracked_processes") == 2.0
+                now = Registry::of(&soak.agent);
+                now == node
             });
             if !found {
-                bail!("after restart {} the running pod was not rediscovered:\n{}", soak.starts, soak.agent.metrics()?);
+                bail!(
+                    "after restart {} the running pod was not rediscovered: the first agent found {node:?}, this one {now:?}:\n{}",
+                    soak.starts,
+                    soak.agent.metrics()?
+                );
             }
         }
         if rss_base.is_none() && Instant::now() >= restarts_until {
@@ -223,13 +261,14 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
     // Teardown: only tombstones may remain.
     root.remove(&keeper);
     let agent = &soak.agent;
+    let others = node.without_keeper();
+    let mut now = Registry::of(agent);
     let emptied = wait_until(Duration::from_secs(10), || {
-        agent.value("sandwatch_tracked_sandboxes") == 0.0
-            && agent.value("sandwatch_tracked_containers") == 0.0
-            && agent.value("sandwatch_tracked_processes") == 0.0
+        now = Registry::of(agent);
+        now == others
     });
     if !emptied {
-        bail!("after teardown the registry still holds pods:\n{}", agent.metrics()?);
+        bail!("after teardown the registry holds {now:?}, the node's other pods are {others:?}:\n{}", agent.metrics()?);
     }
     // Loss accounting of the last agent, per kind, once it has caught up.
     let mut unbalanced = Vec::new();
@@ -272,7 +311,7 @@ pub fn run(bin: &Path, args: &Args) -> Result<()> {
     println!("| kernel drops caused by stalling the agent | {overload_drops} | > 0, all counted |");
     println!("| produced == delivered + dropped, per kind | {} | yes |", if balanced { "yes" } else { "no" });
     println!("| channel / decode drops | {channel_drops} / {decode_drops} | decode 0 |");
-    println!("| cgroup tree re-reads after lost cgroup events (last agent) / changes applied | {resyncs} / {recovered} | registry empty after teardown |");
+    println!("| cgroup tree re-reads after lost cgroup events (last agent) / changes applied | {resyncs} / {recovered} | registry back to the node's other pods after teardown |");
     println!(
         "| RSS after warm-up → end | {:.1} → {:.1} MiB ({:+.1} %) | < +10 % |",
         rss_base as f64 / 1024.0,
