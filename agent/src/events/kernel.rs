@@ -392,6 +392,14 @@ fn cgroup_record(
     })
 }
 
+/// comm is at most 15 bytes: longer names are compared by that prefix.
+pub const COMM_MAX: usize = 15;
+
+/// `name` as the kernel would show it in comm.
+pub fn as_comm(name: &str) -> &[u8] {
+    &name.as_bytes()[..name.len().min(COMM_MAX)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

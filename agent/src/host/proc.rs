@@ -27,13 +27,7 @@ pub fn tick_ns() -> u64 {
     1_000_000_000 / super::clock_ticks().max(1)
 }
 
-/// comm is at most 15 bytes: longer names are compared by that prefix.
-pub const COMM_MAX: usize = 15;
-
-/// `name` as the kernel would show it in comm.
-pub fn as_comm(name: &str) -> &[u8] {
-    &name.as_bytes()[..name.len().min(COMM_MAX)]
-}
+pub use crate::events::kernel::{as_comm, COMM_MAX};
 
 /// (tgid, comm) of every process whose comm is one of `names` (as comm
 /// shows them: cut to 15 bytes).

@@ -12,6 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::events::ExitStatus;
+use crate::model::ExitReason;
 
 /// How a runtime process ended without being asked to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
@@ -35,19 +36,17 @@ pub fn crash_reason(status: ExitStatus) -> Option<CrashReason> {
         ExitStatus::Code(0) => None,
         ExitStatus::Code(2) => Some(CrashReason::Panic),
         ExitStatus::Code(_) => Some(CrashReason::ExitCode),
-        ExitStatus::Signal { signo, .. } => match i32::from(signo) {
-            libc::SIGTERM | libc::SIGINT | libc::SIGHUP => None,
-            libc::SIGKILL => Some(CrashReason::Killed),
-            libc::SIGSEGV
-            | libc::SIGBUS
-            | libc::SIGABRT
-            | libc::SIGILL
-            | libc::SIGFPE
-            | libc::SIGSYS
-            | libc::SIGTRAP
-            | libc::SIGQUIT => Some(CrashReason::FatalSignal),
-            _ => Some(CrashReason::Signal),
-        },
+        ExitStatus::Signal { .. } => {
+            use ExitReason::*;
+            match ExitReason::of(status, false) {
+                Sigterm | Sigint | Sighup => None,
+                Killed => Some(CrashReason::Killed),
+                Sigsegv | Sigbus | Sigabrt | Sigill | Sigfpe | Sigsys | Sigtrap | Sigquit => {
+                    Some(CrashReason::FatalSignal)
+                }
+                _ => Some(CrashReason::Signal),
+            }
+        }
     }
 }
 
@@ -93,7 +92,7 @@ impl RuntimeProcesses {
     }
 
     fn runtime_of(&self, comm: &str) -> Option<&String> {
-        self.names.iter().find(|n| crate::host::proc::as_comm(n) == comm.as_bytes())
+        self.names.iter().find(|n| crate::events::as_comm(n) == comm.as_bytes())
     }
 
     /// A process ended (whole process, not a thread); `in_pod`: the
