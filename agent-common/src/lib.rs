@@ -119,6 +119,63 @@ pub struct OomKillEvent {
     pub trigger_cgroup_id: u64,
     pub victim_comm: [u8; COMM_LEN],
     pub trigger_comm: [u8; COMM_LEN],
+    /// The memory cgroups of the task that ran out of memory, its own
+    /// first, then each parent up to the root or `MEMCG_LEVELS`: their
+    /// usage and limit as the kernel counted them at the kill (the OOM
+    /// killer acts on the innermost whose charge failed: which limit fired).
+    pub levels: [MemcgLevel; MEMCG_LEVELS],
+    /// How many of `levels` were read (0: not on this kernel, or unreadable).
+    pub level_count: u32,
+    pub _pad: u32,
+}
+
+/// Levels of memory cgroups an OOM record carries: a container, a
+/// sub-cgroup of its own, its pod, the QoS class, the kubelet's root and one
+/// more (systemd's slices nest no deeper).
+pub const MEMCG_LEVELS: usize = 6;
+
+/// One memory cgroup's page counters at an OOM kill, in pages.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemcgLevel {
+    pub cgroup_id: u64,
+    pub usage: u64,
+    pub max: u64,
+    /// Memory + swap (cgroup v1 only; 0 and 0 elsewhere).
+    pub memsw_usage: u64,
+    pub memsw_max: u64,
+}
+
+/// Offsets to the page counters of a task's memory cgroup, from the
+/// kernel's BTF: `css_set.subsys[memory_cgrp_id]` (its memory css, the
+/// first member of `struct mem_cgroup`), `cgroup_subsys_state.cgroup`,
+/// `mem_cgroup.memory` and `.memsw` (v1), and in `struct page_counter`
+/// `usage`, `max` and `parent` (the parent's counter of the same kind).
+/// `memory` is `ABSENT` where any is missing: no levels are read.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemcgOffsets {
+    pub css_set_memory: u32,
+    pub css_cgroup: u32,
+    pub memory: u32,
+    pub memsw: u32,
+    pub counter_usage: u32,
+    pub counter_max: u32,
+    pub counter_parent: u32,
+    pub _pad: u32,
+}
+
+impl MemcgOffsets {
+    pub const UNSET: Self = Self {
+        css_set_memory: ABSENT,
+        css_cgroup: ABSENT,
+        memory: ABSENT,
+        memsw: ABSENT,
+        counter_usage: ABSENT,
+        counter_max: ABSENT,
+        counter_parent: ABSENT,
+        _pad: 0,
+    };
 }
 
 /// A cgroup was created or removed, or a task was moved into one, in the
@@ -353,6 +410,8 @@ pub mod names {
     pub const DROPPED: &str = "DROPPED";
     pub const TP_OFFSETS: &str = "TP_OFFSETS";
     pub const TASK_OFFSETS: &str = "TASK_OFFSETS";
+    pub const MEMCG_OFFSETS: &str = "MEMCG_OFFSETS";
+    pub const OOM_SCRATCH: &str = "OOM_SCRATCH";
     pub const PROBE_CONFIG: &str = "PROBE_CONFIG";
     pub const READER: &str = "READER";
     pub const POD_PIDS: &str = "POD_PIDS";
@@ -372,7 +431,8 @@ pub mod names {
 // Layouts are part of the kernel/user contract: any change must be deliberate.
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 16);
 const _: () = assert!(core::mem::size_of::<ExitEvent>() == 72);
-const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136);
+const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136 + 40 * MEMCG_LEVELS + 8);
+const _: () = assert!(core::mem::size_of::<MemcgOffsets>() == 32);
 const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
 const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 72);
@@ -388,6 +448,7 @@ mod pod {
     unsafe impl aya::Pod for VictimIdentity {}
     unsafe impl aya::Pod for TracepointOffsets {}
     unsafe impl aya::Pod for TaskOffsets {}
+    unsafe impl aya::Pod for MemcgOffsets {}
     unsafe impl aya::Pod for ProbeConfig {}
     unsafe impl aya::Pod for RuntimeComms {}
 }

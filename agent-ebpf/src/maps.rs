@@ -1,8 +1,8 @@
 //! Maps and load-time globals shared by the programs.
 
 use agent_common::{
-    unstreamed, OomKillEvent, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, VictimIdentity,
-    KIND_SLOTS, PIDS_PER_SLOT,
+    unstreamed, MemcgOffsets, OomKillEvent, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets,
+    VictimIdentity, KIND_SLOTS, PIDS_PER_SLOT,
 };
 use aya_ebpf::{
     macros::map,
@@ -86,6 +86,11 @@ pub static IDENTITIES: LruHashMap<u32, VictimIdentity> = LruHashMap::with_max_en
 #[map]
 pub static PENDING_OOM: LruHashMap<u32, OomKillEvent> = LruHashMap::with_max_entries(256, 0);
 
+/// Where an OOM record is put together: with its memory cgroups' levels it
+/// is larger than the 512-byte BPF stack holds with anything else.
+#[map]
+pub static OOM_SCRATCH: PerCpuArray<OomKillEvent> = PerCpuArray::with_max_entries(1, 0);
+
 /// Per kind: records submitted to the ring buffer.
 #[map]
 pub static EMITTED: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
@@ -99,6 +104,9 @@ pub static TP_OFFSETS: Global<TracepointOffsets> = Global::new(TracepointOffsets
 
 #[unsafe(no_mangle)]
 pub static TASK_OFFSETS: Global<TaskOffsets> = Global::new(TaskOffsets::UNSET);
+
+#[unsafe(no_mangle)]
+pub static MEMCG_OFFSETS: Global<MemcgOffsets> = Global::new(MemcgOffsets::UNSET);
 
 #[unsafe(no_mangle)]
 pub static PROBE_CONFIG: Global<ProbeConfig> = Global::new(ProbeConfig::UNSET);

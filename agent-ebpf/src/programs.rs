@@ -1,9 +1,9 @@
 //! One thin entry per hook; each `try_*` copies fixed-size fields only.
 
 use agent_common::{
-    unstreamed, CgroupEvent, CgroupOffsets, EventHeader, EventKind, ExitEvent, OomKillEvent, TaskInfo, TaskOffsets,
-    VictimIdentity, ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED,
-    MAX_RUNTIME_COMMS,
+    unstreamed, CgroupEvent, CgroupOffsets, EventHeader, EventKind, ExitEvent, MemcgLevel, MemcgOffsets, OomKillEvent,
+    TaskInfo, TaskOffsets, VictimIdentity, ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED,
+    FLAG_TRUNCATED, MAX_RUNTIME_COMMS, MEMCG_LEVELS,
 };
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -19,8 +19,8 @@ use aya_log_ebpf::warn;
 
 use crate::maps::{
     count, global_field, global_ptr, mark_pod_task, maybe_pod_task, priority_wakeup, routine_wakeup, DROPPED, EMITTED,
-    ENDED, EVENTS, IDENTITIES, PENDING_OOM, PRIORITY, PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS,
-    TRACKED, UNSTREAMED, URGENT_WAKEUP,
+    ENDED, EVENTS, IDENTITIES, MEMCG_OFFSETS, OOM_SCRATCH, PENDING_OOM, PRIORITY, PROBE_CONFIG, RUNTIME_COMMS, TASKS,
+    TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED, URGENT_WAKEUP,
 };
 
 /// Why a probe gave up on a record; logged through aya-log.
@@ -431,25 +431,29 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
     };
     let trigger_cgroup_id = current_place(pid_tgid).0;
     let total_vm = field::<u64>(ctx, tp.mv_total_vm)?;
-    let mut ev = OomKillEvent {
-        header: header(EventKind::OomKill, if total_vm.is_none() { FLAG_NO_RSS } else { 0 }),
-        victim_pid,
-        victim_tgid: 0,
-        victim_cgroup_id: 0,
-        victim_start_ns: 0,
-        total_vm_kb: total_vm.unwrap_or(0),
-        anon_rss_kb: field::<u64>(ctx, tp.mv_anon_rss).ok().flatten().unwrap_or(0),
-        file_rss_kb: field::<u64>(ctx, tp.mv_file_rss).ok().flatten().unwrap_or(0),
-        shmem_rss_kb: field::<u64>(ctx, tp.mv_shmem_rss).ok().flatten().unwrap_or(0),
-        pgtables_kb: field::<u64>(ctx, tp.mv_pgtables).ok().flatten().unwrap_or(0),
-        uid: field::<u32>(ctx, tp.mv_uid).ok().flatten().unwrap_or(0),
-        oom_score_adj: i32::from(field::<i16>(ctx, tp.mv_oom_score_adj).ok().flatten().unwrap_or(0)),
-        trigger_pid: trigger_tid,
-        trigger_tgid: (pid_tgid >> 32) as u32,
-        trigger_cgroup_id,
-        victim_comm: [0; COMM_LEN],
-        trigger_comm: bpf_get_current_comm().unwrap_or([0; COMM_LEN]),
+    let Some(ev) = OOM_SCRATCH.get_ptr_mut(0) else {
+        return Err(-12);
     };
+    // SAFETY: this CPU's slot; the program runs to its end without
+    // another on this CPU writing it.
+    let ev = unsafe { &mut *ev };
+    ev.header = header(EventKind::OomKill, if total_vm.is_none() { FLAG_NO_RSS } else { 0 });
+    ev.victim_pid = victim_pid;
+    ev.victim_tgid = 0;
+    ev.victim_cgroup_id = 0;
+    ev.victim_start_ns = 0;
+    ev.total_vm_kb = total_vm.unwrap_or(0);
+    ev.anon_rss_kb = field::<u64>(ctx, tp.mv_anon_rss).ok().flatten().unwrap_or(0);
+    ev.file_rss_kb = field::<u64>(ctx, tp.mv_file_rss).ok().flatten().unwrap_or(0);
+    ev.shmem_rss_kb = field::<u64>(ctx, tp.mv_shmem_rss).ok().flatten().unwrap_or(0);
+    ev.pgtables_kb = field::<u64>(ctx, tp.mv_pgtables).ok().flatten().unwrap_or(0);
+    ev.uid = field::<u32>(ctx, tp.mv_uid).ok().flatten().unwrap_or(0);
+    ev.oom_score_adj = i32::from(field::<i16>(ctx, tp.mv_oom_score_adj).ok().flatten().unwrap_or(0));
+    ev.trigger_pid = trigger_tid;
+    ev.trigger_tgid = (pid_tgid >> 32) as u32;
+    ev.trigger_cgroup_id = trigger_cgroup_id;
+    ev.victim_comm = [0; COMM_LEN];
+    ev.trigger_comm = bpf_get_current_comm().unwrap_or([0; COMM_LEN]);
     if tp.mv_comm != ABSENT {
         let _ = data_loc_str(ctx, tp.mv_comm, &mut ev.victim_comm);
     } else if victim_pid == trigger_tid {
@@ -458,10 +462,57 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
         // at hand.
         ev.victim_comm = ev.trigger_comm;
     }
+    ev.level_count = memcg_levels(&mut ev.levels);
     match victim {
-        Some(identity) => submit_oom(&mut ev, &identity),
-        None => PENDING_OOM.insert(&victim_pid, &ev, 0).map_err(i64::from),
+        Some(identity) => submit_oom(ev, &identity),
+        None => PENDING_OOM.insert(&victim_pid, ev, 0).map_err(i64::from),
     }
+}
+
+/// The page counters of the current task's memory cgroup and of each one
+/// above it, as they stand: this runs inside the OOM killer, after the
+/// charge that failed, before the victim frees anything. Returns how many
+/// levels were read.
+#[inline(always)]
+fn memcg_levels(levels: &mut [MemcgLevel; MEMCG_LEVELS]) -> u32 {
+    let mo: MemcgOffsets = MEMCG_OFFSETS.load();
+    if mo.memory == ABSENT {
+        return 0;
+    }
+    let (task_cgroups, cgroup_kn, kn_id) = (
+        global_field!(TASK_OFFSETS, task_cgroups),
+        global_field!(TASK_OFFSETS, cgroup_kn),
+        global_field!(TASK_OFFSETS, kn_id),
+    );
+    // SAFETY: the current task, only ever probe-read.
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    let Ok(css_set) = member::<*const u8>(task, task_cgroups) else { return 0 };
+    let Ok(mut memcg) = member::<*const u8>(css_set, mo.css_set_memory) else { return 0 };
+    let mut n = 0;
+    for level in levels.iter_mut() {
+        if memcg.is_null() {
+            break;
+        }
+        let cgroup: *const u8 = member(memcg, mo.css_cgroup).unwrap_or(core::ptr::null());
+        let kn: *const u8 = member(cgroup, cgroup_kn).unwrap_or(core::ptr::null());
+        // SAFETY: only an address is computed here; every read is a probe read.
+        let memory = unsafe { memcg.add(mo.memory as usize) };
+        level.cgroup_id = member(kn, kn_id).unwrap_or(0);
+        level.usage = member(memory, mo.counter_usage).unwrap_or(0);
+        level.max = member(memory, mo.counter_max).unwrap_or(0);
+        (level.memsw_usage, level.memsw_max) = if mo.memsw == ABSENT {
+            (0, 0)
+        } else {
+            // SAFETY: as above.
+            let memsw = unsafe { memcg.add(mo.memsw as usize) };
+            (member(memsw, mo.counter_usage).unwrap_or(0), member(memsw, mo.counter_max).unwrap_or(0))
+        };
+        n += 1;
+        let parent: *const u8 = member(memory, mo.counter_parent).unwrap_or(core::ptr::null());
+        // The parent's counter of the same kind, inside its mem_cgroup.
+        memcg = if parent.is_null() { parent } else { parent.wrapping_sub(mo.memory as usize) };
+    }
+    n
 }
 
 /// The victim's identity into its record, which goes out.
@@ -478,7 +529,9 @@ fn submit_oom(ev: &mut OomKillEvent, identity: &VictimIdentity) -> ProbeResult {
         count(&DROPPED, kind);
         return Ok(());
     };
-    entry.write(*ev);
+    // SAFETY: the entry has room for one record; a copy between kernel
+    // memory, not through the stack.
+    unsafe { core::ptr::copy_nonoverlapping(ev as *const OomKillEvent, entry.as_mut_ptr(), 1) };
     entry.submit(URGENT_WAKEUP);
     count(&EMITTED, kind);
     Ok(())
@@ -499,10 +552,12 @@ fn try_mark_victim_task(ctx: &RawTracePointContext) -> ProbeResult {
         tgid: 0,
         flags: FLAG_TASK_UNKNOWN,
     });
-    // SAFETY: value copied out immediately.
-    if let Some(mut pending) = unsafe { PENDING_OOM.get(&pid) }.copied() {
+    if let Some(pending) = PENDING_OOM.get_ptr_mut(&pid) {
+        // SAFETY: the map's value, completed and copied into the ring
+        // before it is removed.
+        let result = submit_oom(unsafe { &mut *pending }, &identity);
         let _ = PENDING_OOM.remove(&pid);
-        return submit_oom(&mut pending, &identity);
+        return result;
     }
     IDENTITIES.insert(&pid, &identity, 0).map_err(i64::from)
 }

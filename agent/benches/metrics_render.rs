@@ -13,7 +13,10 @@ use sandwatch::{
         metrics::{render_with, Metrics, Subject},
         watchdog_metrics::{MetricsSettings, WatchdogMetrics},
     },
-    watchdog::{Finding, Fired, OomConstraint, OomKill, OomLimit, PodOom},
+    watchdog::{
+        explain::{Explanation, OomCause},
+        Finding, Fired, OomConstraint, OomKill, OomLimit, PodOom,
+    },
 };
 
 const FIRED: Fired = Fired { limit: OomLimit::Container, constraint: OomConstraint::Memcg };
@@ -43,7 +46,12 @@ fn time_renders(served: &(prometheus::Registry, WatchdogMetrics), runs: usize, c
     for i in 0..runs {
         if change {
             let pod = CAP + i % CAP;
-            m.observe(&Finding::PodOom(PodOom { report: report(pod), fired: FIRED, names: names(pod) }));
+            m.observe(&Finding::PodOom(PodOom {
+                report: report(pod),
+                fired: FIRED,
+                cause: OomCause::Anon,
+                names: names(pod),
+            }));
         }
         let start = Instant::now();
         let text = m.pod_series_text().and_then(|pods| render_with(reg, &[pods])).unwrap_or_default();
@@ -81,14 +89,20 @@ fn build(pods: usize, cap: usize) -> (prometheus::Registry, WatchdogMetrics) {
     for pod in 0..pods {
         let kill = OomKill {
             report: report(pod),
-            fired: FIRED,
+            explained: Explanation { fired: FIRED, cause: OomCause::Anon, ..Explanation::UNKNOWN },
             names: names(pod),
-            rss_bytes: None,
-            limit_bytes: None,
+            victim_rss: None,
+            oom_score_adj: 0,
+            trigger_container: None,
             ts_ns: 0,
         };
-        m.observe(&Finding::OomKill(kill));
-        m.observe(&Finding::PodOom(PodOom { report: report(pod), fired: FIRED, names: names(pod) }));
+        m.observe(&Finding::OomKill(Box::new(kill)));
+        m.observe(&Finding::PodOom(PodOom {
+            report: report(pod),
+            fired: FIRED,
+            cause: OomCause::Anon,
+            names: names(pod),
+        }));
     }
     (reg, m)
 }

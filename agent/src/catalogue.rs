@@ -121,7 +121,7 @@ catalogue! {
     // telemetry/pod_series.rs
     POD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_pod_container_exits_total", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "reason"],
         "Exits of containers' inits per pod and container, by reason (completed, error, oom_killed, killed, or the signal's name). Capped with the OOM series.";
-    POD_OOM_KILLS_TOTAL = Counter, "sandwatch_pod_oom_kills_total", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "victim_role", "limit"],
+    POD_OOM_KILLS_TOTAL = Counter, "sandwatch_pod_oom_kills_total", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "victim_role", "limit", "cause"],
         "OOM kills per pod and container (namespace, pod, container and workload names are empty without runtime metadata). Capped series.";
     WORKLOAD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_workload_container_exits_total", ["namespace", "workload", "workload_kind", "reason"],
         "Exits of containers' inits per workload, by reason, across its pods' replacements. Capped with the workload OOM series.";
@@ -163,6 +163,10 @@ catalogue! {
         "Exit events handled after their sandbox, container or task was already gone.";
     OOM_EVENTS_TOTAL = Counter, "sandwatch_oom_events_total", ["scope", "qos_class", "limit", "constraint"],
         "OOM events (one pick of the OOM killer: one process, or a whole container killed as a group), by scope, pod QoS class, whose limit fired (container, pod, node, unknown) and the constraint (memcg, global, unknown).";
+    OOM_CAUSES_TOTAL = Counter, "sandwatch_oom_causes_total", ["limit", "cause"],
+        "OOM events by whose limit fired and what filled that cgroup at the kill: anon (processes' own memory), page_cache (unreclaimable file pages), shmem (tmpfs, emptyDir in memory, /dev/shm), kernel (slab, stacks, page tables, sockets), unknown (not read).";
+    OOM_LIMIT_UNKNOWN_TOTAL = Counter, "sandwatch_oom_limit_unknown_total", ["reason"],
+        "OOM events whose limit could not be said, by why: no_counters (this kernel's page counters could not be read at the kill), unplaced (a limit fired that is neither the victim's container's, its pod's nor above a known pod).";
     OOM_GROUP_CONTAINERS = Gauge, "sandwatch_oom_group_containers", [],
         "Tracked containers whose memory.oom.group is 1: an OOM kill takes the whole container (kubelet >= 1.28 on cgroup v2).";
     OOM_KILLS_TOTAL = Counter, "sandwatch_oom_kills_total", ["victim_role", "qos_class"],

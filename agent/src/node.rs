@@ -19,7 +19,7 @@ use crate::{
     runtime::{cri::MetadataRequests, metrics::RuntimeMetrics},
     stats::PipelineStats,
     watchdog::crashes::RuntimeProcess,
-    watchdog::{CgroupTree, Host, LossTotals},
+    watchdog::{explain::MemoryStat, CgroupTree, Host, LossTotals},
 };
 
 pub struct NodeHost {
@@ -68,16 +68,12 @@ impl Host for NodeHost {
         self.layout.oom_group(path)
     }
 
-    fn memory_limit(&self, path: &str) -> Option<u64> {
-        self.layout.memory_limit(path)
+    fn memory_stat(&self, path: &str) -> Option<MemoryStat> {
+        self.layout.memory_stat(path)
     }
 
-    fn limit_hits(&self, path: &str) -> Option<u64> {
-        self.layout.limit_hits(path)
-    }
-
-    fn limit_hits_partial(&self, path: &str) -> bool {
-        self.layout.swap_limited(path)
+    fn memory_usage(&self, path: &str) -> Option<u64> {
+        self.layout.memory_usage(path)
     }
 
     fn cgroup_id(&self, path: &str) -> Option<u64> {

@@ -115,8 +115,6 @@ fn cgroup_peak(cg: &TestCgroup, path: &str) -> u64 {
 fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
     require_root();
     ensure_host_tracefs();
-    // Before the agent starts: the probe's OOM kill is none of its business.
-    let limits = test_support::cgroup::OwnCgroup::cri_container_limits().expect("the memory + swap probe");
     let archive = harness::image_archive();
     let ctrd = Containerd::start_cri_with_pod_network(rt, "daemonset");
     ctrd.import_archive(&archive);
@@ -220,13 +218,15 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
         Some(32 << 20),
         "dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 3600",
     );
-    let series = |container: &str, container_id: &str, role: &str, uid: &str, pod: &str, limit: &str| {
+    // The container's own limit, whatever runc set beside it (memory +
+    // swap equal to memory on v1): the kernel's counters at the kill say so.
+    let series = |container: &str, container_id: &str, role: &str, uid: &str, pod: &str| {
         format!(
-            "sandwatch_pod_oom_kills_total{{container=\"{container}\",container_id=\"{container_id}\",limit=\"{limit}\",namespace=\"shop\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
+            "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"{container}\",container_id=\"{container_id}\",limit=\"container\",namespace=\"shop\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
         )
     };
     let counted_once = |t: &str, container: &str, id: &str, role: &str, uid: &str, pod: &str| {
-        limits.iter().any(|l| metric(t, &series(container, id, role, uid, pod, l)) == Some(1.0))
+        metric(t, &series(container, id, role, uid, pod)) == Some(1.0)
     };
     let text = wait_for("both OOM kills with the CRI's names", &|t| {
         counted_once(t, "hog", &hog, "container_init", web_uid, "web")

@@ -175,6 +175,8 @@ fn dashboard_is_current_grafana_json_with_variables() {
         "Top containers by failed exits",
         "Top workloads by OOM kills",
         "Top workloads by failed exits",
+        "OOM events by what filled the memory",
+        "Top containers by what filled the memory",
     ] {
         assert!(panels.iter().any(|p| p["title"] == title), "no panel {title:?}");
     }

@@ -91,7 +91,7 @@ async fn a_global_oom_of_a_pods_process_reads_node_and_global() {
             break kill;
         }
     };
-    let fired = kill.fired;
+    let fired = kill.explained.fired;
     assert_eq!((fired.limit, fired.constraint), (OomLimit::Node, OomConstraint::Global), "{kill:?}");
     let (constraint, memcg) = kernel_oom_report(kill.report.victim.pid).expect("the kernel's report of the kill");
     assert_eq!((constraint.as_str(), memcg.as_str()), ("CONSTRAINT_NONE", ""), "no cgroup's limit, as the kernel says");

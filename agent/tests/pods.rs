@@ -100,7 +100,7 @@ impl Watch {
         let findings: Vec<Finding> = self.watchdog.on_kernel(event, boottime_ns()).collect();
         for f in &findings {
             if let Finding::OomKill(k) = f {
-                self.fired.push((k.report.victim.pid, k.fired));
+                self.fired.push((k.report.victim.pid, k.explained.fired));
             }
         }
         let reports = findings
@@ -276,7 +276,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}", if restarted { 1.0 } else { a_kills as f64 }),
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}", 1.0),
         ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
-        (&format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\",workload=\"\",workload_kind=\"\"}}", cid(1)), 1.0),
+        (&format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\",workload=\"\",workload_kind=\"\"}}", cid(1)), 1.0),
         ("sandwatch_tracked_sandboxes", watch.node.sandboxes + 1.0),
     ] {
         assert_eq!(metric(&text, series), Some(want), "{series} in\n{text}");
@@ -392,7 +392,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     let pod_series = |text: &str, uid: &str, role: &str| {
         metric(
             text,
-            &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"\",workload_kind=\"\"}}", cid(2)),
+            &format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"\",workload_kind=\"\"}}", cid(2)),
         )
     };
     if v2 {
@@ -574,12 +574,11 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
 /// 32 MiB reads `container`; one held by its pod's limit set below its own
 /// (16 MiB) reads `pod`; a container whose memory + swap is held to the
 /// same 32 MiB, as runc sets it under the CRI (on v1 the memsw counter is
-/// then the one that fails), reads `container` where the kernel counts
-/// that limit's failures and `unknown` where it does not (v1 from 6.16,
-/// the host), never a global OOM; each with the `memcg`
+/// then the one that fails, and from 6.16 the kernel no longer counts its
+/// failures in any file), reads `container` too; each with the `memcg`
 /// constraint, in the per-pod series and in `sandwatch_oom_events_total`.
-/// On cgroup v1 (the host: `memory.failcnt`, `memory.memsw.failcnt`) and v2
-/// (the VMs: `memory.events.local`).
+/// On cgroup v1 (the host) and v2 (the VMs), from the page counters the
+/// OOM program reads at the kill.
 #[tokio::test(flavor = "current_thread")]
 async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
     let mut watch = Watch::start();
@@ -607,12 +606,10 @@ async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
         let (constraint, memcg) = kernel_oom_report(pid).expect("the kernel's report of the kill");
         assert_eq!(constraint, "CONSTRAINT_MEMCG");
         assert_eq!(memcg, cgroup, "the kernel names the same cgroup's limit");
-        // v1 with memory + swap held: where the kernel counts no failure
-        // of that limit (6.16 on), the verdict cannot be known, and says so.
-        let counted = !swap_held || pod.cg.layout.is_unified() || pod.cg.limit_failures(&cgroup) > 0;
-        let expected =
-            if counted { (limit, OomConstraint::Memcg) } else { (OomLimit::Unknown, OomConstraint::Unknown) };
-        eprintln!("{cgroup}: {expected:?} (limit failures counted: {counted})");
+        // Read off the page counters at the kill: memory + swap held to the
+        // same limit (runc's shape) reads as the container's limit too.
+        let expected = (limit, OomConstraint::Memcg);
+        eprintln!("{cgroup}: {expected:?} (swap held: {swap_held})");
         let fired = watch.fired.iter().find(|(p, _)| *p == pid).map(|(_, f)| (f.limit, f.constraint));
         assert_eq!(fired, Some(expected), "{oom:?}");
         if expected.0 == OomLimit::Container {

@@ -10,7 +10,6 @@
 mod harness;
 
 use std::time::{Duration, Instant};
-use test_support::cgroup::OwnCgroup;
 
 use harness::{
     cid,
@@ -41,31 +40,6 @@ fn wait_metric(agent: &AgentProcess, series: &str, timeout: Duration, ok: impl F
                     .join("\n"),
                 agent.log_text()
             );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Polls /metrics until one of `series(limit)`, for each limit label an
-/// OOM kill at a container's own limit may carry on this node
-/// (`OwnCgroup::cri_container_limits`), satisfies `ok`; that series.
-fn wait_metric_limit(
-    agent: &AgentProcess,
-    limits: &[&str],
-    series: impl Fn(&str) -> String,
-    timeout: Duration,
-    ok: impl Fn(f64) -> bool,
-) -> String {
-    let start = Instant::now();
-    loop {
-        let text = agent.metrics();
-        if let Some(found) = limits.iter().map(|l| series(l)).find(|s| metric(&text, s).is_some_and(&ok)) {
-            return found;
-        }
-        if start.elapsed() > timeout {
-            // The first, with the metrics and log in its message.
-            wait_metric(agent, &series(limits[0]), Duration::ZERO, ok);
-            unreachable!("wait_metric panics after its timeout");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -115,6 +89,11 @@ macro_rules! on_each_containerd {
             }
 
             #[test]
+            fn cri_kills_say_whose_limit_and_what_filled_it() {
+                super::cri_kills_say_whose_limit_and_what_filled_it(&$runtime)
+            }
+
+            #[test]
             fn cri_container_exits_by_reason_and_workload() {
                 super::cri_container_exits_by_reason_and_workload(&$runtime)
             }
@@ -132,6 +111,8 @@ const UID_OOM: &str = "6e1f0a2b-1111-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_LATE: &str = "6e1f0a2b-2222-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_CRI: &str = "6e1f0a2b-3333-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_GROUP: &str = "6e1f0a2b-4444-4c3d-8e9f-0a1b2c3d4e5f";
+const UID_FILL: &str = "6e1f0a2b-6666-4c3d-8e9f-0a1b2c3d4e5f";
+const UID_PAIR: &str = "6e1f0a2b-7777-4c3d-8e9f-0a1b2c3d4e5f";
 /// The pods of the exits test: this with its last digit the pod's number.
 const UID_EXITS: &str = "6e1f0a2b-5555-4c3d-8e9f-0a1b2c3d4e5";
 
@@ -296,7 +277,6 @@ fn containerd_crash_is_counted_and_the_stream_comes_back(rt: &Runtime) {
 fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     require_root();
     // Before the agent starts: the probe's OOM kill is none of its business.
-    let limits = OwnCgroup::cri_container_limits().expect("the memory + swap probe");
     let cgroups = RuntimePod::new("cri", UID_CRI);
     // The agent first, with no runtime there yet: no names, retried.
     let socket = Containerd::socket_for("cri").display().to_string();
@@ -334,15 +314,10 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     };
     assert_eq!((status.reason.as_str(), status.exit_code), ("OOMKilled", 137), "the runtime's own verdict");
 
-    let series = wait_metric_limit(
-        &agent,
-        &limits,
-        |limit| {
-            format!("sandwatch_pod_oom_kills_total{{container=\"hog\",container_id=\"{hog}\",limit=\"{limit}\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",workload=\"web\",workload_kind=\"Pod\"}}")
-        },
-        Duration::from_secs(30),
-        |v| v == 1.0,
-    );
+    // The container's own limit, whatever runc set beside it (memory +
+    // swap equal to memory on v1): the kernel's counters at the kill say so.
+    let series = format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",workload=\"web\",workload_kind=\"Pod\"}}");
+    wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
     let text = agent.metrics();
     let unnamed = text
         .lines()
@@ -387,13 +362,124 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
 /// `memory.oom.group = 1`, through the CRI as `unified` resources: an OOM
 /// in a container of an init and three children kills all four, which is
 /// one OOM event of scope `container` — the init `container_init`, the rest
+/// Waits for `series` to be 1, or fails with every kill series and the log.
+fn wait_kill(agent: &AgentProcess, series: &str) {
+    let start = Instant::now();
+    while metric(&agent.metrics(), series) != Some(1.0) {
+        if start.elapsed() > Duration::from_secs(40) {
+            let text = agent.metrics();
+            let kills: Vec<&str> = text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{")).collect();
+            panic!("{series} never 1; the kills counted:\n{}\nagent log:\n{}", kills.join("\n"), agent.log_text());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The agent's log line of the kill of `container_id`'s processes.
+fn kill_line(agent: &AgentProcess, container_id: &str) -> String {
+    let log = agent.log_text();
+    log.lines()
+        .find(|l| l.contains("OOM kill: victim") && l.contains(container_id))
+        .unwrap_or_else(|| panic!("no OOM kill line for {container_id}:\n{log}"))
+        .to_string()
+}
+
+/// The value of `key=` in a log line, without quotes.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let Some(rest) = line.split(&format!(" {key}=")).nth(1) else { return "" };
+    let rest = rest.trim_start_matches('"');
+    &rest[..rest.find(['"', ' ']).unwrap_or(rest.len())]
+}
+
+/// Which limit fired and what filled it, through runc's own cgroups (on v1
+/// runc sets memory + swap equal to the memory limit, a second limit the
+/// kernel may hit first): a container that fills `/dev/shm` past its limit
+/// loses its `dd` to `shmem` and its shell lives on; an anonymous grower is
+/// `anon`; a pod whose own limit fires names it, with the container that
+/// holds the most memory first.
+fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
+    require_root();
+    let fill_pod = RuntimePod::new("cri-fill", UID_FILL);
+    let mut pair_pod = RuntimePod::new("cri-pair", UID_PAIR);
+    // The kubelet's pod cgroup with the pod's limit, made before runc puts
+    // its containers below it.
+    let pair_path = pair_pod.cg.child(&format!("kubepods/burstable/pod{UID_PAIR}"));
+    assert_eq!(pair_path, pair_pod.pod_path);
+    pair_pod.cg.set_memory_limit(&pair_path, 48 << 20);
+    let ctrd = Containerd::start_cri(rt, "cri-explain");
+    let socket = ctrd.socket.display().to_string();
+    let agent =
+        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
+    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let series = |container: &str, id: &str, pod: &str, uid: &str, role: &str, limit: &str, cause: &str| {
+        format!(
+            "sandwatch_pod_oom_kills_total{{cause=\"{cause}\",container=\"{container}\",container_id=\"{id}\",limit=\"{limit}\",namespace=\"explain\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
+        )
+    };
+
+    let fill = cri.run_pod("fill", "explain", UID_FILL, &fill_pod.pod_path);
+    // The pod's /dev/shm is a tmpfs; what is written there is charged to
+    // the writer's cgroup and cannot be reclaimed without swap.
+    let shm = cri.run_container(
+        &fill,
+        "shm",
+        Some(32 << 20),
+        "dd if=/dev/zero of=/dev/shm/fill bs=1M count=60; rm -f /dev/shm/fill; exec sleep 1000",
+    );
+    let grower = cri.run_container(
+        &fill,
+        "grower",
+        Some(32 << 20),
+        "dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000",
+    );
+    wait_kill(&agent, &series("shm", &shm, "fill", UID_FILL, "container_child", "container", "shmem"));
+    wait_kill(&agent, &series("grower", &grower, "fill", UID_FILL, "container_child", "container", "anon"));
+    let line = kill_line(&agent, &shm);
+    assert_eq!((field(&line, "cause"), field(&line, "comm")), ("shmem", "dd"), "{line}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(cri.status(&shm).state, 1, "the shell whose dd filled /dev/shm lives on");
+
+    // A pod past its own 48 MiB: one container holds 32 MiB of /dev/shm,
+    // the other grows anonymous memory until the pod's limit fires.
+    let pair = cri.run_pod("pair", "explain", UID_PAIR, &pair_pod.pod_path);
+    let holder =
+        cri.run_container(&pair, "holder", None, "dd if=/dev/zero of=/dev/shm/hold bs=1M count=32; exec sleep 1000");
+    let holder_cgroup = pair_pod.container_path(&holder);
+    let usage = |path: &str| -> u64 {
+        let dir = pair_pod.cg.layout.dir(path);
+        ["memory.current", "memory.usage_in_bytes"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let start = Instant::now();
+    while usage(&holder_cgroup) < 32 << 20 {
+        assert!(start.elapsed() < Duration::from_secs(20), "the holder never held 32 MiB: {}", usage(&holder_cgroup));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let hog = cri.run_container(&pair, "hog", None, "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
+    wait_kill(&agent, &series("hog", &hog, "pair", UID_PAIR, "container_init", "pod", "shmem"));
+    let line = kill_line(&agent, &hog);
+    let ranked = line.split("pod_containers=").nth(1).unwrap_or_else(|| panic!("no pod_containers: {line}"));
+    let (at_holder, at_hog) = (ranked.find(&holder), ranked.find(&hog));
+    assert!(
+        matches!((at_holder, at_hog), (Some(a), Some(b)) if a < b),
+        "the pod's containers, the holder of 32 MiB first: {line}"
+    );
+    cri.remove_pod(&pair.id);
+    cri.remove_pod(&fill.id);
+    drop(cri);
+    drop(ctrd);
+    drop(agent);
+}
+
 /// `container_group`, no child-kill series, one container death. cgroup v1
 /// has no group kill (runc refuses `unified` there): the same container
 /// loses one child, one event of scope `process`, and lives on.
 fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     require_root();
     let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    let limits = OwnCgroup::cri_container_limits().expect("the memory + swap probe");
     let cgroups = RuntimePod::new("cri-group", UID_GROUP);
     let ctrd = Containerd::start_cri(rt, "cri-group");
     let socket = ctrd.socket.display().to_string();
@@ -414,12 +500,13 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     if v2 {
         wait_metric(&agent, "sandwatch_oom_group_containers", Duration::from_secs(8), |v| v >= 1.0);
     }
-    let series_at = |role: &str, limit: &str| {
+    // The container's own limit, whatever runc set beside it (memory +
+    // swap equal to memory on v1): the kernel's counters at the kill say so.
+    let series = |role: &str| {
         format!(
-            "sandwatch_pod_oom_kills_total{{container=\"worker\",container_id=\"{worker}\",limit=\"{limit}\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\",workload=\"batch\",workload_kind=\"Pod\"}}"
+            "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"worker\",container_id=\"{worker}\",limit=\"container\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\",workload=\"batch\",workload_kind=\"Pod\"}}"
         )
     };
-    let series = |role: &str| series_at(role, "container");
     if v2 {
         wait_metric(
             &agent,
@@ -443,18 +530,10 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
         assert_eq!(metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}"), Some(0.0));
         assert_eq!(cri.status(&worker).reason, "OOMKilled", "the container died");
     } else {
-        let found = wait_metric_limit(
-            &agent,
-            &limits,
-            |limit| series_at("container_child", limit),
-            Duration::from_secs(60),
-            |v| v == 1.0,
-        );
-        let limit = if found.contains("limit=\"unknown\"") { "unknown" } else { "container" };
-        let constraint = if limit == "unknown" { "unknown" } else { "memcg" };
+        wait_metric(&agent, &series("container_child"), Duration::from_secs(60), |v| v == 1.0);
         let text = agent.metrics();
         assert_eq!(
-            metric(&text, &format!("sandwatch_oom_events_total{{constraint=\"{constraint}\",limit=\"{limit}\",qos_class=\"burstable\",scope=\"process\"}}")),
+            metric(&text, "sandwatch_oom_events_total{constraint=\"memcg\",limit=\"container\",qos_class=\"burstable\",scope=\"process\"}"),
             Some(1.0),
             "{text}"
         );

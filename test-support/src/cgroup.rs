@@ -112,32 +112,6 @@ impl OwnCgroup {
         std::fs::write(&target, value).with_context(|| format!("cannot write {}", target.display()))
     }
 
-    /// The `limit` labels an OOM kill at a CRI container's own limit may
-    /// carry on this node: `container`; on cgroup v1, where runc holds
-    /// memory + swap to the memory limit (with swap accounting) and this
-    /// kernel does not count that limit's failures (6.16 on), `unknown` as
-    /// well, whenever that limit failed before the memory limit did.
-    pub fn cri_container_limits() -> Result<Vec<&'static str>> {
-        let mut cg = Self::create("memsw-probe")?;
-        if cg.v2 || !cg.dir(&cg.path).join("memory.memsw.failcnt").exists() {
-            return Ok(vec!["container"]);
-        }
-        let probe = cg.child("probe")?;
-        cg.set_memory_limit(&probe, 16 << 20)?;
-        cg.limit_swap(&probe, 16 << 20)?;
-        let procs = cg.procs_file(&probe);
-        let status =
-            crate::sh(&format!("echo $$ > {} && exec dd if=/dev/zero of=/dev/null bs=64M count=1", procs.display()))?
-                .wait()?;
-        let failures = std::fs::read_to_string(cg.dir(&probe).join("memory.memsw.failcnt"))?;
-        let counted = failures.trim().parse::<u64>().unwrap_or(0) > 0;
-        cg.remove(&probe);
-        if status.success() {
-            bail!("the memory + swap probe was not OOM-killed ({status})");
-        }
-        Ok(if counted { vec!["container"] } else { vec!["container", "unknown"] })
-    }
-
     /// Lifts the memory limit of `path` (v2 `max`, v1 `-1`).
     pub fn unlimit_memory(&self, path: &str) -> Result<()> {
         let (file, value) = if self.v2 { ("memory.max", "max") } else { ("memory.limit_in_bytes", "-1") };

@@ -312,6 +312,9 @@ impl Printer<'_> {
             Format::Table(t) => {
                 self.print_header(out)?;
                 writeln!(out, "{}", t.row(record))?;
+                for line in t.story(record) {
+                    writeln!(out, "{line}")?;
+                }
             }
         }
         out.flush()
@@ -366,6 +369,86 @@ impl Table {
             if row.detail.is_empty() { dash() } else { row.detail },
         ];
         self.join(&cells, Some(kind))
+    }
+
+    /// An OOM kill's post-mortem, under its row: whose limit fired and what
+    /// filled it, the victim's own memory, who asked for the page, what
+    /// else the pod held. Names escaped like the row's; cut to the width.
+    pub fn story(&self, incoming: &Incoming) -> Vec<String> {
+        let Incoming::Known(record) = incoming else { return Vec::new() };
+        let Body::OomKill(r) = &record.body else { return Vec::new() };
+        let size = |b: Option<u64>| b.map_or_else(|| "-".to_string(), human);
+        let mut lines = Vec::new();
+        let limit = r.limit.as_deref().unwrap_or("unknown");
+        let mut fired = match (r.usage_bytes, r.limit_bytes) {
+            (Some(usage), Some(bytes)) if limit != "unknown" => {
+                format!("{limit} limit {}, used {}", human(bytes), human(usage))
+            }
+            _ if limit == "unknown" => {
+                format!("unknown ({})", r.limit_unknown.as_deref().unwrap_or("not decided"))
+            }
+            _ => format!("{limit} limit"),
+        };
+        if let Some(c) = &r.constraint {
+            fired.push_str(&format!(" [{c}]"));
+        }
+        lines.push(("limit", fired));
+        if let Some(cause) = &r.cause {
+            let read =
+                r.memory_read_after_us.map_or_else(String::new, |us| format!(", read {:.1} ms after", us as f64 / 1e3));
+            lines.push((
+                "filled",
+                format!(
+                    "mostly {cause}: anon {} page_cache {} shmem {} kernel {}{read}",
+                    size(r.anon_bytes),
+                    size(r.page_cache_bytes),
+                    size(r.shmem_bytes),
+                    size(r.kernel_bytes)
+                ),
+            ));
+        }
+        let adj = r.oom_score_adj.map_or_else(String::new, |a| format!(", oom_score_adj {a}"));
+        lines.push((
+            "victim",
+            format!(
+                "pid {} {}: anon {} file {} shmem {}{adj}",
+                r.pid,
+                r.comm.as_deref().unwrap_or("?"),
+                size(r.victim_anon_bytes),
+                size(r.victim_file_bytes),
+                size(r.victim_shmem_bytes)
+            ),
+        ));
+        if let Some(pid) = r.trigger_pid.filter(|p| *p != r.pid) {
+            let container = match (&r.trigger_container, &r.trigger_container_id) {
+                (Some(name), _) => format!(" in container {name}"),
+                (None, Some(id)) => format!(" in container {}", cut_plain(id, 12)),
+                (None, None) => String::new(),
+            };
+            lines.push(("asked", format!("pid {pid} {}{container}", r.trigger_comm.as_deref().unwrap_or("?"))));
+        }
+        if !r.pod_containers.is_empty() {
+            let held: Vec<String> = r
+                .pod_containers
+                .iter()
+                .map(|c| {
+                    let name = c.container.clone().unwrap_or_else(|| cut_plain(&c.container_id, 12).to_string());
+                    format!("{name} {}", human(c.usage_bytes))
+                })
+                .collect();
+            lines.push(("pod held", held.join(", ")));
+        }
+        let indent = " ".repeat(COLUMNS[0].1 + 1);
+        lines
+            .into_iter()
+            .map(|(what, text)| {
+                let line = format!("{indent}{what:<9}{}", crate::text::visible(&text));
+                match self.width {
+                    Some(total) => cut(&line, total),
+                    None => line,
+                }
+            })
+            .collect()
     }
 
     fn join(&self, cells: &[String], kind: Option<&str>) -> String {
@@ -602,9 +685,8 @@ mod tests {
             trigger_comm: None,
             rss_bytes: Some(33_030_144),
             limit_bytes: Some(32 << 20),
-            limit: None,
-            constraint: None,
             outcome: "handled".into(),
+            ..OomKillRecord::default()
         }
     }
 
@@ -613,7 +695,7 @@ mod tests {
     }
 
     fn oom() -> Incoming {
-        known(Body::OomKill(oom_record()))
+        known(Body::OomKill(Box::new(oom_record())))
     }
 
     fn death(namespace: &str) -> Incoming {
@@ -664,11 +746,70 @@ mod tests {
         assert!(coloured.contains("\x1b[1;31msandbox_death\x1b[0m"), "{coloured:?}");
     }
 
+    /// The post-mortem under a kill's row: whose limit, what filled it, the
+    /// victim, who asked, what the pod held; a tenant's names escaped.
+    #[test]
+    fn a_kill_tells_its_story_under_its_row() {
+        use crate::telemetry::records::wire::ContainerUsage;
+        let r = OomKillRecord {
+            limit: Some("pod".into()),
+            constraint: Some("memcg".into()),
+            usage_bytes: Some(48 << 20),
+            limit_bytes: Some(48 << 20),
+            anon_bytes: Some(15 << 20),
+            page_cache_bytes: Some(0),
+            shmem_bytes: Some(32 << 20),
+            kernel_bytes: Some(1 << 20),
+            memory_read_after_us: Some(2_400),
+            cause: Some("shmem".into()),
+            victim_anon_bytes: Some(15 << 20),
+            victim_file_bytes: Some(1 << 20),
+            victim_shmem_bytes: Some(0),
+            oom_score_adj: Some(-997),
+            trigger_pid: Some(77),
+            trigger_comm: Some("java".into()),
+            trigger_container: Some("api\x1b[2J".into()),
+            pod_containers: vec![
+                ContainerUsage {
+                    container: Some("holder".into()),
+                    container_id: "aa".repeat(32),
+                    usage_bytes: 32 << 20,
+                },
+                ContainerUsage { container: None, container_id: "bb".repeat(32), usage_bytes: 16 << 20 },
+            ],
+            ..oom_record()
+        };
+        let story = Table { colour: false, width: None }.story(&known(Body::OomKill(Box::new(r.clone()))));
+        let text = story.join("\n");
+        assert_eq!(
+            story.iter().map(|l| l.split_whitespace().next().unwrap_or("")).collect::<Vec<_>>(),
+            ["limit", "filled", "victim", "asked", "pod"],
+            "{text}"
+        );
+        assert!(story[0].contains("pod limit 48.0M, used 48.0M [memcg]"), "{text}");
+        assert!(
+            story[1].contains("mostly shmem: anon 15.0M page_cache 0B shmem 32.0M kernel 1.0M, read 2.4 ms after"),
+            "{text}"
+        );
+        assert!(story[2].contains("pid 4312 dd: anon 15.0M file 1.0M shmem 0B, oom_score_adj -997"), "{text}");
+        assert!(story[3].contains("pid 77 java in container api") && !text.contains('\x1b'), "escaped: {text}");
+        assert!(story[4].contains("holder 32.0M, bbbbbbbbbbbb 16.0M"), "{text}");
+        // Cut to the terminal's width; an unknown limit says why.
+        let narrow = Table { colour: false, width: Some(40) }.story(&known(Body::OomKill(Box::new(r))));
+        assert!(narrow.iter().all(|l| l.chars().count() <= 40), "{narrow:?}");
+        let unknown =
+            OomKillRecord { limit: Some("unknown".into()), limit_unknown: Some("unplaced".into()), ..oom_record() };
+        let story = Table { colour: false, width: None }.story(&known(Body::OomKill(Box::new(unknown))));
+        assert!(story[0].contains("unknown (unplaced)"), "{story:?}");
+        // Other records have none.
+        assert!(Table { colour: false, width: None }.story(&death("shop")).is_empty());
+    }
+
     #[test]
     fn details_say_what_the_columns_do_not() {
         let by_java = OomKillRecord { trigger_pid: Some(77), trigger_comm: Some("java".into()), ..oom_record() };
-        assert_eq!(detail(Body::OomKill(by_java)), "by 77 java");
-        assert_eq!(detail(Body::OomKill(oom_record())), "", "its own trigger, handled: nothing to add");
+        assert_eq!(detail(Body::OomKill(Box::new(by_java))), "by 77 java");
+        assert_eq!(detail(Body::OomKill(Box::new(oom_record()))), "", "its own trigger, handled: nothing to add");
         let late = LateExitRecord {
             pod: PodFields::default(),
             victim_role: "unknown".into(),
@@ -695,7 +836,7 @@ mod tests {
             container_id: Some("ab".repeat(32)),
             ..PodFields::default()
         };
-        let r = known(Body::OomKill(OomKillRecord { pod, ..oom_record() }));
+        let r = known(Body::OomKill(Box::new(OomKillRecord { pod, ..oom_record() })));
         let row = Table { colour: false, width: None }.row(&r);
         assert!(
             row.contains("uid:0c9e8d7f") && row.contains(&"ab".repeat(6)) && !row.contains(&"ab".repeat(7)),
@@ -744,14 +885,14 @@ mod tests {
             ..oom_record()
         };
         for table in [Table { colour: false, width: Some(120) }, Table { colour: false, width: None }] {
-            let row = table.row(&known(Body::OomKill(hostile.clone())));
+            let row = table.row(&known(Body::OomKill(Box::new(hostile.clone()))));
             assert!(!row.chars().any(crate::text::is_hostile), "{row:?}");
             assert!(row.contains("\\x1b[2J"), "{row}");
             if table.width.is_none() {
                 assert!(row.contains("two\\x0alines"), "{row}");
             }
         }
-        let coloured = Table { colour: true, width: Some(120) }.row(&known(Body::OomKill(hostile)));
+        let coloured = Table { colour: true, width: Some(120) }.row(&known(Body::OomKill(Box::new(hostile))));
         let unpainted = coloured.replace("\u{1b}[31m", "").replace("\u{1b}[0m", "");
         assert!(!unpainted.chars().any(crate::text::is_hostile), "only our colour: {coloured:?}");
     }

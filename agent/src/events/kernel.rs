@@ -3,8 +3,8 @@
 //! [`DecodeError`] with a bounded label, never a panic.
 
 use agent_common::{
-    CgroupEvent, EventHeader, EventKind, ExitEvent, OomKillEvent, CGROUP_PATH_LEN, COMM_LEN, FLAG_NO_RSS,
-    FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED,
+    CgroupEvent, EventHeader, EventKind, ExitEvent, MemcgLevel, OomKillEvent, CGROUP_PATH_LEN, COMM_LEN, FLAG_NO_RSS,
+    FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MEMCG_LEVELS,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::EnumDiscriminants)]
@@ -93,6 +93,70 @@ pub struct OomKill {
     pub trigger_tgid: u32,
     pub trigger_cgroup_id: u64,
     pub trigger_comm: String,
+    /// The memory cgroups of the task that ran out of memory at the kill,
+    /// its own first, then each one above it; empty where the kernel's
+    /// counters could not be read.
+    pub levels: Vec<MemcgUse>,
+}
+
+/// A memory cgroup's usage and limit as the kernel counted them at an OOM
+/// kill, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemcgUse {
+    pub cgroup_id: u64,
+    pub usage_bytes: u64,
+    /// `None`: no limit.
+    pub limit_bytes: Option<u64>,
+    /// Memory + swap (cgroup v1), where a limit is set on it.
+    pub memsw_usage_bytes: u64,
+    pub memsw_limit_bytes: Option<u64>,
+}
+
+/// A cgroup's memory as `memory.stat` (and its usage file) say, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryStat {
+    pub usage: u64,
+    /// Anonymous memory (v2 `anon`, v1 `total_rss`).
+    pub anon: u64,
+    /// Page cache, shmem included (v2 `file`, v1 `total_cache`).
+    pub file: u64,
+    /// tmpfs and shared memory (v2 `shmem`, v1 `total_shmem`).
+    pub shmem: u64,
+    /// Kernel memory charged to it: slab, stacks, page tables, sockets
+    /// (v2 `kernel` or its parts, v1 `memory.kmem.usage_in_bytes`).
+    pub kernel: u64,
+}
+
+/// Page counts at or above this are no limit (the kernel's
+/// `PAGE_COUNTER_MAX` is `LONG_MAX / PAGE_SIZE`, about 2^51 pages).
+const UNLIMITED_PAGES: u64 = 1 << 50;
+
+impl MemcgUse {
+    fn from_pages(l: &MemcgLevel, page: u64) -> Self {
+        let limit = |max: u64| (max > 0 && max < UNLIMITED_PAGES).then(|| max.saturating_mul(page));
+        Self {
+            cgroup_id: l.cgroup_id,
+            usage_bytes: l.usage.saturating_mul(page),
+            limit_bytes: limit(l.max),
+            memsw_usage_bytes: l.memsw_usage.saturating_mul(page),
+            memsw_limit_bytes: limit(l.memsw_max),
+        }
+    }
+
+    fn to_pages(self, page: u64) -> MemcgLevel {
+        let max = |l: Option<u64>| l.map_or(u64::MAX / page, |b| b / page);
+        MemcgLevel {
+            cgroup_id: self.cgroup_id,
+            usage: self.usage_bytes / page,
+            max: max(self.limit_bytes),
+            memsw_usage: self.memsw_usage_bytes / page,
+            memsw_max: if self.memsw_limit_bytes.is_some() || self.memsw_usage_bytes > 0 {
+                max(self.memsw_limit_bytes)
+            } else {
+                0
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +325,11 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 trigger_tgid: r.trigger_tgid,
                 trigger_cgroup_id: r.trigger_cgroup_id,
                 trigger_comm: c_string(&r.trigger_comm),
+                levels: {
+                    let page = crate::host::page_size();
+                    let n = (r.level_count as usize).min(MEMCG_LEVELS);
+                    r.levels[..n].iter().map(|l| MemcgUse::from_pages(l, page)).collect()
+                },
             }))
         }
         EventKind::CgroupMkdir | EventKind::CgroupRmdir | EventKind::CgroupAttach => {
@@ -361,6 +430,16 @@ pub fn encode(event: &Event) -> Vec<u8> {
                 trigger_cgroup_id: o.trigger_cgroup_id,
                 victim_comm: comm_bytes(&o.victim_comm),
                 trigger_comm: comm_bytes(&o.trigger_comm),
+                levels: {
+                    let page = crate::host::page_size();
+                    let mut levels = [MemcgLevel::default(); MEMCG_LEVELS];
+                    for (slot, l) in levels.iter_mut().zip(&o.levels) {
+                        *slot = l.to_pages(page);
+                    }
+                    levels
+                },
+                level_count: o.levels.len().min(MEMCG_LEVELS) as u32,
+                _pad: 0,
             })
         }
         Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => cgroup_record(header, c, 0, 0, ""),
@@ -434,6 +513,22 @@ mod tests {
             trigger_tgid: 12,
             trigger_cgroup_id: 77,
             trigger_comm: "stress-worker".into(),
+            levels: vec![
+                MemcgUse {
+                    cgroup_id: 77,
+                    usage_bytes: 48 << 20,
+                    limit_bytes: Some(48 << 20),
+                    memsw_usage_bytes: 48 << 20,
+                    memsw_limit_bytes: Some(48 << 20),
+                },
+                MemcgUse {
+                    cgroup_id: 76,
+                    usage_bytes: 50 << 20,
+                    limit_bytes: None,
+                    memsw_usage_bytes: 0,
+                    memsw_limit_bytes: None,
+                },
+            ],
         })
     }
 

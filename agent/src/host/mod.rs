@@ -116,6 +116,16 @@ pub fn clock_ticks() -> u64 {
     }
 }
 
+/// The size of a memory page, which the kernel's page counters count in
+/// (4096 when it cannot be read).
+pub fn page_size() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    *PAGE.get_or_init(|| {
+        u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok().filter(|p| *p > 0).unwrap_or(4096)
+    })
+}
+
 /// The kernel's largest pid (32768 when it cannot be read).
 pub fn pid_max() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(32768)

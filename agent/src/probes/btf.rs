@@ -111,6 +111,8 @@ pub struct Btf {
     /// (type id, name offset) of every typedef (raw tracepoints' prototypes
     /// are typedefs named `btf_trace_<tracepoint>`).
     typedefs: Vec<(u32, u32)>,
+    /// (type id, name offset) of every named enum with values.
+    enums: Vec<(u32, u32)>,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Result<u32, BtfError> {
@@ -181,6 +183,7 @@ impl Btf {
         let mut index = Vec::new();
         let mut structs = Vec::new();
         let mut typedefs = Vec::new();
+        let mut enums = Vec::new();
         {
             let mut reader = blob.reader(types.clone());
             let mut at = 0;
@@ -204,6 +207,9 @@ impl Btf {
                 if h.kind == KIND_TYPEDEF {
                     typedefs.push((index.len() as u32, h.name_off));
                 }
+                if matches!(h.kind, KIND_ENUM | KIND_ENUM64) && h.vlen > 0 && h.name_off != 0 {
+                    enums.push((index.len() as u32, h.name_off));
+                }
                 let skipped = std::io::copy(&mut (&mut reader).take(extra as u64), &mut std::io::sink())
                     .map_err(|_| BtfError::Malformed("truncated"))?;
                 if skipped != extra as u64 {
@@ -212,7 +218,7 @@ impl Btf {
                 at = h.data + extra;
             }
         }
-        Ok(Self { blob, types, strings, index, structs, typedefs })
+        Ok(Self { blob, types, strings, index, structs, typedefs, enums })
     }
 
     fn head(&self, id: u32) -> Option<TypeHead> {
@@ -287,6 +293,31 @@ impl Btf {
                 self.find_member(id, member_off, 0).map(|bits| bits / 8).ok_or_else(no_member)
             })
             .collect()
+    }
+
+    /// The value of `value` in enum `name` (e.g. `memory_cgrp_id` in
+    /// `cgroup_subsys_id`, which depends on the kernel's configuration).
+    pub fn enumerator(&self, name: &str, value: &str) -> Option<i64> {
+        let offsets = self.string_offsets(&[name, value]);
+        let (name_off, value_off) = (offsets[0]?, offsets[1]?);
+        self.enums.iter().filter(|(_, n)| *n == name_off).find_map(|&(id, _)| {
+            let head = self.head(id)?;
+            let size = if head.kind == KIND_ENUM64 { 12 } else { 8 };
+            let at = self.types.start.checked_add(head.data)?;
+            let bytes = self.blob.read_at(at, head.vlen * size)?;
+            (0..head.vlen).find_map(|i| {
+                let m = i * size;
+                if u32_at(&bytes, m).ok()? != value_off {
+                    return None;
+                }
+                let lo = u32_at(&bytes, m + 4).ok()?;
+                Some(if size == 12 {
+                    (i64::from(u32_at(&bytes, m + 8).ok()?) << 32) | i64::from(lo)
+                } else {
+                    i64::from(lo as i32)
+                })
+            })
+        })
     }
 
     /// Whether raw tracepoint `tracepoint` passes a pointer to struct
@@ -503,5 +534,22 @@ mod tests {
         // TP_PROTO(struct task_struct *parent, struct task_struct *child)
         assert!(btf.tracepoint_passes("sched_process_fork", 1, "task_struct"));
         assert!(!btf.tracepoint_passes("sched_process_exit", 3, "task_struct"));
+    }
+
+    #[test]
+    fn an_enumerators_value_is_read_from_its_enum_alone() {
+        let strings = b"\0cgroup_subsys_id\0cpuset_cgrp_id\0memory_cgrp_id\0other\0".to_vec();
+        let s = |name: &str| strings.windows(name.len()).position(|w| w == name.as_bytes()).unwrap() as u32;
+        let mut types = Vec::new();
+        let mut push = |words: &[u32]| words.iter().for_each(|v| types.extend_from_slice(&v.to_le_bytes()));
+        // 1: enum other { memory_cgrp_id = 9 }: same value name, other enum.
+        push(&[s("other"), (KIND_ENUM << 24) | 1, 4, s("memory_cgrp_id"), 9]);
+        // 2: enum cgroup_subsys_id { cpuset_cgrp_id, memory_cgrp_id = 4 }
+        push(&[s("cgroup_subsys_id"), (KIND_ENUM << 24) | 2, 4, s("cpuset_cgrp_id"), 0, s("memory_cgrp_id"), 4]);
+        let btf = Btf::parse(wrap(&types, &strings)).unwrap();
+        assert_eq!(btf.enumerator("cgroup_subsys_id", "memory_cgrp_id"), Some(4));
+        assert_eq!(btf.enumerator("cgroup_subsys_id", "cpuset_cgrp_id"), Some(0));
+        assert_eq!(btf.enumerator("cgroup_subsys_id", "nothing"), None);
+        assert_eq!(btf.enumerator("nothing", "memory_cgrp_id"), None);
     }
 }

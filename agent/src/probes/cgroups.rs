@@ -157,51 +157,49 @@ impl CgroupLayout {
 }
 
 impl CgroupLayout {
-    /// How often a cgroup hit its own memory limit: on v2 the `oom` count
-    /// of `memory.events.local` (OOMs at this cgroup's limit only), on v1
-    /// `memory.failcnt` plus, with swap accounting, `memory.memsw.failcnt`
-    /// (charges that failed at its limit, reclaimed or not: a runtime that
-    /// sets the memory+swap limit to the memory limit, as the CRI does,
-    /// makes the memsw counter the one that fails first); `None` when
-    /// unreadable or gone.
-    pub fn limit_hits(&self, path: &str) -> Option<u64> {
-        let count = |file: &str| -> Option<u64> {
-            std::fs::read_to_string(self.dir(path).join(file)).ok()?.trim().parse().ok()
+    /// What a cgroup's memory holds, from its `memory.stat` (hierarchical:
+    /// its children's too) and its usage file; `None` when unreadable or
+    /// gone. v2: `anon`, `file`, `shmem`, and `kernel` (or, before 5.18,
+    /// its parts); v1: `total_rss`, `total_cache`, `total_shmem`, and the
+    /// kernel memory `memory.kmem.usage_in_bytes` counts.
+    pub fn memory_stat(&self, path: &str) -> Option<crate::events::kernel::MemoryStat> {
+        let dir = self.dir(path);
+        let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+        let field = |name: &str| -> Option<u64> {
+            text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
         };
-        match self.mode {
+        let usage = self.memory_usage(path)?;
+        Some(match self.mode {
             CgroupMode::V1Memory { .. } => {
-                let memory = count("memory.failcnt")?;
-                // Absent without swap accounting: then only memory counts.
-                let memsw = if self.dir(path).join("memory.memsw.failcnt").exists() {
-                    count("memory.memsw.failcnt")?
-                } else {
-                    0
-                };
-                Some(memory + memsw)
+                let kmem = std::fs::read_to_string(dir.join("memory.kmem.usage_in_bytes")).ok();
+                crate::events::kernel::MemoryStat {
+                    usage,
+                    anon: field("total_rss").unwrap_or(0),
+                    file: field("total_cache").unwrap_or(0),
+                    shmem: field("total_shmem").unwrap_or(0),
+                    kernel: kmem.and_then(|t| t.trim().parse().ok()).unwrap_or(0),
+                }
             }
-            CgroupMode::V2 => {
-                let text = std::fs::read_to_string(self.dir(path).join("memory.events.local")).ok()?;
-                text.lines().find_map(|l| l.strip_prefix("oom "))?.trim().parse().ok()
-            }
-        }
+            CgroupMode::V2 => crate::events::kernel::MemoryStat {
+                usage,
+                anon: field("anon").unwrap_or(0),
+                file: field("file").unwrap_or(0),
+                shmem: field("shmem").unwrap_or(0),
+                kernel: field("kernel").unwrap_or_else(|| {
+                    ["slab", "kernel_stack", "pagetables", "sock", "percpu"].iter().filter_map(|f| field(f)).sum()
+                }),
+            },
+        })
     }
-}
 
-impl CgroupLayout {
-    /// v1: whether the cgroup at `path` holds memory + swap to a limit
-    /// (`memory.memsw.limit_in_bytes`), as runc does under the CRI where
-    /// swap is accounted. Such a limit usually fails before the memory
-    /// limit, and kernels from 6.16 no longer count its failures in
-    /// `memory.memsw.failcnt`. Always false on v2 (`memory.events.local`
-    /// counts every OOM at the cgroup's limit).
-    pub fn swap_limited(&self, path: &str) -> bool {
-        match self.mode {
-            CgroupMode::V1Memory { .. } => std::fs::read_to_string(self.dir(path).join("memory.memsw.limit_in_bytes"))
-                .ok()
-                .and_then(|t| parse_memory_limit(&t))
-                .is_some(),
-            CgroupMode::V2 => false,
-        }
+    /// A cgroup's memory usage (`memory.usage_in_bytes` on v1,
+    /// `memory.current` on v2).
+    pub fn memory_usage(&self, path: &str) -> Option<u64> {
+        let file = match self.mode {
+            CgroupMode::V1Memory { .. } => "memory.usage_in_bytes",
+            CgroupMode::V2 => "memory.current",
+        };
+        std::fs::read_to_string(self.dir(path).join(file)).ok()?.trim().parse().ok()
     }
 }
 

@@ -5,8 +5,8 @@
 use std::{collections::HashMap, path::Path};
 
 use agent_common::{
-    names, unstreamed, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, ABSENT, COMM_LEN,
-    MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
+    names, unstreamed, MemcgOffsets, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, ABSENT,
+    COMM_LEN, MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
 };
 use aya::{
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
@@ -210,6 +210,38 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
     })
 }
 
+/// Where the OOM program finds the page counters of the task that ran out
+/// of memory and of each memory cgroup above it (which limit fired). All
+/// or nothing: where this kernel's BTF lacks one, none are read and every
+/// kill's limit is said unknown, for that reason.
+fn memcg_offsets(btf: &Btf, v1: bool) -> Result<MemcgOffsets, BtfError> {
+    let memory_id = btf
+        .enumerator("cgroup_subsys_id", "memory_cgrp_id")
+        .and_then(|id| u32::try_from(id).ok())
+        .ok_or_else(|| BtfError::NoMember("cgroup_subsys_id".into(), "memory_cgrp_id".into()))?;
+    let o = btf.member_offsets(&[
+        ("css_set", "subsys"),
+        ("cgroup_subsys_state", "cgroup"),
+        ("mem_cgroup", "memory"),
+        ("page_counter", "usage"),
+        ("page_counter", "max"),
+        ("page_counter", "parent"),
+    ])?;
+    let pointer = core::mem::size_of::<u64>() as u32;
+    Ok(MemcgOffsets {
+        css_set_memory: o[0] + memory_id * pointer,
+        css_cgroup: o[1],
+        memory: o[2],
+        // v1 charges memory + swap first where a limit is set on it (runc
+        // sets it to the memory limit): its counter can be the one that fails.
+        memsw: if v1 { btf.member_offset("mem_cgroup", "memsw")? } else { ABSENT },
+        counter_usage: o[3],
+        counter_max: o[4],
+        counter_parent: o[5],
+        _pad: 0,
+    })
+}
+
 /// Whether the OOM victim is named from its own task, so that no program
 /// need run at fork: on cgroup v2 (where an exit's cgroup comes from the
 /// exiting task too), where `mark_victim`'s raw tracepoint passes the
@@ -270,8 +302,12 @@ impl Probes {
         let btf = Btf::from_sys_fs()?;
         let task: TaskOffsets = task_offsets(&btf)?;
         let passes_task = btf.tracepoint_passes("mark_victim", 0, "task_struct");
-        drop(btf);
         let layout = CgroupLayout::detect()?;
+        let memcg = memcg_offsets(&btf, !layout.is_unified()).unwrap_or_else(|e| {
+            log::warn!("which limit fired on an OOM kill cannot be read on this kernel ({e}): every kill says unknown");
+            MemcgOffsets::UNSET
+        });
+        drop(btf);
         let path = if victim_from_task(layout.is_unified(), passes_task, &task) {
             KernelPath::VictimTask
         } else {
@@ -312,6 +348,7 @@ impl Probes {
                     .btf(None)
                     .override_global(names::TP_OFFSETS, &tp_offsets, true)
                     .override_global(names::TASK_OFFSETS, &task, true)
+                    .override_global(names::MEMCG_OFFSETS, &memcg, true)
                     .override_global(names::PROBE_CONFIG, &config, true)
                     .override_global(names::RUNTIME_COMMS, &comms, true)
                     .map_max_entries(names::EVENTS, rb)

@@ -91,6 +91,10 @@ impl Fields {
         self.0.get(key)?.as_u64()
     }
 
+    fn i(&self, key: &str) -> Option<i64> {
+        self.0.get(key)?.as_i64()
+    }
+
     fn b(&self, key: &str) -> Option<bool> {
         self.0.get(key)?.as_bool()
     }
@@ -117,10 +121,24 @@ macro_rules! record_line {
             comm = $f.s("comm"),
             trigger_pid = $f.n("trigger_pid"),
             trigger_comm = $f.s("trigger_comm"),
+            trigger_container = $f.s("trigger_container"),
+            trigger_container_id = $f.s("trigger_container_id"),
             rss_bytes = $f.n("rss_bytes"),
-            limit_bytes = $f.n("limit_bytes"),
+            victim_anon_bytes = $f.n("victim_anon_bytes"),
+            victim_file_bytes = $f.n("victim_file_bytes"),
+            victim_shmem_bytes = $f.n("victim_shmem_bytes"),
+            oom_score_adj = $f.i("oom_score_adj"),
             limit = $f.s("limit"),
             constraint = $f.s("constraint"),
+            limit_unknown = $f.s("limit_unknown"),
+            usage_bytes = $f.n("usage_bytes"),
+            limit_bytes = $f.n("limit_bytes"),
+            anon_bytes = $f.n("anon_bytes"),
+            page_cache_bytes = $f.n("page_cache_bytes"),
+            shmem_bytes = $f.n("shmem_bytes"),
+            kernel_bytes = $f.n("kernel_bytes"),
+            memory_read_after_us = $f.n("memory_read_after_us"),
+            pod_containers = $f.s("pod_containers"),
             outcome = $f.s("outcome"),
             reason = $f.s("reason"),
             exit_code = $f.n("exit_code"),
@@ -171,8 +189,16 @@ fn message(body: &Body) -> String {
                 (Some(pid), comm) => format!(", triggered by pid {pid} ({})", v(comm.as_deref().unwrap_or("?"))),
                 (None, _) => String::new(),
             };
+            let cause = r.cause.as_deref().filter(|c| *c != "unknown");
+            let filled = match (cause, r.usage_bytes, r.limit_bytes) {
+                (Some(cause), Some(usage), Some(limit)) => {
+                    format!(" ({} of {} MiB, mostly {cause})", mib(usage), mib(limit))
+                }
+                (Some(cause), _, _) => format!(" (mostly {cause})"),
+                _ => String::new(),
+            };
             format!(
-                "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{trigger}",
+                "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{filled}{trigger}",
                 r.pid,
                 v(r.comm.as_deref().unwrap_or("")),
                 r.victim_role,
@@ -202,6 +228,11 @@ fn message(body: &Body) -> String {
         Body::EventsDropped(r) => format!("{} events lost at the {} stage in the last second", r.count, r.stage),
         Body::Missed(r) => format!("{} records missed", r.count),
     }
+}
+
+/// Bytes as MiB with one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / f64::from(1u32 << 20))
 }
 
 fn describe(p: &PodFields) -> String {
@@ -264,8 +295,11 @@ mod tests {
     #[test]
     fn a_hostile_process_name_is_one_escaped_line_in_text_and_json() {
         let name = "\u{1b}[2J\u{1b}[H\nPWNED\u{9b}";
-        let kill = Finding::OomKill(OomKill {
-            fired: crate::watchdog::Fired::UNKNOWN,
+        let kill = Finding::OomKill(Box::new(OomKill {
+            explained: crate::watchdog::explain::Explanation::UNKNOWN,
+            victim_rss: None,
+            oom_score_adj: 0,
+            trigger_container: None,
             report: OomReport {
                 outcome: Outcome::Handled,
                 role: TaskRole::ContainerChild,
@@ -276,10 +310,8 @@ mod tests {
                 delay_ns: 0,
             },
             names: Names::default(),
-            rss_bytes: None,
-            limit_bytes: None,
             ts_ns: 0,
-        });
+        }));
         for format in [LogFormat::Text, LogFormat::Json] {
             let text = logged(format, &kill);
             assert_eq!(text.lines().count(), 1, "{format:?}: {text:?}");
@@ -309,19 +341,38 @@ mod tests {
         let runtime = RuntimeRecord { runtime: "containerd".into(), pid: 3, reason: Some("panic".into()) };
         let storm = StormRecord { count: 9, window_seconds: 60 };
         let bodies = [
-            Body::OomKill(OomKillRecord {
+            Body::OomKill(Box::new(OomKillRecord {
                 pod: pod.clone(),
                 victim_role: "container_child".into(),
                 pid: 4,
                 comm: Some("dd".into()),
                 trigger_pid: Some(5),
                 trigger_comm: Some("java".into()),
+                trigger_container: Some("sidecar".into()),
+                trigger_container_id: Some("d".into()),
                 rss_bytes: Some(1 << 20),
+                victim_anon_bytes: Some(1 << 19),
+                victim_file_bytes: Some(1 << 18),
+                victim_shmem_bytes: Some(1 << 18),
+                oom_score_adj: Some(-997),
+                limit: Some("unknown".into()),
+                constraint: Some("unknown".into()),
+                limit_unknown: Some("unplaced".into()),
+                usage_bytes: Some(1 << 24),
                 limit_bytes: Some(1 << 24),
-                limit: Some("container".into()),
-                constraint: Some("memcg".into()),
+                anon_bytes: Some(1 << 20),
+                page_cache_bytes: Some(1 << 21),
+                shmem_bytes: Some(1 << 23),
+                kernel_bytes: Some(1 << 20),
+                memory_read_after_us: Some(1500),
+                cause: Some("shmem".into()),
+                pod_containers: vec![ContainerUsage {
+                    container: Some("app".into()),
+                    container_id: "c".into(),
+                    usage_bytes: 1 << 23,
+                }],
                 outcome: "handled".into(),
-            }),
+            })),
             Body::SandboxDeath(SandboxDeathRecord {
                 pod: pod.clone(),
                 victim_role: "sandbox".into(),
@@ -360,6 +411,12 @@ mod tests {
             let mut want: serde_json::Value = serde_json::to_value(&body).unwrap();
             let kind = want["kind"].clone();
             want.as_object_mut().unwrap().remove("kind");
+            // A list is one field of compact JSON text on a log line.
+            for v in want.as_object_mut().unwrap().values_mut() {
+                if v.is_array() {
+                    *v = serde_json::Value::String(crate::text::json_line(v).unwrap());
+                }
+            }
             let line = logged_with(LogFormat::Json, &finding, Some(&body));
             let mut got: serde_json::Value = serde_json::from_str(&line).unwrap();
             let got = got.as_object_mut().unwrap();

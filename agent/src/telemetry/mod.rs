@@ -103,6 +103,7 @@ mod tests {
             Finding::RuntimeUp { runtime: "containerd".into(), up: true },
             Finding::PodOom(PodOom {
                 fired: crate::watchdog::Fired::UNKNOWN,
+                cause: crate::watchdog::explain::OomCause::Unknown,
                 report: OomReport {
                     outcome: Outcome::Handled,
                     role: TaskRole::ContainerInit,

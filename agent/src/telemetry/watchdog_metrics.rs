@@ -15,7 +15,10 @@ use crate::{
         dispatch::OutcomeKind, registry::EvictionKind, DeathCause, ExitReason, ExitReport, LateReason, Names, Outcome,
         PodRef, QosClass, Source, TaskRole,
     },
-    watchdog::{crashes::CrashReason, Finding, ModelStats, OomConstraint, OomLimit, OomScope},
+    watchdog::{
+        crashes::CrashReason, explain::OomCause, oom_limit::UnknownLimit, Finding, ModelStats, OomConstraint, OomLimit,
+        OomScope,
+    },
 };
 
 /// qos_class for victims outside any pod.
@@ -77,6 +80,8 @@ impl Default for MetricsSettings {
 pub struct WatchdogMetrics {
     oom_kills: IntCounterVec,
     oom_events: IntCounterVec,
+    oom_causes: IntCounterVec,
+    limit_unknown: IntCounterVec,
     oom_group_containers: IntGauge,
     container_exits: IntCounterVec,
     pod_series: Arc<Mutex<PodSeries>>,
@@ -116,6 +121,8 @@ impl WatchdogMetrics {
         let mut m = Self {
             oom_kills: OOM_KILLS_TOTAL.counter_vec(r)?,
             oom_events: OOM_EVENTS_TOTAL.counter_vec(r)?,
+            oom_causes: OOM_CAUSES_TOTAL.counter_vec(r)?,
+            limit_unknown: OOM_LIMIT_UNKNOWN_TOTAL.counter_vec(r)?,
             oom_group_containers: OOM_GROUP_CONTAINERS.gauge(r)?,
             container_exits: CONTAINER_EXITS_TOTAL.counter_vec(r)?,
             pod_series: Arc::new(Mutex::new(pod_series)),
@@ -160,7 +167,6 @@ impl WatchdogMetrics {
             (OomLimit::Pod, OomConstraint::Memcg),
             (OomLimit::Node, OomConstraint::Memcg),
             (OomLimit::Node, OomConstraint::Global),
-            (OomLimit::Node, OomConstraint::Unknown),
             (OomLimit::Unknown, OomConstraint::Unknown),
         ];
         for scope in OomScope::iter() {
@@ -169,6 +175,14 @@ impl WatchdogMetrics {
                     m.oom_events.with_label_values(&[scope.label(), qos, limit.label(), constraint.label()]);
                 }
             }
+        }
+        for limit in OomLimit::iter() {
+            for cause in OomCause::iter() {
+                m.oom_causes.with_label_values(&[limit.label(), cause.label()]);
+            }
+        }
+        for why in UnknownLimit::iter() {
+            m.limit_unknown.with_label_values(&[why.label()]);
         }
         for cause in DeathCause::iter() {
             m.sandbox_deaths.with_label_values(&[cause.label()]);
@@ -218,14 +232,19 @@ impl WatchdogMetrics {
                 let qos = qos_label(r.pod.as_ref().and_then(|p| p.qos));
                 self.oom_kills.with_label_values(&[r.role.label(), qos]).inc();
             }
-            Finding::OomEvent { scope, qos, fired, .. } => {
+            Finding::OomEvent { scope, qos, fired, cause, unknown, .. } => {
                 let labels = [scope.label(), qos_label(*qos), fired.limit.label(), fired.constraint.label()];
                 self.oom_events.with_label_values(&labels).inc();
+                self.oom_causes.with_label_values(&[fired.limit.label(), cause.label()]).inc();
+                if let Some(why) = unknown {
+                    self.limit_unknown.with_label_values(&[why.label()]).inc();
+                }
             }
             Finding::PodOom(p) => {
                 let Some(pod) = &p.report.pod else { return };
                 let role = p.report.role.label();
-                self.kept(pod, &p.names, [Family::PodOomKills, Family::WorkloadOomKills], role, p.fired.limit.label());
+                let how = [p.fired.limit.label(), p.cause.label()];
+                self.kept(pod, &p.names, [Family::PodOomKills, Family::WorkloadOomKills], role, how);
             }
             Finding::ContainerExit(e) => {
                 let Some(pod) = &e.report.pod else { return };
@@ -234,7 +253,7 @@ impl WatchdogMetrics {
                     &e.names,
                     [Family::PodContainerExits, Family::WorkloadContainerExits],
                     e.reason.label(),
-                    "",
+                    ["", ""],
                 );
             }
             Finding::PodSeriesExpired { pod_uid } => {
@@ -300,9 +319,9 @@ impl WatchdogMetrics {
 
     /// One more in a pod's series of `families[0]` and, where the pod's
     /// workload is known, its workload's of `families[1]`: `what` is the
-    /// victim's role or the exit's reason; `limit` (OOM kills only) whose
-    /// limit fired.
-    fn kept(&self, pod: &PodRef, names: &Names, families: [Family; 2], what: &str, limit: &str) {
+    /// victim's role or the exit's reason; `how` (OOM kills only) whose
+    /// limit fired and what filled it.
+    fn kept(&self, pod: &PodRef, names: &Names, families: [Family; 2], what: &str, how: [&str; 2]) {
         let Ok(mut series) = self.pod_series.lock() else { return };
         let mut labels = vec![
             pod.pod_uid.clone(),
@@ -315,7 +334,7 @@ impl WatchdogMetrics {
             what.to_string(),
         ];
         if families[0] == Family::PodOomKills {
-            labels.push(limit.to_string());
+            labels.extend(how.map(str::to_string));
         }
         series.inc(families[0], labels, &pod.pod_uid);
         if !names.workload.is_empty() {
@@ -378,22 +397,30 @@ mod tests {
     /// A kill, its event and its pod's series, as the watchdog finds them.
     fn observe(m: &WatchdogMetrics, r: &OomReport) {
         let names = Names::default();
-        m.observe(&Finding::OomKill(OomKill {
-            fired: crate::watchdog::Fired::UNKNOWN,
+        m.observe(&Finding::OomKill(Box::new(OomKill {
+            explained: crate::watchdog::explain::Explanation::UNKNOWN,
+            victim_rss: None,
+            oom_score_adj: 0,
+            trigger_container: None,
             report: r.clone(),
             names: names.clone(),
-            rss_bytes: None,
-            limit_bytes: None,
             ts_ns: 0,
-        }));
+        })));
         let qos = r.pod.as_ref().and_then(|p| p.qos);
         m.observe(&Finding::OomEvent {
             scope: OomScope::Process,
             qos,
             victims: 1,
             fired: crate::watchdog::Fired::UNKNOWN,
+            cause: crate::watchdog::explain::OomCause::Unknown,
+            unknown: None,
         });
-        m.observe(&Finding::PodOom(PodOom { fired: crate::watchdog::Fired::UNKNOWN, report: r.clone(), names }));
+        m.observe(&Finding::PodOom(PodOom {
+            fired: crate::watchdog::Fired::UNKNOWN,
+            cause: crate::watchdog::explain::OomCause::Unknown,
+            report: r.clone(),
+            names,
+        }));
     }
 
     /// A registry and the watchdog's metrics in it, as `/metrics` serves them.
@@ -439,6 +466,7 @@ mod tests {
             let report = report(pod);
             served.m.observe(&Finding::PodOom(PodOom {
                 fired: crate::watchdog::Fired::UNKNOWN,
+                cause: crate::watchdog::explain::OomCause::Unknown,
                 report: report.clone(),
                 names: names(pod),
             }));
@@ -527,7 +555,7 @@ mod tests {
         let served = Served::new(MetricsSettings { max_pod_series: 2, ..MetricsSettings::default() });
         let m = &served.m;
         let count = |text: &str, pod: &str| {
-            value(text, &format!("sandwatch_pod_oom_kills_total{{container=\"\",container_id=\"c\",limit=\"unknown\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\",workload=\"\",workload_kind=\"\"}}"))
+            value(text, &format!("sandwatch_pod_oom_kills_total{{cause=\"unknown\",container=\"\",container_id=\"c\",limit=\"unknown\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\",workload=\"\",workload_kind=\"\"}}"))
         };
         assert_eq!(&*m.pod_series_text().unwrap(), "", "no series, no family");
         observe(m, &report(1));

@@ -10,9 +10,16 @@
 //! own then: [`Finding::SandboxDeath`] after the [`Finding::TaskExit`] that
 //! counted it, [`Finding::PodOom`] after the [`Finding::OomEvent`].
 
-use super::{correlation::Expired, crashes::CrashReason, storm::StormEdge, Fired, OomScope};
+use super::{
+    correlation::Expired,
+    crashes::CrashReason,
+    explain::{Explanation, OomCause},
+    oom_limit::UnknownLimit,
+    storm::StormEdge,
+    Fired, OomScope,
+};
 use crate::{
-    events::ExitStatus,
+    events::{kernel::OomRss, ExitStatus},
     model::{registry::Evictions, DeathCause, ExitReason, ExitReport, LateReason, Names, OomReport, QosClass},
 };
 
@@ -28,11 +35,20 @@ pub enum Finding {
     SandboxDeath(SandboxDeath),
     /// A container's init ended (or its start did), with the names known.
     ContainerExit(ContainerExit),
-    /// A process was OOM-killed.
-    OomKill(OomKill),
+    /// A process was OOM-killed (boxed: its explanation makes it twice the
+    /// size of any other finding).
+    OomKill(Box<OomKill>),
     /// One pick of the OOM killer is over: one process, or a whole
     /// container killed as a group.
-    OomEvent { scope: OomScope, qos: Option<QosClass>, victims: u32, fired: Fired },
+    OomEvent {
+        scope: OomScope,
+        qos: Option<QosClass>,
+        victims: u32,
+        fired: Fired,
+        cause: OomCause,
+        /// Why `fired` is unknown, where it is.
+        unknown: Option<UnknownLimit>,
+    },
     /// An OOM event of a pod, named: its per-pod series.
     PodOom(PodOom),
     /// A torn-down pod's per-pod series may go now (their grace is over).
@@ -78,18 +94,21 @@ pub enum LossStage {
     Decode,
 }
 
-/// An OOM kill: the dispatcher's report, the names known then, and the
-/// victim's memory as the kernel and its cgroups say.
+/// An OOM kill: the dispatcher's report, its explanation (whose limit
+/// fired, what filled it), the names known then, and the victim's and the
+/// triggering task's side as the kernel says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OomKill {
     pub report: OomReport,
-    /// Whose limit fired (read off the cgroups' counts).
-    pub fired: Fired,
+    pub explained: Explanation,
     pub names: Names,
-    /// anon + file + shmem resident memory when it was picked.
-    pub rss_bytes: Option<u64>,
-    /// The tightest memory limit of the victim's container and pod.
-    pub limit_bytes: Option<u64>,
+    /// The victim's resident memory when it was picked (kernels whose OOM
+    /// tracepoint says it).
+    pub victim_rss: Option<OomRss>,
+    pub oom_score_adj: i32,
+    /// The container of the task that ran out of memory, where it is not
+    /// the victim's: its id and names.
+    pub trigger_container: Option<(String, Names)>,
     /// When the kernel picked it (CLOCK_BOOTTIME ns).
     pub ts_ns: u64,
 }
@@ -135,6 +154,7 @@ pub struct LateExit {
 pub struct PodOom {
     pub report: OomReport,
     pub fired: Fired,
+    pub cause: OomCause,
     pub names: Names,
 }
 

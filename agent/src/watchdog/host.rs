@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use crate::{
     events::{kernel::CgroupChange, Event},
-    watchdog::crashes::RuntimeProcess,
+    watchdog::{crashes::RuntimeProcess, explain::MemoryStat},
 };
 
 /// The pipeline's loss counters as they stand (totals since start).
@@ -38,16 +38,11 @@ pub trait Host {
 
     /// `memory.oom.group` of the cgroup at `path` (v2; `Some(false)` on v1).
     fn oom_group(&self, path: &str) -> Option<bool>;
-    /// The memory limit of the cgroup at `path`, if it has one.
-    fn memory_limit(&self, path: &str) -> Option<u64>;
-    /// How often the cgroup at `path` hit its own memory limit: v2's
-    /// `memory.events.local` `oom`, v1's `memory.failcnt` (and
-    /// `memory.memsw.failcnt`).
-    fn limit_hits(&self, path: &str) -> Option<u64>;
-    /// Whether the cgroup at `path` has a limit that `limit_hits` may not
-    /// see hit: on v1 a memory+swap limit (kernels from 6.16 no longer
-    /// count its failures), so a count that did not move says nothing.
-    fn limit_hits_partial(&self, path: &str) -> bool;
+    /// The memory of the cgroup at `path` as its `memory.stat` says (what
+    /// an OOM kill's explanation reads of the cgroup whose limit fired).
+    fn memory_stat(&self, path: &str) -> Option<MemoryStat>;
+    /// The memory the cgroup at `path` uses now.
+    fn memory_usage(&self, path: &str) -> Option<u64>;
     /// The id (inode) of the cgroup at `path`, if it exists.
     fn cgroup_id(&self, path: &str) -> Option<u64>;
     /// What exists at start-up, as the events that would have made it:

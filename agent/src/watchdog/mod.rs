@@ -3,7 +3,7 @@
 //! the state that spans events, each part owning its own: the pod model's
 //! dispatcher, OOM bursts ([`oom_events`]) and the storm window
 //! ([`storm`]), findings waiting for names ([`names`]), the counts that say
-//! which limit fired ([`limits`]), the pipeline's losses ([`losses`]), the
+//! kill's explanation ([`explain`]), the pipeline's losses ([`losses`]), the
 //! runtime's side ([`runtime_side`]), the per-pod series' grace
 //! ([`retiring`]), and containers whose group-kill setting is read again
 //! ([`oom_group`]).
@@ -19,9 +19,9 @@
 
 pub mod correlation;
 pub mod crashes;
+pub mod explain;
 pub mod finding;
 pub mod host;
-pub mod limits;
 pub mod losses;
 pub mod names;
 pub mod oom_events;
@@ -43,7 +43,6 @@ pub use oom_limit::{Fired, OomConstraint, OomLimit};
 pub use runtime_side::RuntimeSettings;
 
 use self::{
-    limits::LimitCounts,
     losses::LossWatch,
     names::{Awaiting, NameWait},
     oom_events::{OomEvents, GROUP_GAP_NS},
@@ -99,7 +98,6 @@ pub struct Watchdog<H> {
     names: NameWait,
     losses: LossWatch,
     retiring: Retiring,
-    limits: LimitCounts,
     /// The registry generation last reported in a `Model` finding.
     reported_generation: Option<u64>,
     tasks_seeded: usize,
@@ -126,7 +124,6 @@ impl<H: Host> Watchdog<H> {
             modes: ModeChecks::default(),
             names: NameWait::default(),
             retiring: Retiring::new(settings.pod_series_ttl_ns),
-            limits: LimitCounts::default(),
             reported_generation: None,
             tasks_seeded: 0,
             out: Vec::new(),
@@ -164,11 +161,6 @@ impl<H: Host> Watchdog<H> {
             }
         }
         self.dispatcher.registry.found_running();
-        // What each pod's and container's limit counters say now: an OOM
-        // kill compares with it.
-        for path in self.dispatcher.registry.pod_cgroup_paths() {
-            self.limits.baseline(&self.host, &path, None);
-        }
         for &cgroup_id in &pods {
             if !self.host.track(cgroup_id) {
                 self.out.push(Finding::TrackingFull { cgroup_id });
@@ -263,15 +255,8 @@ impl<H: Host> Watchdog<H> {
             Event::CgroupMkdir(c) => self.gone_already(c, now),
             _ => None,
         };
-        if let Event::CgroupRmdir(c) = event {
-            self.limits.forget(&c.path);
-        }
         let report = self.dispatcher.dispatch(event, now);
         if let Event::CgroupMkdir(c) = event {
-            // A cgroup made now has hit no limit yet.
-            if self.dispatcher.registry.owner(c.cgroup_id).is_some() && gone_already.is_none() {
-                self.limits.baseline(&self.host, &c.path, Some(0));
-            }
             if self.read_oom_group(c.cgroup_id) {
                 self.modes.appeared(c.cgroup_id, now);
             }
@@ -283,7 +268,7 @@ impl<H: Host> Watchdog<H> {
         }
         match (report, event) {
             (Some(Report::Exit(r)), Event::Exit(e)) => self.kernel_exit(r, e, now),
-            (Some(Report::Oom(r)), Event::OomKill(o)) => self.oom_kill(r, o),
+            (Some(Report::Oom(r)), Event::OomKill(o)) => self.oom_kill(r, o, now),
             (None, _) => self.ask_names(),
             _ => {}
         }
@@ -347,25 +332,35 @@ impl<H: Host> Watchdog<H> {
         }
     }
 
-    fn oom_kill(&mut self, mut r: OomReport, o: &KernelOomKill) {
-        let container = o.victim.and_then(|v| self.dispatcher.registry.container_of(v.cgroup_id));
+    fn oom_kill(&mut self, mut r: OomReport, o: &KernelOomKill, now: u64) {
+        let registry = &self.dispatcher.registry;
+        let container = o.victim.and_then(|v| registry.container_of(v.cgroup_id));
         let group_mode = container.is_some_and(|c| c.oom_group == Some(true));
-        let path = container.map(|c| c.path.clone());
-        let mut fired = match path.as_deref() {
-            Some(path) => self.limits.fired(&self.host, path),
-            // Not a pod's container: no container or pod limit to read.
-            None => Fired::UNKNOWN,
-        };
-        self.oom_events.victim(&mut r, &mut fired, o.ts_ns, group_mode);
+        let host = &self.host;
+        let explained =
+            self.oom_events.victim(&mut r, || explain::explain(host, registry, o, now), o.ts_ns, group_mode);
+        let trigger_container = r.trigger.as_ref().and_then(|t| {
+            let owner = registry.owner(t.cgroup_id)?;
+            let crate::model::registry::CgroupOwner::Container { pod_uid, container_id } = owner else { return None };
+            let victims = r.pod.as_ref().and_then(|p| p.container_id.as_deref());
+            (victims != Some(container_id.as_str()))
+                .then(|| (container_id.clone(), registry.names(pod_uid, Some(container_id))))
+        });
         if let (Some(side), Some(container)) =
             (self.runtime.as_mut(), r.pod.as_ref().and_then(|p| p.container_id.as_deref()))
         {
             side.kernel_oom(&self.host, container, o.ts_ns, &mut self.out);
         }
         let names = self.names(r.pod.as_ref());
-        let rss_bytes = o.rss.map(|m| (m.anon_rss_kb + m.file_rss_kb + m.shmem_rss_kb).saturating_mul(1024));
-        let limit_bytes = path.as_deref().and_then(|p| limits::tightest(&self.host, p));
-        self.out.push(Finding::OomKill(OomKill { report: r, fired, names, rss_bytes, limit_bytes, ts_ns: o.ts_ns }));
+        self.out.push(Finding::OomKill(Box::new(OomKill {
+            report: r,
+            explained,
+            names,
+            victim_rss: o.rss,
+            oom_score_adj: o.oom_score_adj,
+            trigger_container,
+            ts_ns: o.ts_ns,
+        })));
     }
 
     fn runtime_event(&mut self, event: &RuntimeEvent, now: Now) {
@@ -472,13 +467,20 @@ impl<H: Host> Watchdog<H> {
                 scope: event.scope,
                 qos: event.qos,
                 victims: event.victims,
-                fired: event.fired,
+                fired: event.explained.fired,
+                cause: event.explained.cause,
+                unknown: event.explained.unknown,
             });
             let state = self.storm.record(now_ns);
             self.report_storm(state);
             if event.report.pod.is_some() {
                 self.defer(
-                    Awaiting::PodOom(PodOom { report: event.report, fired: event.fired, names: Names::default() }),
+                    Awaiting::PodOom(PodOom {
+                        report: event.report,
+                        fired: event.explained.fired,
+                        cause: event.explained.cause,
+                        names: Names::default(),
+                    }),
                     now_ns,
                 );
             }

@@ -7,7 +7,7 @@
 //! its burst has been quiet for the gap. Pure: the dispatcher feeds it,
 //! the watchdog counts what closes.
 
-use super::Fired;
+use super::explain::Explanation;
 use crate::model::{
     cgroup_path::QosClass,
     dispatch::{OomReport, TaskRole},
@@ -38,8 +38,8 @@ pub struct OomEvent {
     /// container, `sandbox` or `container_init` (the container died);
     /// otherwise the victim's own.
     pub report: OomReport,
-    /// Whose limit fired, as read for the first victim.
-    pub fired: Fired,
+    /// The first victim's explanation: whose limit fired, what filled it.
+    pub explained: Explanation,
     pub victims: u32,
 }
 
@@ -48,7 +48,7 @@ struct Open {
     trigger: u32,
     last_ns: u64,
     first: OomReport,
-    fired: Fired,
+    explained: Explanation,
     victims: u32,
     /// The container said it is killed as a whole.
     group_mode: bool,
@@ -64,10 +64,17 @@ impl OomEvents {
     /// A victim reported at `ts_ns` (kernel time); `group_mode` is its
     /// container's `memory.oom.group` as known. A victim that joins an open
     /// event of its container is a group kill's: a `container_child` role
-    /// becomes `container_group`, whatever the mode was known to be, and
-    /// `fired` becomes the event's (one pick, one limit: the counts moved
-    /// for the first victim).
-    pub fn victim(&mut self, report: &mut OomReport, fired: &mut Fired, ts_ns: u64, group_mode: bool) {
+    /// becomes `container_group`, whatever the mode was known to be, and it
+    /// shares the event's explanation (one pick, one limit; the cgroup was
+    /// read for the first victim); any other victim is `explain`ed anew.
+    /// Returns the victim's explanation.
+    pub fn victim(
+        &mut self,
+        report: &mut OomReport,
+        explain: impl FnOnce() -> Explanation,
+        ts_ns: u64,
+        group_mode: bool,
+    ) -> Explanation {
         let trigger = report.trigger.as_ref().map_or(report.victim.pid, |t| t.tgid);
         let container = report.pod.as_ref().and_then(|p| p.container_id.as_deref());
         let joins = self.open.as_ref().is_some_and(|o| {
@@ -78,15 +85,16 @@ impl OomEvents {
         if let (true, Some(open)) = (joins, self.open.as_mut()) {
             open.victims += 1;
             open.last_ns = open.last_ns.max(ts_ns);
-            *fired = open.fired;
             if report.role == TaskRole::ContainerChild {
                 report.role = TaskRole::ContainerGroup;
             }
-            return;
+            return open.explained.clone();
         }
         self.close();
-        self.open =
-            Some(Open { trigger, last_ns: ts_ns, first: report.clone(), fired: *fired, victims: 1, group_mode });
+        let explained = explain();
+        let first = report.clone();
+        self.open = Some(Open { trigger, last_ns: ts_ns, first, explained: explained.clone(), victims: 1, group_mode });
+        explained
     }
 
     /// Closes the open event if its burst has been quiet for the gap.
@@ -114,7 +122,7 @@ impl OomEvents {
             report.role = TaskRole::ContainerInit;
         }
         let qos = report.pod.as_ref().and_then(|p| p.qos);
-        self.closed.push(OomEvent { scope, qos, report, fired: open.fired, victims: open.victims });
+        self.closed.push(OomEvent { scope, qos, report, explained: open.explained, victims: open.victims });
     }
 }
 
@@ -125,8 +133,8 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    fn unknown() -> Fired {
-        Fired::UNKNOWN
+    fn unknown() -> Explanation {
+        Explanation::UNKNOWN
     }
 
     fn victim(pid: u32, trigger: u32, container: Option<&str>, role: TaskRole) -> OomReport {
@@ -157,7 +165,7 @@ mod tests {
             (12, TaskRole::ContainerChild),
         ] {
             let mut r = victim(pid, 13, Some("c"), role);
-            events.victim(&mut r, &mut unknown(), 100 * MS + u64::from(pid), false);
+            events.victim(&mut r, unknown, 100 * MS + u64::from(pid), false);
             roles.push(r.role);
         }
         // Mode unknown: the first victim keeps its role, the rest are the group's.
@@ -180,16 +188,16 @@ mod tests {
     fn single_kills_of_one_trigger_apart_in_time_or_place_are_separate_events() {
         let mut events = OomEvents::default();
         let mut a = victim(20, 30, Some("c"), TaskRole::ContainerChild);
-        events.victim(&mut a, &mut unknown(), 0, false);
+        events.victim(&mut a, unknown, 0, false);
         // Same trigger, another container: another event.
         let mut b = victim(21, 30, Some("d"), TaskRole::ContainerChild);
-        events.victim(&mut b, &mut unknown(), MS, false);
+        events.victim(&mut b, unknown, MS, false);
         // Same container and trigger, but after the gap: another event.
         let mut c = victim(22, 30, Some("d"), TaskRole::ContainerChild);
-        events.victim(&mut c, &mut unknown(), 2 * GROUP_GAP_NS, false);
+        events.victim(&mut c, unknown, 2 * GROUP_GAP_NS, false);
         // A host victim.
         let mut h = victim(23, 23, None, TaskRole::Host);
-        events.victim(&mut h, &mut unknown(), 3 * GROUP_GAP_NS, false);
+        events.victim(&mut h, unknown, 3 * GROUP_GAP_NS, false);
         events.expire(10 * GROUP_GAP_NS);
         let scopes: Vec<(OomScope, TaskRole)> = events.take_closed().iter().map(|e| (e.scope, e.report.role)).collect();
         assert_eq!(
@@ -208,9 +216,9 @@ mod tests {
     fn a_container_in_group_mode_dies_whole_even_with_one_process() {
         let mut events = OomEvents::default();
         let mut r = victim(40, 40, Some("c"), TaskRole::ContainerGroup);
-        events.victim(&mut r, &mut unknown(), 0, true);
+        events.victim(&mut r, unknown, 0, true);
         let mut sandbox = victim(50, 50, Some("s"), TaskRole::Sandbox);
-        events.victim(&mut sandbox, &mut unknown(), MS, true);
+        events.victim(&mut sandbox, unknown, MS, true);
         events.expire(GROUP_GAP_NS * 4);
         let closed = events.take_closed();
         assert_eq!((closed[0].scope, closed[0].report.role), (OomScope::Container, TaskRole::ContainerInit));
@@ -219,18 +227,19 @@ mod tests {
 
     #[test]
     fn a_group_kills_victims_share_the_first_ones_verdict() {
-        use crate::watchdog::{OomConstraint, OomLimit};
+        use crate::watchdog::{Fired, OomConstraint, OomLimit};
         let mut events = OomEvents::default();
-        let pod = Fired { limit: OomLimit::Pod, constraint: OomConstraint::Memcg };
+        let pod = Explanation {
+            fired: Fired { limit: OomLimit::Pod, constraint: OomConstraint::Memcg },
+            ..Explanation::UNKNOWN
+        };
         let mut first = victim(60, 60, Some("c"), TaskRole::ContainerInit);
-        let mut fired = pod;
-        events.victim(&mut first, &mut fired, 0, true);
-        // Read after the first victim, the counts no longer move.
+        assert_eq!(events.victim(&mut first, || pod.clone(), 0, true), pod);
+        // The cgroup is read once, for the first victim.
         let mut second = victim(61, 60, Some("c"), TaskRole::ContainerChild);
-        let mut later = unknown();
-        events.victim(&mut second, &mut later, MS, true);
+        let later = events.victim(&mut second, || panic!("explained again"), MS, true);
         assert_eq!(later, pod);
         events.expire(GROUP_GAP_NS * 4);
-        assert_eq!(events.take_closed()[0].fired, pod);
+        assert_eq!(events.take_closed()[0].explained, pod);
     }
 }

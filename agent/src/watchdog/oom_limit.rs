@@ -3,15 +3,23 @@
 //! all: a global OOM, which means the kubelet's eviction did not keep up).
 //!
 //! The kernel's OOM tracepoint does not say; its OOM report does (in the
-//! kernel log), and so do the cgroups' own counters of limit hits, read
-//! right after the kill and compared with what they said before: on cgroup
-//! v2 `memory.events.local`'s `oom` (only OOMs at that cgroup's own
-//! limit), on v1 `memory.failcnt` (every time a charge failed at that
-//! cgroup's limit, reclaim or not). The level whose count moved is the one
-//! that fired. Where that cannot be known — a count that could not be read,
-//! a cgroup gone before it was read, or on v1 both container and pod at
-//! their limits — it is `unknown`, never a guess. Pure: the watchdog reads
-//! the counters.
+//! kernel log, which the agent does not read). The OOM program reads, at
+//! the kill, the page counters of the memory cgroup of the task that ran
+//! out of memory and of each one above it. A charge is tried from the
+//! innermost cgroup up, and the OOM killer acts on the first whose limit it
+//! failed at; the kernel calls the OOM killer only for charges of a few
+//! pages (8 at most: larger ones fail instead), after reclaim failed. So
+//! the innermost level whose usage is within 8 pages of its limit — of
+//! memory, or on cgroup v1 of memory + swap, which runc holds to the memory
+//! limit and which is charged first — is the one whose limit fired. None:
+//! no cgroup's limit, a global OOM. Placed against the victim's container
+//! and pod (or, when the task that ran out of memory is elsewhere, its
+//! own): at the container or a cgroup inside it, the container's; at the
+//! pod's cgroup, the pod's; above it, the node's. `unknown` only where the
+//! kernel's counters could not be read or the limit cannot be placed, and
+//! then with why. Pure: the kernel reads, the watchdog places.
+
+use crate::events::kernel::MemcgUse;
 
 /// Whose memory limit the OOM killer acted on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
@@ -57,29 +65,66 @@ impl Default for Fired {
     }
 }
 
-/// How much a level's count of limit hits moved across the kill; `None`
-/// when it could not be read then or before.
-pub type Moved = Option<u64>;
+/// Why a kill's limit is `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum UnknownLimit {
+    /// The kernel's page counters were not read (this kernel's BTF lacks
+    /// what the OOM program needs, or the reads failed).
+    NoCounters,
+    /// A cgroup's limit fired that is neither the victim's container, its
+    /// pod, nor above a known pod: where the victim is not in a pod, or the
+    /// task that ran out of memory and the victim are in cgroups the agent
+    /// does not know.
+    Unplaced,
+}
 
-/// Which limit fired, from how the counts of the victim's container, its
-/// pod, and the cgroups above the pod (up to the kubelet's root) moved.
-pub fn judge(container: Moved, pod: Moved, above: &[Moved]) -> Fired {
-    let memcg = |limit| Fired { limit, constraint: OomConstraint::Memcg };
-    match (container, pod) {
-        (Some(c), Some(0)) if c > 0 => memcg(OomLimit::Container),
-        (Some(0), Some(p)) if p > 0 => memcg(OomLimit::Pod),
-        (Some(0), Some(0)) => {
-            if above.iter().any(|m| m.is_some_and(|n| n > 0)) {
-                memcg(OomLimit::Node)
-            } else if above.iter().all(Option::is_some) {
-                Fired { limit: OomLimit::Node, constraint: OomConstraint::Global }
-            } else {
-                Fired { limit: OomLimit::Node, constraint: OomConstraint::Unknown }
-            }
-        }
-        // Both moved (v1: one at its limit reclaiming, the other out of
-        // memory), or one could not be read.
-        _ => Fired::UNKNOWN,
+/// Where the victim's (or the triggering task's) container and pod are
+/// among the levels read at the kill: their indexes, innermost first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Placed {
+    pub container: Option<usize>,
+    pub pod: Option<usize>,
+}
+
+/// The verdict on one kill: which limit, and at which level it fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judged {
+    pub fired: Fired,
+    /// Index into the levels of the cgroup whose limit fired.
+    pub level: Option<usize>,
+    pub unknown: Option<UnknownLimit>,
+}
+
+/// Whether a level was at its limit at the kill: within `margin` bytes of
+/// its memory limit or (v1) of its memory + swap limit.
+pub fn at_limit(l: &MemcgUse, margin: u64) -> bool {
+    let near = |usage: u64, limit: Option<u64>| limit.is_some_and(|max| usage.saturating_add(margin) > max);
+    near(l.usage_bytes, l.limit_bytes) || near(l.memsw_usage_bytes, l.memsw_limit_bytes)
+}
+
+/// Which limit fired, from the levels read at the kill (innermost first),
+/// `placed` against the victim's container and pod; `margin` is the
+/// largest charge that calls the OOM killer (8 pages).
+pub fn judge(levels: &[MemcgUse], placed: Placed, margin: u64) -> Judged {
+    let memcg =
+        |limit, level| Judged { fired: Fired { limit, constraint: OomConstraint::Memcg }, level, unknown: None };
+    let unknown = |why| Judged { fired: Fired::UNKNOWN, level: None, unknown: Some(why) };
+    if levels.is_empty() {
+        return unknown(UnknownLimit::NoCounters);
+    }
+    let Some(at) = levels.iter().position(|l| at_limit(l, margin)) else {
+        return Judged {
+            fired: Fired { limit: OomLimit::Node, constraint: OomConstraint::Global },
+            level: None,
+            unknown: None,
+        };
+    };
+    match placed {
+        Placed { pod: Some(p), .. } if at == p => memcg(OomLimit::Pod, Some(at)),
+        Placed { container: Some(c), .. } if at <= c => memcg(OomLimit::Container, Some(at)),
+        Placed { pod: Some(p), .. } if at > p => memcg(OomLimit::Node, Some(at)),
+        _ => unknown(UnknownLimit::Unplaced),
     }
 }
 
@@ -108,21 +153,92 @@ pub fn above_pod(pod_path: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    const MIB: u64 = 1 << 20;
+    const MARGIN: u64 = 8 * 4096;
+
+    fn level(id: u64, usage: u64, limit: Option<u64>) -> MemcgUse {
+        MemcgUse {
+            cgroup_id: id,
+            usage_bytes: usage,
+            limit_bytes: limit,
+            memsw_usage_bytes: 0,
+            memsw_limit_bytes: None,
+        }
+    }
+
+    /// A container (1) of a pod (2) under the QoS class (3) and kubepods (4).
+    fn chain(container: (u64, Option<u64>), pod: (u64, Option<u64>), kubepods: (u64, Option<u64>)) -> Vec<MemcgUse> {
+        vec![
+            level(1, container.0, container.1),
+            level(2, pod.0, pod.1),
+            level(3, pod.0, None),
+            level(4, kubepods.0, kubepods.1),
+        ]
+    }
+
+    const PLACED: Placed = Placed { container: Some(0), pod: Some(1) };
+
     #[test]
-    fn the_level_whose_count_moved_fired() {
+    fn the_innermost_level_at_its_limit_fired_and_is_placed_against_the_pod() {
         use OomConstraint::{Global, Memcg};
         use OomLimit::{Container, Node, Pod};
-        let f = |limit, constraint| Fired { limit, constraint };
-        assert_eq!(judge(Some(1), Some(0), &[Some(0), Some(0)]), f(Container, Memcg));
-        // v1's failcnt moves many times per hit.
-        assert_eq!(judge(Some(27), Some(0), &[]), f(Container, Memcg));
-        assert_eq!(judge(Some(0), Some(112), &[Some(0)]), f(Pod, Memcg));
-        assert_eq!(judge(Some(0), Some(0), &[Some(0), Some(3)]), f(Node, Memcg), "the node's allocatable");
-        assert_eq!(judge(Some(0), Some(0), &[Some(0), Some(0)]), f(Node, Global), "no limit: a global OOM");
-        assert_eq!(judge(Some(0), Some(0), &[Some(0), None]), f(Node, OomConstraint::Unknown));
-        assert_eq!(judge(Some(2), Some(5), &[Some(0)]), Fired::UNKNOWN, "both at their limits: not a guess");
-        assert_eq!(judge(None, Some(0), &[Some(0)]), Fired::UNKNOWN, "the container's cgroup gone");
-        assert_eq!(judge(Some(0), None, &[]), Fired::UNKNOWN);
+        let verdict = |levels: &[MemcgUse], placed| {
+            let j = judge(levels, placed, MARGIN);
+            (j.fired.limit, j.fired.constraint, j.level)
+        };
+        let full = 48 * MIB;
+        assert_eq!(
+            verdict(&chain((full, Some(full)), (full, Some(96 * MIB)), (full, None)), PLACED),
+            (Container, Memcg, Some(0))
+        );
+        // Within the margin of its limit: the last charge's pages did not fit.
+        assert_eq!(
+            verdict(&chain((full - 8192, Some(full)), (full, None), (full, None)), PLACED),
+            (Container, Memcg, Some(0))
+        );
+        // The container had room for more than a charge that calls the OOM
+        // killer: its pod's limit fired.
+        let pod = 64 * MIB;
+        assert_eq!(
+            verdict(&chain((full - MIB, Some(full)), (pod, Some(pod)), (pod, None)), PLACED),
+            (Pod, Memcg, Some(1))
+        );
+        assert_eq!(
+            verdict(&chain((MIB, None), (MIB, None), (900 * MIB, Some(900 * MIB))), PLACED),
+            (Node, Memcg, Some(3)),
+            "the node's allocatable"
+        );
+        assert_eq!(
+            verdict(&chain((MIB, None), (MIB, None), (MIB, None)), PLACED),
+            (Node, Global, None),
+            "no limit: a global OOM"
+        );
+        // A cgroup of its own inside the container, at its limit: the container's.
+        let mut nested = vec![level(9, MIB, Some(MIB))];
+        nested.extend(chain((2 * MIB, Some(full)), (2 * MIB, None), (2 * MIB, None)));
+        assert_eq!(verdict(&nested, Placed { container: Some(1), pod: Some(2) }), (Container, Memcg, Some(0)));
+    }
+
+    #[test]
+    fn on_v1_memory_plus_swap_held_to_the_memory_limit_fires_as_the_memory_limit() {
+        // runc under the CRI: memsw limit = memory limit; memsw is charged
+        // first and is the counter at its limit (memory just under it).
+        let mut levels = chain((40 * MIB, Some(48 * MIB)), (40 * MIB, Some(96 * MIB)), (40 * MIB, None));
+        levels[0].memsw_usage_bytes = 48 * MIB;
+        levels[0].memsw_limit_bytes = Some(48 * MIB);
+        let j = judge(&levels, PLACED, MARGIN);
+        assert_eq!((j.fired.limit, j.level), (OomLimit::Container, Some(0)));
+    }
+
+    #[test]
+    fn unknown_only_without_counters_or_a_place_and_says_which() {
+        assert_eq!(judge(&[], PLACED, MARGIN).unknown, Some(UnknownLimit::NoCounters));
+        let levels = chain((48 * MIB, Some(48 * MIB)), (MIB, None), (MIB, None));
+        let j = judge(&levels, Placed::default(), MARGIN);
+        assert_eq!((j.fired, j.unknown), (Fired::UNKNOWN, Some(UnknownLimit::Unplaced)));
+        // A global OOM needs no place.
+        let global = chain((MIB, None), (MIB, None), (MIB, None));
+        assert_eq!(judge(&global, Placed::default(), MARGIN).fired.constraint, OomConstraint::Global);
     }
 
     #[test]

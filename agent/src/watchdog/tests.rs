@@ -10,7 +10,7 @@ use std::{
 use super::*;
 use crate::{
     events::{
-        kernel::{CgroupAttach, TaskIdentity},
+        kernel::{CgroupAttach, MemcgUse, OomRss, TaskIdentity},
         ExitStatus,
     },
     model::{
@@ -20,6 +20,8 @@ use crate::{
     watchdog::{
         correlation::{CorrelatorLimits, Expired},
         crashes::RuntimeProcess,
+        explain::{MemoryStat, OomCause},
+        oom_limit::UnknownLimit,
         storm::StormEdge,
         OomConstraint, OomLimit, OomScope,
     },
@@ -53,7 +55,8 @@ struct FakeNode {
     /// (cgroup path, pid, start, comm) of processes found at start-up.
     tasks: Vec<(String, u32, u64, String)>,
     oom_group: HashMap<String, bool>,
-    limits: HashMap<String, u64>,
+    /// What each cgroup's memory.stat says.
+    memory: HashMap<String, MemoryStat>,
     comms: HashMap<u32, String>,
     runtime_processes: Vec<RuntimeProcess>,
     runtime_peer: Option<u32>,
@@ -67,10 +70,6 @@ struct FakeNode {
     /// The tracked-cgroup map's room.
     track_room: Option<usize>,
     wanted: RefCell<Vec<String>>,
-    /// Limit hits per cgroup path (0 when absent).
-    limit_hits: HashMap<String, u64>,
-    /// Cgroups whose limit hits are partly uncounted (v1 memsw).
-    partial_limit_hits: HashSet<String>,
 }
 
 impl Host for FakeNode {
@@ -78,16 +77,12 @@ impl Host for FakeNode {
         self.cgroups.contains_key(path).then(|| self.oom_group.get(path).copied().unwrap_or(false))
     }
 
-    fn memory_limit(&self, path: &str) -> Option<u64> {
-        self.limits.get(path).copied()
+    fn memory_stat(&self, path: &str) -> Option<MemoryStat> {
+        self.memory.get(path).copied()
     }
 
-    fn limit_hits(&self, path: &str) -> Option<u64> {
-        self.cgroups.contains_key(path).then(|| self.limit_hits.get(path).copied().unwrap_or(0))
-    }
-
-    fn limit_hits_partial(&self, path: &str) -> bool {
-        self.partial_limit_hits.contains(path)
+    fn memory_usage(&self, path: &str) -> Option<u64> {
+        self.memory.get(path).map(|m| m.usage)
     }
 
     fn cgroup_id(&self, path: &str) -> Option<u64> {
@@ -211,7 +206,34 @@ fn oom(pid: u32, cgroup_id: u64, comm: &str, trigger: u32, ts_ns: u64) -> Event 
         trigger_tgid: trigger,
         trigger_cgroup_id: cgroup_id,
         trigger_comm: "dd".into(),
+        levels: Vec::new(),
     })
+}
+
+const MIB: u64 = 1 << 20;
+
+/// A memory cgroup as the OOM program reads it at a kill.
+fn level(cgroup_id: u64, usage: u64, limit: Option<u64>) -> MemcgUse {
+    MemcgUse { cgroup_id, usage_bytes: usage, limit_bytes: limit, memsw_usage_bytes: 0, memsw_limit_bytes: None }
+}
+
+/// An OOM kill in container 102 of pod 100 with the levels the kernel read:
+/// container 102 (64 MiB limit), pod 100 (32 MiB), burstable (3), kubepods
+/// (2), the root (1); `full` are the levels at their limit (kubepods and
+/// the root at 900 MiB when full).
+fn oom_at(pid: u32, trigger: u32, ts_ns: u64, full: &[u64]) -> Event {
+    let usage = |id: u64, limit: u64| if full.contains(&id) { limit } else { MIB };
+    let levels = vec![
+        level(102, usage(102, 64 * MIB), Some(64 * MIB)),
+        level(100, usage(100, 32 * MIB), Some(32 * MIB)),
+        level(3, MIB, None),
+        level(2, usage(2, 900 * MIB), full.contains(&2).then_some(900 * MIB)),
+        level(1, MIB, None),
+    ];
+    match oom(pid, 102, "app", trigger, ts_ns) {
+        Event::OomKill(o) => Event::OomKill(KernelOomKill { levels, ..o }),
+        other => other,
+    }
 }
 
 /// Pod 1 (cgroup 100) with its sandbox container (101, init 10 `pause`)
@@ -227,8 +249,6 @@ fn node_with_one_pod() -> FakeNode {
     node.cgroups.insert(container_path(1, 2), 102);
     node.tasks.push((container_path(1, 1), 10, SEC, "pause".into()));
     node.tasks.push((container_path(1, 2), 20, SEC, "app".into()));
-    node.limits.insert(container_path(1, 2), 64 << 20);
-    node.limits.insert(pod_path(1), 32 << 20);
     node
 }
 
@@ -356,19 +376,40 @@ fn a_backlog_of_one_group_kill_is_one_oom_event_closed_by_kernel_time() {
     assert_eq!(oom_events(&tick(&mut wd, 7 * SEC)), [(OomScope::Process, 1)]);
 }
 
-/// Guards: an OOM kill's limit and memory as records and logs show them
-/// come from the victim's cgroups through the host (tightest of container
-/// and pod), and a victim the tracepoint did not name is named from /proc.
+/// Guards: an OOM kill's explanation as records and logs show it: whose
+/// limit, its usage and limit at the kill (from the kernel), what filled
+/// it (read through the host, the victim's freed memory counted back), the
+/// pod's containers by usage; and a victim the tracepoint did not name is
+/// named from /proc.
 #[test]
-fn an_oom_kill_carries_the_tightest_limit_and_a_name_from_proc() {
+fn an_oom_kill_is_explained_and_a_victim_named_from_proc() {
     let mut node = node_with_one_pod();
     node.comms.insert(20, "app-from-proc".into());
+    // Read after the kill: the victim's 8 MiB of anonymous memory is gone.
+    let stat = MemoryStat { usage: 24 * MIB, anon: MIB, file: 21 * MIB, shmem: 20 * MIB, kernel: 2 * MIB };
+    node.memory.insert(pod_path(1), stat);
+    node.memory.insert(container_path(1, 1), MemoryStat { usage: MIB, ..MemoryStat::default() });
+    node.memory.insert(container_path(1, 2), MemoryStat { usage: 23 * MIB, ..MemoryStat::default() });
     let mut wd = started(node, Settings::default());
-    let found = kernel(&mut wd, oom(20, 102, "", 20, 2 * SEC), 2 * SEC);
+    let Event::OomKill(o) = oom_at(20, 20, 2 * SEC, &[100]) else { unreachable!() };
+    let o = KernelOomKill {
+        victim_comm: String::new(),
+        rss: Some(OomRss { total_vm_kb: 0, anon_rss_kb: 8 << 10, file_rss_kb: 0, shmem_rss_kb: 0, pgtables_kb: 0 }),
+        ..o
+    };
+    let found = kernel(&mut wd, Event::OomKill(o), 2 * SEC + 3 * MS);
     let Some(Finding::OomKill(kill)) = found.iter().find(|f| matches!(f, Finding::OomKill(_))) else {
         panic!("{found:?}")
     };
-    assert_eq!(kill.limit_bytes, Some(32 << 20), "the pod's limit is tighter than the container's");
+    let e = &kill.explained;
+    assert_eq!(e.fired.limit, OomLimit::Pod);
+    assert_eq!((e.usage_bytes, e.limit_bytes), (Some(32 * MIB), Some(32 * MIB)), "the pod at its limit, at the kill");
+    let memory = e.memory.expect("the pod's memory.stat");
+    assert_eq!((memory.anon, memory.shmem, memory.page_cache, memory.kernel), (9 * MIB, 20 * MIB, MIB, 2 * MIB));
+    assert_eq!(memory.read_after_ns, 3 * MS);
+    assert_eq!(e.cause, OomCause::Shmem);
+    let ranked: Vec<(&str, u64)> = e.containers.iter().map(|c| (c.container_id.as_str(), c.usage_bytes)).collect();
+    assert_eq!(ranked, [(cid(2).as_str(), 23 * MIB), (cid(1).as_str(), MIB)]);
     assert_eq!(kill.report.victim_comm, "app-from-proc");
     assert_eq!(kill.report.role, TaskRole::ContainerInit);
     assert_eq!(kill.ts_ns, 2 * SEC);
@@ -720,47 +761,38 @@ fn limits(findings: &[Finding]) -> Vec<(OomLimit, OomConstraint)> {
     findings
         .iter()
         .filter_map(|f| match f {
-            Finding::OomKill(k) => Some((k.fired.limit, k.fired.constraint)),
+            Finding::OomKill(k) => Some((k.explained.fired.limit, k.explained.fired.constraint)),
             _ => None,
         })
         .collect()
 }
 
-/// Guards: an OOM kill that does not say whose limit fired, or says it
-/// from counts that did not move for it. The level whose count of limit
-/// hits moved since the last read fired: the container's, the pod's, one
-/// above the pods (the node's allocatable), or none (a global OOM); the
-/// other victims of one group kill share the first one's verdict, and a
-/// count that cannot be read is `unknown`, and so is one that did not move
-/// where hits may go uncounted (v1 memsw). (Mutation checked: judging the
-/// counts as they are instead of how they moved reads every kill after
-/// the first as the container's.)
+/// Guards: an OOM kill that does not say whose limit fired, or says
+/// another's. The innermost level the kernel found at its limit at the
+/// kill fired: the container's, the pod's, one above the pods (the node's
+/// allocatable), or none (a global OOM); the other victims of one group
+/// kill share the first one's verdict, and without the kernel's counters
+/// it is `unknown`, saying why. (Mutation checked: taking the outermost
+/// level at its limit reads the container's kill as the pod's.)
 #[test]
 fn each_oom_kill_says_whose_limit_fired() {
     use OomConstraint::{Global, Memcg};
     use OomLimit::{Container, Node, Pod};
-    let mut node = node_with_one_pod();
-    // Counts before the agent started: not this agent's kills.
-    node.limit_hits.insert(container_path(1, 2), 7);
-    let mut wd = started(node, Settings::default());
-    let hits = |wd: &mut Watchdog<FakeNode>, path: String, by: u64| {
-        *wd.host_mut().limit_hits.entry(path).or_insert(0) += by;
-    };
-    hits(&mut wd, container_path(1, 2), 1);
-    let found = kernel(&mut wd, oom(21, 102, "app", 21, 2 * SEC), 2 * SEC);
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    let found = kernel(&mut wd, oom_at(21, 21, 2 * SEC, &[102]), 2 * SEC);
     assert_eq!(limits(&found), [(Container, Memcg)]);
-    hits(&mut wd, pod_path(1), 4);
-    let found = kernel(&mut wd, oom(22, 102, "app", 22, 3 * SEC), 3 * SEC);
+    let found = kernel(&mut wd, oom_at(22, 22, 3 * SEC, &[100]), 3 * SEC);
     assert_eq!(limits(&found), [(Pod, Memcg)]);
-    hits(&mut wd, "/kubepods/burstable".into(), 1);
-    let found = kernel(&mut wd, oom(23, 102, "app", 23, 4 * SEC), 4 * SEC);
+    let found = kernel(&mut wd, oom_at(23, 23, 4 * SEC, &[2]), 4 * SEC);
     assert_eq!(limits(&found), [(Node, Memcg)], "the node's allocatable");
-    let found = kernel(&mut wd, oom(24, 102, "app", 24, 5 * SEC), 5 * SEC);
+    let found = kernel(&mut wd, oom_at(24, 24, 5 * SEC, &[]), 5 * SEC);
     assert_eq!(limits(&found), [(Node, Global)], "no cgroup's limit: the machine's memory");
+    // Both the container and its pod at their limits: the innermost fired.
+    let found = kernel(&mut wd, oom_at(30, 30, 5 * SEC + 500 * MS, &[102, 100]), 5 * SEC + 500 * MS);
+    assert_eq!(limits(&found), [(Container, Memcg)]);
     // A group kill: one pick, one verdict for each of its victims.
-    hits(&mut wd, container_path(1, 2), 1);
-    let mut found = kernel(&mut wd, oom(25, 102, "app", 25, 6 * SEC), 6 * SEC);
-    found.extend(kernel(&mut wd, oom(26, 102, "app", 25, 6 * SEC + MS), 6 * SEC + MS));
+    let mut found = kernel(&mut wd, oom_at(25, 25, 6 * SEC, &[102]), 6 * SEC);
+    found.extend(kernel(&mut wd, oom_at(26, 25, 6 * SEC + MS, &[]), 6 * SEC + MS));
     assert_eq!(limits(&found), [(Container, Memcg), (Container, Memcg)]);
     // Its events carry it too.
     let found = tick(&mut wd, 8 * SEC);
@@ -770,19 +802,14 @@ fn each_oom_kill_says_whose_limit_fired() {
         found.iter().any(|f| matches!(f, Finding::PodOom(p) if p.fired.limit == Container)),
         "the per-pod series says whose limit: {found:?}"
     );
-    // v1 with memory + swap held (as runc holds it under the CRI): a count
-    // that moved still says; one that did not says nothing — not a global
-    // OOM.
-    wd.host_mut().partial_limit_hits.insert(container_path(1, 2));
-    hits(&mut wd, container_path(1, 2), 2);
-    let found = kernel(&mut wd, oom(28, 102, "app", 28, 10 * SEC), 10 * SEC);
-    assert_eq!(limits(&found), [(Container, Memcg)]);
-    let found = kernel(&mut wd, oom(29, 102, "app", 29, 11 * SEC), 11 * SEC);
-    assert_eq!(limits(&found), [(OomLimit::Unknown, OomConstraint::Unknown)], "its memsw limit may have fired");
-    // A container whose cgroup is gone by then cannot say.
-    wd.host_mut().cgroups.remove(&container_path(1, 2));
+    // Without the kernel's counters, it cannot be said, and says why.
     let found = kernel(&mut wd, oom(27, 102, "app", 27, 12 * SEC), 12 * SEC);
     assert_eq!(limits(&found), [(OomLimit::Unknown, OomConstraint::Unknown)]);
+    let found = tick(&mut wd, 14 * SEC);
+    assert!(
+        found.iter().any(|f| matches!(f, Finding::OomEvent { unknown: Some(UnknownLimit::NoCounters), .. })),
+        "{found:?}"
+    );
 }
 
 /// (role, reason) of each container exit found.

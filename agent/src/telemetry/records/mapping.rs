@@ -7,7 +7,7 @@ use crate::{
     events::ExitStatus,
     labels::Label as _,
     model::{Names, PodRef},
-    watchdog::Finding,
+    watchdog::{Finding, OomKill},
 };
 
 /// When a record happened: at a kernel timestamp, or now.
@@ -21,24 +21,7 @@ pub enum Stamp {
 /// The record of a finding, for the findings people watch a node for.
 pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
     Some(match finding {
-        Finding::OomKill(k) => {
-            let r = &k.report;
-            let trigger = r.trigger.as_ref();
-            let body = Body::OomKill(OomKillRecord {
-                pod: pod_fields(r.pod.as_ref(), &k.names),
-                victim_role: r.role.label().to_string(),
-                pid: r.victim.pid,
-                comm: some(&r.victim_comm),
-                trigger_pid: trigger.map(|t| t.tgid),
-                trigger_comm: trigger.and_then(|t| some(&t.comm)),
-                rss_bytes: k.rss_bytes,
-                limit_bytes: k.limit_bytes,
-                limit: Some(k.fired.limit.label().to_string()),
-                constraint: Some(k.fired.constraint.label().to_string()),
-                outcome: r.outcome.label().to_string(),
-            });
-            (Stamp::Boot(k.ts_ns), body)
-        }
+        Finding::OomKill(k) => (Stamp::Boot(k.ts_ns), Body::OomKill(Box::new(oom_kill(k)))),
         Finding::ContainerExit(e) => {
             let (exit_code, signal, core_dumped) = match e.status {
                 ExitStatus::Code(c) => (Some(c), None, false),
@@ -109,6 +92,50 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
     })
 }
 
+fn oom_kill(k: &OomKill) -> OomKillRecord {
+    let r = &k.report;
+    let trigger = r.trigger.as_ref();
+    let e = &k.explained;
+    let kib = |kb: u64| kb.saturating_mul(1024);
+    let memory = e.memory.as_ref();
+    OomKillRecord {
+        pod: pod_fields(r.pod.as_ref(), &k.names),
+        victim_role: r.role.label().to_string(),
+        pid: r.victim.pid,
+        comm: some(&r.victim_comm),
+        trigger_pid: trigger.map(|t| t.tgid),
+        trigger_comm: trigger.and_then(|t| some(&t.comm)),
+        trigger_container: k.trigger_container.as_ref().and_then(|(_, n)| some(&n.container)),
+        trigger_container_id: k.trigger_container.as_ref().map(|(id, _)| id.clone()),
+        rss_bytes: k.victim_rss.map(|m| kib(m.anon_rss_kb + m.file_rss_kb + m.shmem_rss_kb)),
+        victim_anon_bytes: k.victim_rss.map(|m| kib(m.anon_rss_kb)),
+        victim_file_bytes: k.victim_rss.map(|m| kib(m.file_rss_kb)),
+        victim_shmem_bytes: k.victim_rss.map(|m| kib(m.shmem_rss_kb)),
+        oom_score_adj: k.victim_rss.map(|_| k.oom_score_adj),
+        limit: Some(e.fired.limit.label().to_string()),
+        constraint: Some(e.fired.constraint.label().to_string()),
+        limit_unknown: e.unknown.map(|u| u.label().to_string()),
+        usage_bytes: e.usage_bytes,
+        limit_bytes: e.limit_bytes,
+        anon_bytes: memory.map(|m| m.anon),
+        page_cache_bytes: memory.map(|m| m.page_cache),
+        shmem_bytes: memory.map(|m| m.shmem),
+        kernel_bytes: memory.map(|m| m.kernel),
+        memory_read_after_us: memory.map(|m| m.read_after_ns / 1000),
+        cause: Some(e.cause.label().to_string()),
+        pod_containers: e
+            .containers
+            .iter()
+            .map(|c| ContainerUsage {
+                container: some(&c.container),
+                container_id: c.container_id.clone(),
+                usage_bytes: c.usage_bytes,
+            })
+            .collect(),
+        outcome: r.outcome.label().to_string(),
+    }
+}
+
 /// The pod a finding is about, as far as the runtime named it.
 fn pod_fields(pod: Option<&PodRef>, names: &Names) -> PodFields {
     let Some(p) = pod else { return PodFields::default() };
@@ -149,14 +176,21 @@ mod tests {
             delay_ns: 0,
         };
         let names = Names { namespace: "shop".into(), pod: "web".into(), ..Names::default() };
-        let kill = Finding::OomKill(OomKill {
-            fired: crate::watchdog::Fired::UNKNOWN,
+        let kill = Finding::OomKill(Box::new(OomKill {
+            explained: crate::watchdog::explain::Explanation::UNKNOWN,
+            victim_rss: Some(crate::events::kernel::OomRss {
+                total_vm_kb: 0,
+                anon_rss_kb: 1,
+                file_rss_kb: 0,
+                shmem_rss_kb: 0,
+                pgtables_kb: 0,
+            }),
+            oom_score_adj: 0,
+            trigger_container: None,
             report,
             names,
-            rss_bytes: Some(1),
-            limit_bytes: None,
             ts_ns: 5,
-        });
+        }));
         let Some((Stamp::Boot(5), Body::OomKill(r))) = record_of(&kill) else { panic!("{:?}", record_of(&kill)) };
         assert_eq!(
             (r.pod.pod_uid.as_deref(), r.pod.pod.as_deref(), r.pod.container.as_deref(), r.pod.qos_class.as_deref()),
@@ -164,7 +198,7 @@ mod tests {
         );
         assert_eq!(
             (r.victim_role.as_str(), r.pid, r.comm.as_deref(), r.rss_bytes),
-            ("container_init", 9, Some("dd"), Some(1))
+            ("container_init", 9, Some("dd"), Some(1024))
         );
         let edge = StormEdge { started: false, events_in_window: 2, window_secs: 60 };
         assert!(matches!(record_of(&Finding::OomStorm(edge)), Some((Stamp::Now, Body::OomStormEnd(_)))));

@@ -31,7 +31,8 @@ pub struct Record {
 #[strum_discriminants(derive(Hash, strum::IntoStaticStr, strum::EnumIter, strum::EnumString))]
 #[strum_discriminants(strum(serialize_all = "snake_case"))]
 pub enum Body {
-    OomKill(OomKillRecord),
+    /// Boxed: a kill record is twice the size of any other body.
+    OomKill(Box<OomKillRecord>),
     SandboxDeath(SandboxDeathRecord),
     ContainerExit(ContainerExitRecord),
     LateExit(LateExitRecord),
@@ -66,7 +67,10 @@ pub struct PodFields {
     pub workload_kind: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// An OOM kill and its post-mortem: who was killed and who ran out of
+/// memory, whose limit fired, what filled that cgroup, what else its pod
+/// held.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OomKillRecord {
     #[serde(flatten)]
     pub pod: PodFields,
@@ -79,20 +83,66 @@ pub struct OomKillRecord {
     pub trigger_pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger_comm: Option<String>,
-    /// The victim's resident memory (anon + file + shmem) when it was picked.
+    /// Its container, when it is not the victim's (names as the runtime said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_container: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_container_id: Option<String>,
+    /// The victim's resident memory (anon + file + shmem) when it was
+    /// picked, and its parts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_bytes: Option<u64>,
-    /// The tightest memory limit of the victim's container and pod cgroups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_bytes: Option<u64>,
+    pub victim_anon_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim_file_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim_shmem_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_score_adj: Option<i32>,
     /// Whose limit fired: container, pod, node or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
     /// The OOM's constraint: memcg, global or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraint: Option<String>,
+    /// Why the limit is unknown: no_counters, unplaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_unknown: Option<String>,
+    /// The cgroup whose limit fired, at the kill: its usage and limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_bytes: Option<u64>,
+    /// What filled it at the kill (a global OOM: the victim's pod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anon_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shmem_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_bytes: Option<u64>,
+    /// How long after the kill its `memory.stat` was read (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_read_after_us: Option<u64>,
+    /// The largest of those: anon, page_cache, shmem, kernel, unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// When the pod's limit fired: its containers, largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_containers: Vec<ContainerUsage>,
     /// The dispatcher's outcome: handled, late, unknown, host.
     pub outcome: String,
+}
+
+/// A container of a pod whose limit fired, and what it used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerUsage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    pub container_id: String,
+    pub usage_bytes: u64,
 }
 
 /// A container's init ended: how (its code, or its signal) and why it
@@ -254,7 +304,7 @@ pub(crate) mod tests {
         Record {
             time: rfc3339(SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_576_226_123)),
             node: "node-a".into(),
-            body: Body::OomKill(OomKillRecord {
+            body: Body::OomKill(Box::new(OomKillRecord {
                 pod: PodFields { namespace: Some("shop".into()), pod: Some(pod.into()), ..PodFields::default() },
                 victim_role: "container_child".into(),
                 pid: 42,
@@ -266,7 +316,8 @@ pub(crate) mod tests {
                 limit: Some("pod".into()),
                 constraint: Some("memcg".into()),
                 outcome: "handled".into(),
-            }),
+                ..OomKillRecord::default()
+            })),
         }
     }
 
