@@ -128,7 +128,8 @@ pub struct MemoryStat {
 }
 
 /// Page counts at or above this are no limit (the kernel's
-/// `PAGE_COUNTER_MAX` is `LONG_MAX / PAGE_SIZE`, about 2^51 pages).
+/// `PAGE_COUNTER_MAX` is `LONG_MAX / PAGE_SIZE`, about 2^51 pages); a
+/// usage past it is no count the kernel keeps, and reads as this many.
 const UNLIMITED_PAGES: u64 = 1 << 50;
 
 impl MemcgUse {
@@ -136,9 +137,9 @@ impl MemcgUse {
         let limit = |max: u64| (max > 0 && max < UNLIMITED_PAGES).then(|| max.saturating_mul(page));
         Self {
             cgroup_id: l.cgroup_id,
-            usage_bytes: l.usage.saturating_mul(page),
+            usage_bytes: l.usage.min(UNLIMITED_PAGES).saturating_mul(page),
             limit_bytes: limit(l.max),
-            memsw_usage_bytes: l.memsw_usage.saturating_mul(page),
+            memsw_usage_bytes: l.memsw_usage.min(UNLIMITED_PAGES).saturating_mul(page),
             memsw_limit_bytes: limit(l.memsw_max),
         }
     }
@@ -607,6 +608,19 @@ mod tests {
         // path_len sits at byte 36 of a cgroup record.
         bytes[36..40].copy_from_slice(&10_000u32.to_ne_bytes());
         assert_eq!(decode(&bytes), Err(DecodeError::BadPathLength(10_000)));
+    }
+
+    /// Found by `cargo xtask fuzz` (decode target): a level's usage of
+    /// 2^64 - 1 pages read as u64::MAX bytes, which encodes to fewer pages
+    /// and so decoded to another usage. A usage past any count the kernel
+    /// keeps reads as the page counter's ceiling, and round-trips.
+    #[test]
+    fn a_usage_past_the_page_counter_round_trips() {
+        let page = crate::host::page_size();
+        let level = MemcgLevel { cgroup_id: 3, usage: u64::MAX, max: 0, memsw_usage: u64::MAX - 1, memsw_max: 0 };
+        let used = MemcgUse::from_pages(&level, page);
+        assert_eq!(used.usage_bytes, UNLIMITED_PAGES * page);
+        assert_eq!(MemcgUse::from_pages(&used.to_pages(page), page), used);
     }
 
     /// Found by `cargo xtask fuzz` (decode target): a comm of invalid UTF-8
