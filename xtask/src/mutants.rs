@@ -166,10 +166,10 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/oom_events.rs",
-        from: "            *fired = open.fired;\n",
-        to: "",
+        from: "            return open.explained.clone();",
+        to: "            return explain();",
         test: "each_oom_kill_says_whose_limit_fired",
-        bug: "the later victims of a group kill judged again, when the counts moved for the first",
+        bug: "the later victims of a group kill judged again, after the first one's kill freed its memory",
     },
     Mutation {
         file: "agent/src/model/dispatch.rs",

@@ -191,6 +191,12 @@ mod tests {
             verdict(&chain((full, Some(full)), (full, Some(96 * MIB)), (full, None)), PLACED),
             (Container, Memcg, Some(0))
         );
+        // A pod of one container: the kubelet sets the pod's limit to the
+        // container's, both are full; the innermost fired.
+        assert_eq!(
+            verdict(&chain((full, Some(full)), (full, Some(full)), (full, None)), PLACED),
+            (Container, Memcg, Some(0))
+        );
         // Within the margin of its limit: the last charge's pages did not fit.
         assert_eq!(
             verdict(&chain((full - 8192, Some(full)), (full, None), (full, None)), PLACED),
