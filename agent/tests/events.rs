@@ -485,8 +485,12 @@ fn fifty_stuck_followers_cost_the_pipeline_nothing_and_their_losses_are_counted(
     ]);
     let before = agent.metrics();
     let records_before = total(&before, "sandwatch_event_records_total{");
+    // Small receive buffers, so that little sits in the kernel; still a
+    // few records' worth (a kill's record is ~1 KiB): with room for fewer
+    // than two, the reader's window update waits for the sender's
+    // zero-window probe, backed off to tens of seconds while it was stuck.
     let followers: Vec<Follower> =
-        (0..50).map(|_| Follower::connect_with_buffer(events, "follow=1", Some(2048))).collect();
+        (0..50).map(|_| Follower::connect_with_buffer(events, "follow=1", Some(8192))).collect();
     assert!(followers.iter().all(|f| f.status == 200));
     assert_eq!(metric(&agent.metrics(), "sandwatch_event_subscribers"), Some(50.0));
 
