@@ -150,18 +150,19 @@ fn test(filter: Option<String>) -> Result<()> {
     util::require_root("the privileged tests load eBPF programs and create cgroups")?;
     let tracked = util::TrackedFiles::snapshot()?;
     let mut run = Run::default();
-    run.failures.extend(lint::run()?);
+    let lint = timed("lint", lint::run)?;
+    run.failures.extend(lint);
     if filter.is_none() {
-        match mutants::run() {
+        match timed("mutants", mutants::run) {
             Ok(missed) => run.failures.extend(missed),
             Err(e) => run.failures.push(format!("mutants: {e:#}")),
         }
-        run.step("fuzz", || fuzz::run_all(&fuzz::Args::short()));
+        run.step("fuzz", || timed("fuzz", || fuzz::run_all(&fuzz::Args::short())));
         match build() {
-            Ok(bin) => run.step("soak", || soak::run(&bin, &soak::Args::ci())),
+            Ok(bin) => run.step("soak", || timed("soak", || soak::run(&bin, &soak::Args::ci()))),
             Err(e) => run.failures.push(format!("build: {e:#}")),
         }
-        match vm::run(&vm::Args::all()) {
+        match timed("the VM kernels", || vm::run(&vm::Args::all())) {
             Ok((vm_tally, vm_failures)) => {
                 run.tally.add(vm_tally);
                 run.failures.extend(vm_failures.into_iter().map(|f| format!("vm: {f}")));
@@ -174,7 +175,7 @@ fn test(filter: Option<String>) -> Result<()> {
     // The image, twice (the second a clean build in a target directory of
     // its own): the image tests compare them, the DaemonSet's pod runs it.
     // Read by the test binaries cargo starts next.
-    match images() {
+    match timed("the images", images) {
         Ok((first, second)) => {
             std::env::set_var("SANDWATCH_IMAGE", first);
             std::env::set_var("SANDWATCH_IMAGE_REBUILD", second);
@@ -191,7 +192,7 @@ fn test(filter: Option<String>) -> Result<()> {
     }
     let release = util::output(std::process::Command::new("uname").arg("-r")).unwrap_or_default();
     let release = release.trim();
-    match util::cargo_test(&args) {
+    match timed("this kernel's tests", || util::cargo_test(&args)) {
         Ok(host) => {
             println!("host kernel {release}: {}", host.tally.summary());
             for target in &host.failed_targets {
@@ -238,6 +239,15 @@ impl Run {
             self.failures.push(format!("{name}: {e:#}"));
         }
     }
+}
+
+/// Runs one phase of `cargo xtask test` and says how long it took (the
+/// suite has a time budget: this says where it goes).
+fn timed<T>(phase: &str, f: impl FnOnce() -> T) -> T {
+    let start = std::time::Instant::now();
+    let out = f();
+    eprintln!("xtask: {phase} took {:.0} s", start.elapsed().as_secs_f64());
+    out
 }
 
 /// Prints the closing summary (each failure on a line of its own, then
