@@ -192,21 +192,33 @@ async fn watch_node(
     shutdown: &CancellationToken,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // What a burst freed goes back to the kernel once the burst is over:
+    // at the first second with no event after one with some.
+    let (mut busy, mut handled) = (true, false);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = tick.tick() => outputs.publish(watchdog.on_tick(boottime_ns())),
+            _ = tick.tick() => {
+                outputs.publish(watchdog.on_tick(boottime_ns()));
+                if busy && !handled {
+                    crate::host::return_free_heap();
+                }
+                (busy, handled) = (handled, false);
+            }
             Some(event) = sources.events.recv() => {
                 log::trace!("{event:?}");
+                handled = true;
                 outputs.publish(watchdog.on_runtime(&event, Now::read()));
             }
             Ok(()) = sources.listings.changed() => {
                 let snapshot = sources.listings.borrow_and_update().clone();
+                handled = true;
                 outputs.publish(watchdog.on_metadata(&snapshot, boottime_ns()));
             }
             event = pipeline.events.next() => match event {
                 Some(event) => {
                     log::trace!("{event:?}");
+                    handled = true;
                     outputs.publish(watchdog.on_kernel(&event, boottime_ns()));
                 }
                 None => break,

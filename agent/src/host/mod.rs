@@ -12,13 +12,31 @@ use std::time::{Duration, SystemTime};
 /// none). glibc gives each new thread an arena of its own: the HTTP
 /// server's thread, rendering scrapes, grew and fragmented one until the
 /// agent's RSS crept up over a soak (+12 % in 2 minutes; +2 % with one).
-/// The agent's few threads do not contend enough for more to pay. Before
-/// any thread starts.
+/// The agent's few threads do not contend enough for more to pay. And
+/// fixed mmap and trim thresholds (128 KiB, glibc's defaults): glibc
+/// raises both each time it frees a large mmapped block, such as a
+/// scrape's body, after which such blocks come from the heap and what
+/// they free is kept. Before any thread starts.
 pub fn one_malloc_arena() {
     #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets an allocator parameter.
+    // SAFETY: mallopt only sets allocator parameters.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 10);
+    }
+}
+
+/// Gives the heap's free pages back to the kernel (glibc builds; musl's
+/// allocator returns them as it frees). glibc keeps what a burst freed —
+/// the start-up scan's strings, a storm's findings, a scrape's buffers —
+/// in its arena, counted in the agent's RSS, unless it is at the heap's
+/// top; `malloc_trim` releases free pages anywhere in it.
+pub fn return_free_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free memory of the allocator's own.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
