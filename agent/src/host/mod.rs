@@ -144,6 +144,16 @@ pub fn page_size() -> u64 {
     })
 }
 
+/// The CPUs the kernel may run on (1 when it cannot be read): the node's,
+/// not this process's share of them.
+pub fn cpus() -> u64 {
+    static CPUS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    *CPUS.get_or_init(|| {
+        u64::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }).ok().filter(|n| *n > 0).unwrap_or(1)
+    })
+}
+
 /// The kernel's largest pid (32768 when it cannot be read).
 pub fn pid_max() -> u32 {
     std::fs::read_to_string("/proc/sys/kernel/pid_max").ok().and_then(|s| s.trim().parse::<u32>().ok()).unwrap_or(32768)

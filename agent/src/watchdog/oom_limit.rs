@@ -96,6 +96,18 @@ pub struct Judged {
     pub unknown: Option<UnknownLimit>,
 }
 
+/// How far under its limit a cgroup whose limit fired can read when the
+/// OOM killer marks its victim: the largest charge that calls the OOM
+/// killer (8 pages), plus what the other CPUs' charge caches held (up to
+/// 64 pages each: the kernel drains them, asynchronously, before it gives
+/// up, so they may be handed back after its last look and before ours).
+/// With 8 pages alone, a container's own kill through containerd 2.1 on
+/// the v1 host once read as a global OOM (1 run of 6); these caches are
+/// the likely reason.
+pub fn margin(page_size: u64, cpus: u64) -> u64 {
+    (8 + 64 * cpus.saturating_sub(1)) * page_size
+}
+
 /// Whether a level was at its limit at the kill: within `margin` bytes of
 /// its memory limit or (v1) of its memory + swap limit.
 pub fn at_limit(l: &MemcgUse, margin: u64) -> bool {
@@ -104,8 +116,8 @@ pub fn at_limit(l: &MemcgUse, margin: u64) -> bool {
 }
 
 /// Which limit fired, from the levels read at the kill (innermost first),
-/// `placed` against the victim's container and pod; `margin` is the
-/// largest charge that calls the OOM killer (8 pages).
+/// `placed` against the victim's container and pod; `margin` as
+/// [`margin`] says.
 pub fn judge(levels: &[MemcgUse], placed: Placed, margin: u64) -> Judged {
     let memcg =
         |limit, level| Judged { fired: Fired { limit, constraint: OomConstraint::Memcg }, level, unknown: None };
@@ -223,6 +235,13 @@ mod tests {
         let mut nested = vec![level(9, MIB, Some(MIB))];
         nested.extend(chain((2 * MIB, Some(full)), (2 * MIB, None), (2 * MIB, None)));
         assert_eq!(verdict(&nested, Placed { container: Some(1), pod: Some(2) }), (Container, Memcg, Some(0)));
+    }
+
+    #[test]
+    fn the_margin_holds_a_costly_charge_and_the_other_cpus_caches() {
+        assert_eq!(margin(4096, 1), 8 * 4096);
+        assert_eq!(margin(4096, 2), 72 * 4096);
+        assert_eq!(margin(4096, 0), 8 * 4096, "no CPU count read: one");
     }
 
     #[test]
