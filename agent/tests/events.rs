@@ -355,7 +355,23 @@ fn sandwatch_events_shows_the_kills_on_a_terminal() {
     let pod = doomed_pod("screen");
     pod.trigger(APP);
     let app = pod.init_pid(APP).to_string();
-    let screen = tmux.wait_for("OOM kill row", |s| s.lines().any(|l| l.contains("oom_kill") && l.contains(&app)));
+    let victim = format!("victim   pid {app} dd: anon ");
+    let screen = tmux.wait_for("OOM kill row and its post-mortem", |s| {
+        s.lines().any(|l| l.contains("oom_kill") && l.contains(&app)) && s.contains(&victim)
+    });
+    // Under the row, as an operator reads it: whose limit, what filled it,
+    // the victim's own memory.
+    let lines: Vec<&str> = screen.lines().collect();
+    let at = lines.iter().position(|l| l.contains("oom_kill") && l.contains(&app)).unwrap_or_default();
+    let story: Vec<&str> = lines[at + 1..].iter().take(3).map(|l| l.trim()).collect();
+    assert!(
+        story.len() == 3
+            && story[0].starts_with("limit    container limit 32.0M, used ")
+            && story[0].ends_with("[memcg]")
+            && story[1].starts_with("filled   mostly anon: anon ")
+            && story[2].starts_with(victim.trim()),
+        "the kill's post-mortem under its row:\n{screen}"
+    );
     pod.trigger(SANDBOX);
     let sandbox = pod.init_pid(SANDBOX).to_string();
     let screen2 = tmux.wait_for("sandbox death row", |s| s.contains("sandbox_death"));
