@@ -52,6 +52,16 @@ fn agent_for(ctrd: &Containerd) -> AgentProcess {
     agent
 }
 
+/// An agent that follows `ctrd`'s events and names pods through its CRI
+/// (refreshed every second), once the names are there.
+fn cri_agent(ctrd: &Containerd) -> AgentProcess {
+    let socket = ctrd.socket.display().to_string();
+    let agent =
+        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
+    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
+    agent
+}
+
 /// The tests of this file, once per containerd build.
 macro_rules! on_each_containerd {
     ($($module:ident => $runtime:expr),* $(,)?) => {$(
@@ -407,10 +417,7 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
     assert_eq!(pair_path, pair_pod.pod_path);
     pair_pod.cg.set_memory_limit(&pair_path, 48 << 20);
     let ctrd = Containerd::start_cri(rt, "cri-explain");
-    let socket = ctrd.socket.display().to_string();
-    let agent =
-        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
-    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
+    let agent = cri_agent(&ctrd);
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     let series = |container: &str, id: &str, pod: &str, uid: &str, role: &str, limit: &str, cause: &str| {
         format!(
@@ -482,10 +489,7 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     let cgroups = RuntimePod::new("cri-group", UID_GROUP);
     let ctrd = Containerd::start_cri(rt, "cri-group");
-    let socket = ctrd.socket.display().to_string();
-    let agent =
-        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
-    wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
+    let agent = cri_agent(&ctrd);
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     let pod = cri.run_pod("batch", "jobs", UID_GROUP, &cgroups.pod_path);
     let unified = if v2 {
