@@ -9,7 +9,10 @@
 //! kernel may have freed the victim's anonymous memory (the OOM reaper
 //! does, at once): what the usage dropped since the kill, up to the
 //! victim's own anonymous RSS, is counted back as anonymous. Page cache
-//! and shmem are not freed by a kill.
+//! and shmem are not freed by a kill. Where the kernel did not say the
+//! victim's RSS (`oom:mark_victim` has only `pid` on 5.10), the whole drop
+//! counts back: else a read after the reaper would name what little is
+//! left (kernel memory, a few pages of cache) as the cause.
 
 use super::{oom_limit, Fired, Host};
 pub use crate::events::kernel::MemoryStat;
@@ -47,9 +50,11 @@ pub struct MemorySplit {
 
 impl MemorySplit {
     /// `now` read `read_after_ns` after the kill; `usage_at_kill` as the
-    /// kernel counted it then, where known; the victim's anonymous RSS.
-    pub fn at_kill(now: &MemoryStat, usage_at_kill: Option<u64>, victim_anon: u64, read_after_ns: u64) -> Self {
-        let freed = usage_at_kill.map_or(0, |at| at.saturating_sub(now.usage)).min(victim_anon);
+    /// kernel counted it then, where known; the victim's anonymous RSS,
+    /// where the kernel said it.
+    pub fn at_kill(now: &MemoryStat, usage_at_kill: Option<u64>, victim_anon: Option<u64>, read_after_ns: u64) -> Self {
+        let dropped = usage_at_kill.map_or(0, |at| at.saturating_sub(now.usage));
+        let freed = victim_anon.map_or(dropped, |anon| dropped.min(anon));
         Self {
             anon: now.anon.saturating_add(freed),
             page_cache: now.file.saturating_sub(now.shmem),
@@ -163,7 +168,7 @@ pub fn explain(host: &impl Host, registry: &PodRegistry, o: &KernelOomKill, now_
         }
         _ => Some(p.pod_path.to_string()),
     });
-    let victim_anon = o.rss.map_or(0, |r| r.anon_rss_kb.saturating_mul(1024));
+    let victim_anon = o.rss.map(|r| r.anon_rss_kb.saturating_mul(1024));
     let read_after_ns = now_ns.saturating_sub(o.ts_ns);
     let memory = path.as_deref().and_then(|p| host.memory_stat(p)).map(|now| {
         let at_kill = if judged.level.is_some() { usage_bytes } else { None };
@@ -201,7 +206,7 @@ mod tests {
     #[test]
     fn a_cgroup_full_of_tmpfs_is_shmem_whatever_the_victims_rss() {
         let now = MemoryStat { usage: 48 * MIB, anon: 2 * MIB, file: 45 * MIB, shmem: 44 * MIB, kernel: MIB };
-        let split = MemorySplit::at_kill(&now, Some(48 * MIB), MIB, 3_000_000);
+        let split = MemorySplit::at_kill(&now, Some(48 * MIB), Some(MIB), 3_000_000);
         assert_eq!((split.shmem, split.page_cache, split.anon), (44 * MIB, MIB, 2 * MIB));
         assert_eq!(split.cause(), OomCause::Shmem);
     }
@@ -210,22 +215,35 @@ mod tests {
     fn the_victims_anonymous_memory_freed_before_the_read_counts_back_as_anonymous() {
         // At the kill 48 MiB; read after the reaper freed the victim's 40.
         let now = MemoryStat { usage: 8 * MIB, anon: MIB, file: 6 * MIB, shmem: 0, kernel: MIB };
-        let split = MemorySplit::at_kill(&now, Some(48 * MIB), 40 * MIB, 1_000_000);
+        let split = MemorySplit::at_kill(&now, Some(48 * MIB), Some(40 * MIB), 1_000_000);
         assert_eq!(split.anon, 41 * MIB);
         assert_eq!(split.cause(), OomCause::Anon);
         // Never more than the victim had: the rest went otherwise.
-        let split = MemorySplit::at_kill(&now, Some(48 * MIB), 10 * MIB, 1_000_000);
+        let split = MemorySplit::at_kill(&now, Some(48 * MIB), Some(10 * MIB), 1_000_000);
         assert_eq!(split.anon, 11 * MIB);
         assert_eq!(split.cause(), OomCause::Anon);
-        let nothing = MemorySplit::at_kill(&MemoryStat::default(), None, 0, 0);
+        let nothing = MemorySplit::at_kill(&MemoryStat::default(), None, None, 0);
         assert_eq!(nothing.cause(), OomCause::Unknown);
+    }
+
+    #[test]
+    fn without_the_victims_rss_the_whole_drop_since_the_kill_counts_back_as_anonymous() {
+        // 5.10: no RSS from mark_victim; read after the reaper freed 256
+        // MiB, what is left is mostly kernel memory.
+        let now = MemoryStat { usage: 3 * MIB, anon: 0, file: MIB, shmem: 0, kernel: 2 * MIB };
+        let split = MemorySplit::at_kill(&now, Some(259 * MIB), None, 40_000_000);
+        assert_eq!(split.anon, 256 * MIB);
+        assert_eq!(split.cause(), OomCause::Anon);
+        // A victim that said its RSS caps what counts back.
+        let split = MemorySplit::at_kill(&now, Some(259 * MIB), Some(0), 40_000_000);
+        assert_eq!(split.cause(), OomCause::Kernel);
     }
 
     #[test]
     fn kernel_memory_and_page_cache_are_causes_of_their_own() {
         let slab = MemoryStat { usage: 32 * MIB, anon: MIB, file: 2 * MIB, shmem: 0, kernel: 29 * MIB };
-        assert_eq!(MemorySplit::at_kill(&slab, None, 0, 0).cause(), OomCause::Kernel);
+        assert_eq!(MemorySplit::at_kill(&slab, None, None, 0).cause(), OomCause::Kernel);
         let cache = MemoryStat { usage: 32 * MIB, anon: MIB, file: 30 * MIB, shmem: MIB, kernel: MIB };
-        assert_eq!(MemorySplit::at_kill(&cache, None, 0, 0).cause(), OomCause::PageCache);
+        assert_eq!(MemorySplit::at_kill(&cache, None, None, 0).cause(), OomCause::PageCache);
     }
 }
