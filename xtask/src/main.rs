@@ -118,7 +118,8 @@ fn dispatch(command: Command) -> Result<()> {
             fuzz::run_all(&args)
         }
         Command::Soak(args) => {
-            let bin = build()?;
+            // The binary a node runs: the image's static one.
+            let bin = image::build(&image::Args::default())?.binary;
             util::require_root("the soak loads the agent and creates cgroups")?;
             soak::run(&bin, &args)
         }
@@ -158,9 +159,17 @@ fn test(filter: Option<String>) -> Result<()> {
             Err(e) => run.failures.push(format!("mutants: {e:#}")),
         }
         run.step("fuzz", || timed("fuzz", || fuzz::run_all(&fuzz::Args::short())));
-        match build() {
-            Ok(bin) => run.step("soak", || timed("soak", || soak::run(&bin, &soak::Args::ci()))),
-            Err(e) => run.failures.push(format!("build: {e:#}")),
+    }
+    // The image: the image and DaemonSet tests read it, and the soak runs
+    // its binary (the one a node runs; a glibc release build only for the
+    // soak cost the suite three minutes).
+    let image = timed("the image", || image::build(&image::Args::default()));
+    if let Err(e) = &image {
+        run.failures.push(format!("image: {e:#} (the soak, the image and DaemonSet tests fail without it)"));
+    }
+    if filter.is_none() {
+        if let Ok(image) = &image {
+            run.step("soak", || timed("soak", || soak::run(&image.binary, &soak::Args::ci())));
         }
         match timed("the VM kernels", || vm::run(&vm::Args::all())) {
             Ok((vm_tally, vm_failures)) => {
@@ -172,15 +181,14 @@ fn test(filter: Option<String>) -> Result<()> {
     } else {
         println!("vm: a filtered run stays on this kernel; `cargo xtask vm FILTER` runs the VM kernels");
     }
-    // The image, twice (the second a clean build in a target directory of
-    // its own): the image tests compare them, the DaemonSet's pod runs it.
-    // Read by the test binaries cargo starts next.
-    match timed("the images", images) {
-        Ok((first, second)) => {
-            std::env::set_var("SANDWATCH_IMAGE", first);
-            std::env::set_var("SANDWATCH_IMAGE_REBUILD", second);
+    // The image again, a clean build in a target directory of its own: the
+    // image test compares the two. Read by the test binaries cargo starts next.
+    if let Ok(image) = &image {
+        std::env::set_var("SANDWATCH_IMAGE", &image.archive);
+        match timed("the image rebuilt", rebuild_image) {
+            Ok(second) => std::env::set_var("SANDWATCH_IMAGE_REBUILD", second.archive),
+            Err(e) => run.failures.push(format!("image rebuild: {e:#} (the reproducibility test fails without it)")),
         }
-        Err(e) => run.failures.push(format!("image: {e:#} (the image and DaemonSet tests fail without it)")),
     }
     // Default members and the privileged tests, every test binary even if
     // one before it failed; one test at a time, since privileged tests
@@ -216,13 +224,12 @@ fn test(filter: Option<String>) -> Result<()> {
     finish(run.tally, &run.failures)
 }
 
-/// The image built twice; the paths of both archives.
-fn images() -> Result<(std::path::PathBuf, std::path::PathBuf)> {
-    let first = image::build(&image::Args::default())?;
+/// The image's second build, clean, in a target directory of its own.
+fn rebuild_image() -> Result<image::Image> {
     let rebuild_dir = util::workspace_root()?.join("target/image-rebuild");
     let second = image::build(&image::Args { target_dir: Some(rebuild_dir), ..image::Args::default() })?;
-    println!("image: built twice, digests {} and {}", first.digest, second.digest);
-    Ok((first.archive, second.archive))
+    println!("image: rebuilt, digest {}", second.digest);
+    Ok(second)
 }
 
 /// A whole test run: the counts, and one line per failure.
