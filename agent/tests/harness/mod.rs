@@ -413,7 +413,10 @@ impl KubePod {
     /// Starts container `i`'s init: it joins the cgroup, waits for
     /// [`KubePod::trigger`], then runs `then` (a shell snippet).
     pub fn start_init(&mut self, i: usize, then: &str) {
-        let script = format!("echo $$ > {} && read x < {} && {then}", self.procs(i), self.fifo(i));
+        // `then` is one group after the trigger: a bare `a & b` in it would
+        // otherwise split the and-list, and `b` run at once, outside the
+        // cgroup (a global-OOM allocator charged to the root, seen in CI).
+        let script = format!("echo $$ > {} && read x < {} && {{ {then}\n}}", self.procs(i), self.fifo(i));
         self.inits[i] = Some(sh(&script));
         for _ in 0..200 {
             if !std::fs::read_to_string(self.procs(i)).unwrap_or_default().trim().is_empty() {
