@@ -104,6 +104,18 @@ macro_rules! on_each_containerd {
             }
 
             #[test]
+            #[cfg(not(feature = "vm"))]
+            fn cri_page_cache_at_the_limit_is_no_kill() {
+                super::cri_page_cache_at_the_limit_is_no_kill(&$runtime)
+            }
+
+            #[test]
+            #[cfg(feature = "vm")]
+            fn cri_global_oom_reads_node_and_global() {
+                super::cri_global_oom_reads_node_and_global(&$runtime)
+            }
+
+            #[test]
             fn cri_container_exits_by_reason_and_workload() {
                 super::cri_container_exits_by_reason_and_workload(&$runtime)
             }
@@ -123,6 +135,10 @@ const UID_CRI: &str = "6e1f0a2b-3333-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_GROUP: &str = "6e1f0a2b-4444-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_FILL: &str = "6e1f0a2b-6666-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_PAIR: &str = "6e1f0a2b-7777-4c3d-8e9f-0a1b2c3d4e5f";
+#[cfg(feature = "vm")]
+const UID_GLOBAL: &str = "6e1f0a2b-9999-4c3d-8e9f-0a1b2c3d4e5f";
+#[cfg(not(feature = "vm"))]
+const UID_READER: &str = "6e1f0a2b-8888-4c3d-8e9f-0a1b2c3d4e5f";
 /// The pods of the exits test: this with its last digit the pod's number.
 const UID_EXITS: &str = "6e1f0a2b-5555-4c3d-8e9f-0a1b2c3d4e5";
 
@@ -419,11 +435,6 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
     let ctrd = Containerd::start_cri(rt, "cri-explain");
     let agent = cri_agent(&ctrd);
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
-    let series = |container: &str, id: &str, pod: &str, uid: &str, role: &str, limit: &str, cause: &str| {
-        format!(
-            "sandwatch_pod_oom_kills_total{{cause=\"{cause}\",container=\"{container}\",container_id=\"{id}\",limit=\"{limit}\",namespace=\"explain\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
-        )
-    };
 
     let fill = cri.run_pod("fill", "explain", UID_FILL, &fill_pod.pod_path);
     // The pod's /dev/shm is a tmpfs; what is written there is charged to
@@ -440,8 +451,8 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
         Some(32 << 20),
         "dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000",
     );
-    wait_kill(&agent, &series("shm", &shm, "fill", UID_FILL, "container_child", "container", "shmem"));
-    wait_kill(&agent, &series("grower", &grower, "fill", UID_FILL, "container_child", "container", "anon"));
+    wait_kill(&agent, &explain_series("shm", &shm, "fill", UID_FILL, "container_child", "container", "shmem"));
+    wait_kill(&agent, &explain_series("grower", &grower, "fill", UID_FILL, "container_child", "container", "anon"));
     let line = kill_line(&agent, &shm);
     assert_eq!((field(&line, "cause"), field(&line, "comm")), ("shmem", "dd"), "{line}");
     std::thread::sleep(Duration::from_millis(500));
@@ -466,7 +477,7 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let hog = cri.run_container(&pair, "hog", None, "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
-    wait_kill(&agent, &series("hog", &hog, "pair", UID_PAIR, "container_init", "pod", "shmem"));
+    wait_kill(&agent, &explain_series("hog", &hog, "pair", UID_PAIR, "container_init", "pod", "shmem"));
     let line = kill_line(&agent, &hog);
     let ranked = line.split("pod_containers=").nth(1).unwrap_or_else(|| panic!("no pod_containers: {line}"));
     let (at_holder, at_hog) = (ranked.find(&holder), ranked.find(&hog));
@@ -479,6 +490,174 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
     drop(cri);
     drop(ctrd);
     drop(agent);
+}
+
+/// A container that reads a file three times its limit, through runc's
+/// cgroups on a disk (the VM's root is a tmpfs, where the file would be
+/// shmem: host only): its cgroup fills with page cache the kernel
+/// reclaims, no kill; its later anonymous kill reads `anon`, the cache
+/// said as page cache and not blamed.
+#[cfg(not(feature = "vm"))]
+fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
+    require_root();
+    let reader_pod = RuntimePod::new("cri-reader", UID_READER);
+    let ctrd = Containerd::start_cri(rt, "cri-reader");
+    let agent = cri_agent(&ctrd);
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let pod = cri.run_pod("reader", "explain", UID_READER, &reader_pod.pod_path);
+    // A reader at its limit: 96 MiB written (synced 8 MiB at a time) and
+    // read four times through a 32 MiB limit fill its cgroup with page
+    // cache the kernel reclaims, no kill. Then it grows anonymous memory:
+    // that kill is `anon`, the cache reclaimed before it not blamed.
+    let reader = cri.run_container(
+        &pod,
+        "reader",
+        Some(32 << 20),
+        "i=0; while [ $i -lt 12 ]; do dd if=/dev/zero of=/big bs=1M count=8 seek=$((i*8)) conv=notrunc 2>/dev/null; sync; i=$((i+1)); done; \
+         for r in 1 2 3 4; do cat /big >/dev/null; done; sleep 2; \
+         dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000",
+    );
+    let reader_dir = reader_pod.cg.layout.dir(&reader_pod.container_path(&reader));
+    let reader_kill = explain_series("reader", &reader, "reader", UID_READER, "container_child", "container", "anon");
+    let mut most_cache = 0u64;
+    let start = Instant::now();
+    while metric(&agent.metrics(), &reader_kill) != Some(1.0) {
+        most_cache = most_cache.max(page_cache(&reader_dir));
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the reader's anonymous kill never counted (most page cache {} MiB); the agent's kills:\n{}",
+            most_cache >> 20,
+            agent
+                .metrics()
+                .lines()
+                .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        most_cache >= 16 << 20,
+        "the reader's cgroup held {} MiB of page cache, not its limit's worth",
+        most_cache >> 20
+    );
+    // One kill for the reader, the anonymous one, as the kernel counts.
+    let reader_kills: f64 = agent
+        .metrics()
+        .lines()
+        .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(&reader))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(reader_kills, 1.0, "reading at its limit cost the reader no kill");
+    assert_eq!(kernel_kills(&reader_dir), 1, "the kernel killed once in the reader's cgroup");
+    let line = kill_line(&agent, &reader);
+    let bytes = |key: &str| field(&line, key).parse::<u64>().unwrap_or_else(|_| panic!("no {key}: {line}"));
+    assert!(
+        bytes("page_cache_bytes") < bytes("anon_bytes"),
+        "page cache said as page cache, less than the anon that filled it: {line}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(cri.status(&reader).state, 1, "the reader's shell lives on");
+    cri.remove_pod(&pod.id);
+    drop(cri);
+    drop(ctrd);
+    drop(agent);
+}
+
+/// The kill series of a bare pod (its workload is itself) in namespace
+/// `explain`.
+fn explain_series(container: &str, id: &str, pod: &str, uid: &str, role: &str, limit: &str, cause: &str) -> String {
+    format!(
+        "sandwatch_pod_oom_kills_total{{cause=\"{cause}\",container=\"{container}\",container_id=\"{id}\",limit=\"{limit}\",namespace=\"explain\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
+    )
+}
+
+/// A global OOM through the CRI, in the runtime VM only (booted with
+/// 3 GiB; it takes the machine's memory): a container with no limit runs
+/// two allocators of 70 % of the machine each, which pass the overcommit
+/// check apart and do not fit together. Its `oom_score_adj` of 1000 (what
+/// the kubelet gives a BestEffort pod) makes one of them the kernel's
+/// pick; the agent says `node` and `global` as the kernel's report does
+/// (`CONSTRAINT_NONE`), and what filled the pod.
+#[cfg(feature = "vm")]
+fn cri_global_oom_reads_node_and_global(rt: &Runtime) {
+    require_root();
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .expect("MemTotal in /proc/meminfo")
+        * 1024;
+    assert!(total < 8 << 30, "a global OOM only in a VM booted with little memory; this machine has {total} bytes");
+    let global_pod = RuntimePod::new("cri-global", UID_GLOBAL);
+    let ctrd = Containerd::start_cri(rt, "cri-global");
+    let agent = cri_agent(&ctrd);
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let pod = cri.run_pod("global", "explain", UID_GLOBAL, &global_pod.pod_path);
+    let each = total / 10 * 7;
+    let hog = cri.run_container_resourced(
+        &pod,
+        "hog",
+        &format!("dd if=/dev/zero of=/dev/null bs={each} count=1 & dd if=/dev/zero of=/dev/null bs={each} count=1; wait; exec sleep 1000"),
+        k8s_cri::v1::LinuxContainerResources { oom_score_adj: 1000, ..Default::default() },
+    );
+    let start = Instant::now();
+    let kill = loop {
+        let text = agent.metrics();
+        let found = text
+            .lines()
+            .find(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(&hog))
+            .map(str::to_string);
+        if let Some(line) = found {
+            break line;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no OOM kill of the hog's allocators within 120 s; the kernel's log: {:#?}",
+            harness::kernel_oom_lines()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(kill.contains("limit=\"node\"") && kill.contains("cause=\"anon\""), "{kill}");
+    let line = kill_line(&agent, &hog);
+    assert_eq!((field(&line, "limit"), field(&line, "constraint")), ("node", "global"), "{line}");
+    let pid: u32 = field(&line, "pid").parse().unwrap_or_else(|_| panic!("no pid: {line}"));
+    let (constraint, memcg) = harness::kernel_oom_report(pid).expect("the kernel's report of the kill");
+    assert_eq!((constraint.as_str(), memcg.as_str()), ("CONSTRAINT_NONE", ""), "no cgroup's limit, as the kernel says");
+    cri.remove_pod(&pod.id);
+    drop(cri);
+    drop(ctrd);
+    drop(agent);
+}
+
+/// The page cache a memory cgroup holds: v2 `file`, v1 `cache` (its own).
+#[cfg(not(feature = "vm"))]
+fn page_cache(dir: &std::path::Path) -> u64 {
+    let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
+    stat.lines()
+        .filter_map(|l| l.split_once(' '))
+        .find(|(key, _)| *key == "file" || *key == "cache")
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The OOM kills the kernel counted in a memory cgroup (v2
+/// `memory.events`, v1 `memory.oom_control`).
+#[cfg(not(feature = "vm"))]
+fn kernel_kills(dir: &std::path::Path) -> u64 {
+    ["memory.events", "memory.oom_control"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+        .flat_map(|text| text.lines().map(str::to_string).collect::<Vec<_>>())
+        .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no oom_kill count under {}", dir.display()))
 }
 
 /// `container_group`, no child-kill series, one container death. cgroup v1

@@ -163,19 +163,28 @@ impl Cri {
         script: &str,
         unified: std::collections::HashMap<String, String>,
     ) -> String {
+        let resources = LinuxContainerResources {
+            memory_limit_in_bytes: memory_limit.unwrap_or(0),
+            unified,
+            ..LinuxContainerResources::default()
+        };
+        self.run_container_resourced(pod, name, script, resources)
+    }
+
+    /// With the kubelet's resources as given (such as `oom_score_adj`).
+    pub fn run_container_resourced(
+        &mut self,
+        pod: &CriPod,
+        name: &str,
+        script: &str,
+        resources: LinuxContainerResources,
+    ) -> String {
         let config = ContainerConfig {
             metadata: Some(ContainerMetadata { name: name.into(), attempt: 0 }),
             image: Some(ImageSpec { image: IMAGE.into(), ..ImageSpec::default() }),
             command: vec!["sh".into(), "-c".into(), script.into()],
             log_path: format!("{name}.log"),
-            linux: Some(LinuxContainerConfig {
-                resources: Some(LinuxContainerResources {
-                    memory_limit_in_bytes: memory_limit.unwrap_or(0),
-                    unified,
-                    ..LinuxContainerResources::default()
-                }),
-                ..LinuxContainerConfig::default()
-            }),
+            linux: Some(LinuxContainerConfig { resources: Some(resources), ..LinuxContainerConfig::default() }),
             ..ContainerConfig::default()
         };
         let request = CreateContainerRequest {
