@@ -193,14 +193,16 @@ async fn watch_node(
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     // What a burst freed goes back to the kernel once the burst is over:
-    // at the first second with no event after one with some.
+    // at the first second with no event after one with some, and at the
+    // tick after a scrape's render.
     let (mut busy, mut handled) = (true, false);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tick.tick() => {
                 outputs.publish(watchdog.on_tick(boottime_ns()));
-                if busy && !handled {
+                let churned = crate::host::take_heap_churned();
+                if (busy && !handled) || churned {
                     crate::host::return_free_heap();
                 }
                 (busy, handled) = (handled, false);

@@ -6,7 +6,10 @@
 pub mod caps;
 pub mod proc;
 
-use std::time::{Duration, SystemTime};
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, SystemTime},
+};
 
 /// One malloc arena for every thread (glibc builds; musl's allocator has
 /// none). glibc gives each new thread an arena of its own: the HTTP
@@ -38,6 +41,22 @@ pub fn return_free_heap() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// Set where a burst of allocations ran outside the agent loop, which
+/// sees only its own: a scrape's render (its families gathered as many
+/// small blocks, freed when the body is done).
+static HEAP_CHURNED: AtomicBool = AtomicBool::new(false);
+
+/// Says that a burst outside the agent loop freed heap, for
+/// [`take_heap_churned`].
+pub fn heap_churned() {
+    HEAP_CHURNED.store(true, Ordering::Relaxed);
+}
+
+/// Whether heap was freed outside the agent loop since the last call.
+pub fn take_heap_churned() -> bool {
+    HEAP_CHURNED.swap(false, Ordering::Relaxed)
 }
 
 /// Lets the kernel take back the pages of `bytes`, read-only data of the

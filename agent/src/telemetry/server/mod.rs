@@ -81,7 +81,9 @@ impl ServerState {
             Some(pods) => vec![pods.pod_series_text()?],
             None => Vec::new(),
         };
-        render_with(&self.registry, &kept)
+        let body = render_with(&self.registry, &kept);
+        crate::host::heap_churned();
+        body
     }
 }
 
