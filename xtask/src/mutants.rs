@@ -199,6 +199,20 @@ const MUTATIONS: &[Mutation] = &[
         test: "a_waiting_decoder_still_hands_on_the_older_record_first",
         bug: "a waiting decoder hands on the record that woke it before an older one of the other ring",
     },
+    Mutation {
+        file: "agent/src/telemetry/server/mod.rs",
+        from: ".filter(|(began, _)| *began >= arrived)",
+        to: ".filter(|_| false)",
+        test: "concurrent_scrapes_share_a_body_and_none_is_older_than_its_request",
+        bug: "every concurrent scrape renders and holds a body of its own",
+    },
+    Mutation {
+        file: "agent/src/telemetry/server/mod.rs",
+        from: ".filter(|(began, _)| *began >= arrived)",
+        to: ".filter(|_| true)",
+        test: "concurrent_scrapes_share_a_body_and_none_is_older_than_its_request",
+        bug: "a scrape is sent a body rendered before it arrived",
+    },
 ];
 
 /// Puts a file back as it was when dropped.

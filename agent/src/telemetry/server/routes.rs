@@ -89,7 +89,7 @@ pub(super) fn route<B>(
                     _ => text(StatusCode::FORBIDDEN, "a client certificate is required\n", PLAIN),
                 };
             }
-            match state.render() {
+            match state.scrape() {
                 Ok(body) => text(StatusCode::OK, body, "text/plain; version=0.0.4; charset=utf-8"),
                 Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), PLAIN),
             }
