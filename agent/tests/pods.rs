@@ -279,7 +279,16 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         (&format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\",workload=\"\",workload_kind=\"\"}}", cid(1)), 1.0),
         ("sandwatch_tracked_sandboxes", watch.node.sandboxes + 1.0),
     ] {
-        assert_eq!(metric(&text, series), Some(want), "{series} in\n{text}");
+        // The kills as counted, and the kernel's word on them, rather than
+        // the whole exposition: what a miss needs to be read.
+        let family = series.split('{').next().unwrap_or(series);
+        let counted: Vec<&str> = text.lines().filter(|l| l.starts_with(family)).collect();
+        assert_eq!(
+            metric(&text, series),
+            Some(want),
+            "{series} in\n{counted:#?}\nthe kernel's log: {:#?}",
+            harness::kernel_oom_lines()
+        );
     }
 }
 

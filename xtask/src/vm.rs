@@ -95,9 +95,31 @@ pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
     let mut total = Tally::default();
     let mut failures = Vec::new();
     let timeout = Duration::from_secs(args.timeout_minutes * 60);
-    // Boots one VM; its counts go to the total, a failure comes back.
-    let mut boot_one = |kernel: &Kernel, initramfs: &Path, what: &str, memory_mib: u32, expected: u64| match boot(
-        &dir, kernel, initramfs, timeout, what, memory_mib,
+    // Boots one VM; its counts go to the total, a failure comes back. A
+    // kernel that died under the emulator before the tests finished (an
+    // Oops, a panic: TCG has crashed 6.12 in its live text patching, int3
+    // in __alloc_pages, while runc's device programs toggled a static key)
+    // is said, and booted once more; that boot's result stands.
+    let boot_again = |kernel: &Kernel, initramfs: &Path, what: &str, memory_mib: u32| {
+        let first = boot(&dir, kernel, initramfs, timeout, what, memory_mib);
+        match &first {
+            Ok(outcome) if !outcome.finished => match &outcome.kernel_crash {
+                Some(crash) => {
+                    println!(
+                        "vm: the kernel {} crashed before the tests finished ({crash}); serial log {}; booting it once more",
+                        kernel.release,
+                        outcome.log.display()
+                    );
+                    let _ = std::fs::rename(&outcome.log, outcome.log.with_extension("crashed.log"));
+                    boot(&dir, kernel, initramfs, timeout, what, memory_mib)
+                }
+                None => first,
+            },
+            _ => first,
+        }
+    };
+    let mut boot_one = |kernel: &Kernel, initramfs: &Path, what: &str, memory_mib: u32, expected: u64| match boot_again(
+        kernel, initramfs, what, memory_mib,
     ) {
         Ok(mut outcome) => {
             outcome.expected = expected;
@@ -515,9 +537,19 @@ struct Outcome {
     /// Test binaries that exited non-zero.
     failed_binaries: Vec<String>,
     finished: bool,
+    /// The kernel's first line saying it crashed (`Oops:`, `Kernel
+    /// panic`), if it did.
+    kernel_crash: Option<String>,
     /// Tests the binaries hold for this run (0: not known).
     expected: u64,
     log: PathBuf,
+}
+
+/// The kernel's own words for a crash, in a line of the serial console.
+fn kernel_crash(line: &str) -> Option<&str> {
+    ["Oops:", "Kernel panic - not syncing", "BUG: unable to handle"]
+        .iter()
+        .find_map(|mark| line.find(mark).map(|at| line[at..].trim()))
 }
 
 impl Outcome {
@@ -587,6 +619,7 @@ fn boot(
         report: Vec::new(),
         failed_binaries: Vec::new(),
         finished: false,
+        kernel_crash: None,
         expected: 0,
         log: log_path,
     };
@@ -596,6 +629,9 @@ fn boot(
         let _ = writeln!(log, "{line}");
         println!("[vm {}] {line}", kernel.release);
         outcome.tally.add_line(line);
+        if outcome.kernel_crash.is_none() {
+            outcome.kernel_crash = kernel_crash(line).map(str::to_string);
+        }
         if let Some(rest) = line.strip_prefix(MARK) {
             if let Some(report) = rest.strip_prefix(" report ") {
                 outcome.report.push(report.to_string());
@@ -642,12 +678,24 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_crash_is_read_off_the_console() {
+        let oops = "[   91.183815] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI";
+        assert_eq!(kernel_crash(oops), Some("Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"));
+        let panic = "[    3.1] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000100";
+        assert!(kernel_crash(panic).is_some_and(|c| c.starts_with("Kernel panic")));
+        // A test's own words are not the kernel's.
+        assert_eq!(kernel_crash("thread 'x' panicked at agent/tests/pods.rs:282:9:"), None);
+        assert_eq!(kernel_crash("test result: ok. 5 passed"), None);
+    }
+
+    #[test]
     fn outcome_fails_unless_finished_and_green() {
         let mut o = Outcome {
             tally: Tally { passed: 5, failed: 0, ignored: 0 },
             report: Vec::new(),
             failed_binaries: Vec::new(),
             finished: false,
+            kernel_crash: None,
             expected: 6,
             log: PathBuf::new(),
         };
