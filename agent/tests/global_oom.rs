@@ -22,20 +22,10 @@ use harness::{kernel_oom_lines, kernel_oom_report, require_root, KubePod};
 
 const UID: &str = "9c1d2e3f-0001-4a5b-8c6d-7e8f9a0b1c2d";
 
-/// MemTotal of /proc/meminfo, in bytes.
-fn mem_total() -> u64 {
-    let text = std::fs::read_to_string("/proc/meminfo").expect("/proc/meminfo");
-    text.lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("MemTotal")
-        * 1024
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_global_oom_of_a_pods_process_reads_node_and_global() {
     require_root();
-    let total = mem_total();
+    let total = harness::mem_total();
     assert!(total < 8 << 30, "a global OOM only in a VM booted with little memory; this machine has {total} bytes");
     let settings = harness::settings(&[]);
     let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, CancellationToken::new())

@@ -517,7 +517,8 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
          for r in 1 2 3 4; do cat /big >/dev/null; done; sleep 2; \
          dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000",
     );
-    let reader_dir = reader_pod.cg.layout.dir(&reader_pod.container_path(&reader));
+    let reader_path = reader_pod.container_path(&reader);
+    let reader_dir = reader_pod.cg.layout.dir(&reader_path);
     let reader_kill = explain_series("reader", &reader, "reader", UID_READER, "container_child", "container", "anon");
     let mut most_cache = 0u64;
     let start = Instant::now();
@@ -549,7 +550,7 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert_eq!(reader_kills, 1.0, "reading at its limit cost the reader no kill");
-    assert_eq!(kernel_kills(&reader_dir), 1, "the kernel killed once in the reader's cgroup");
+    assert_eq!(reader_pod.cg.oom_kills(&reader_path), 1, "the kernel killed once in the reader's cgroup");
     let line = kill_line(&agent, &reader);
     let bytes = |key: &str| field(&line, key).parse::<u64>().unwrap_or_else(|_| panic!("no {key}: {line}"));
     assert!(
@@ -582,19 +583,7 @@ fn explain_series(container: &str, id: &str, pod: &str, uid: &str, role: &str, l
 #[cfg(feature = "vm")]
 fn cri_global_oom_reads_node_and_global(rt: &Runtime) {
     require_root();
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .expect("MemTotal in /proc/meminfo")
-        * 1024;
+    let total = harness::mem_total();
     assert!(total < 8 << 30, "a global OOM only in a VM booted with little memory; this machine has {total} bytes");
     let global_pod = RuntimePod::new("cri-global", UID_GLOBAL);
     let ctrd = Containerd::start_cri(rt, "cri-global");
@@ -646,18 +635,6 @@ fn page_cache(dir: &std::path::Path) -> u64 {
         .find(|(key, _)| *key == "file" || *key == "cache")
         .and_then(|(_, v)| v.trim().parse().ok())
         .unwrap_or(0)
-}
-
-/// The OOM kills the kernel counted in a memory cgroup (v2
-/// `memory.events`, v1 `memory.oom_control`).
-#[cfg(not(feature = "vm"))]
-fn kernel_kills(dir: &std::path::Path) -> u64 {
-    ["memory.events", "memory.oom_control"]
-        .iter()
-        .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
-        .flat_map(|text| text.lines().map(str::to_string).collect::<Vec<_>>())
-        .find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()))
-        .unwrap_or_else(|| panic!("no oom_kill count under {}", dir.display()))
 }
 
 /// `container_group`, no child-kill series, one container death. cgroup v1

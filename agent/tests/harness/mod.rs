@@ -642,6 +642,16 @@ fn kernel_log() -> std::io::Result<Vec<String>> {
     Ok(messages)
 }
 
+/// MemTotal of /proc/meminfo, in bytes.
+pub fn mem_total() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").expect("/proc/meminfo");
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("MemTotal")
+        * 1024
+}
+
 /// Every OOM line of the kernel's log, for a test's failure message.
 pub fn kernel_oom_lines() -> Vec<String> {
     match kernel_log() {
