@@ -149,6 +149,12 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_OOM_MATCH_WINDOW_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub oom_match_window_seconds: u64,
 
+    /// Event records kept for newcomers to /events. When it is full, the
+    /// namespace holding the most records gives its oldest: one tenant's
+    /// flood never pushes out another namespace's evidence.
+    #[arg(long, env = "SANDWATCH_EVENT_HISTORY", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(16..=65536))]
+    pub event_history: u32,
+
     /// Followers of /events?follow=1 at once; the next is refused (503).
     #[arg(long, env = "SANDWATCH_MAX_EVENT_SUBSCRIBERS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub max_event_subscribers: u32,
@@ -198,6 +204,8 @@ pub struct RecordSettings {
     pub node: String,
     /// Followers of /events at once.
     pub max_subscribers: usize,
+    /// Records kept for newcomers.
+    pub history: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -358,6 +366,7 @@ impl Config {
             records: RecordSettings {
                 node: self.node_name.unwrap_or_else(crate::host::hostname),
                 max_subscribers: self.max_event_subscribers as usize,
+                history: self.event_history as usize,
             },
             cri: socket(&self.cri_socket)
                 .map(|socket| CriConfig { socket, refresh: Duration::from_secs(self.cri_refresh_seconds) }),

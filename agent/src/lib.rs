@@ -79,10 +79,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             settings: &settings.metrics,
         })?;
     let sources = RuntimeSources::start(&settings, &runtime_metrics, &shutdown);
-    let outputs = Outputs {
-        metrics: watchdog_metrics,
-        records: Some(RecordHub::new(stream, &settings.records.node, settings.records.max_subscribers)),
-    };
+    let outputs = Outputs { metrics: watchdog_metrics, records: Some(RecordHub::new(stream, &settings.records)) };
     let host = NodeHost::new(&mut pipeline).with_runtime(
         &settings.probes.runtime_names,
         runtime_metrics,

@@ -1,6 +1,7 @@
 //! What the agent tells the world: Prometheus metrics, log lines, event
 //! records, and the HTTP endpoints that serve them. The watchdog's
 //! findings reach all three consumers through [`Outputs`].
+pub mod fair;
 pub mod logs;
 pub mod metrics;
 pub mod pod_series;
@@ -96,7 +97,10 @@ mod tests {
                 settings: &settings,
             })
             .unwrap();
-        let outputs = Outputs { metrics: watchdog, records: Some(records::RecordHub::new(stream, "n", 1)) };
+        let outputs = Outputs {
+            metrics: watchdog,
+            records: Some(records::RecordHub::new(stream, &records::tests_settings("n", 1))),
+        };
         // The families whose series appear only with what they count.
         runtime.stream.info.observe("containerd", "2.1.9", "abc");
         outputs.publish([

@@ -1,7 +1,9 @@
 //! The families whose labels name pods or workloads, each under a cap of
-//! its own: the least recently updated series of a family is dropped (and
-//! counted, by family) to make room for a new one, so that container exits,
-//! which are many, never push an OOM kill's series out. Per pod:
+//! its own: to make room for a new series, the namespace holding the most
+//! series of that family gives its least recently updated one (counted, by
+//! family), so that container exits, which are many, never push an OOM
+//! kill's series out, and one tenant's churn never pushes out another
+//! namespace's ([`FairShare`], O(log n)). Per pod:
 //! `sandwatch_pod_oom_kills_total` and `sandwatch_pod_container_exits_total`
 //! (`--max-pod-series` each); a torn-down pod's series go when the
 //! watchdog says their grace is over. Per workload:
@@ -20,7 +22,7 @@ use std::{
 
 use prometheus::{IntCounter, IntCounterVec, Registry};
 
-use super::metrics::render;
+use super::{fair::FairShare, metrics::render};
 use crate::catalogue;
 
 /// The kept families.
@@ -40,6 +42,14 @@ impl Family {
         matches!(self, Family::WorkloadOomKills | Family::WorkloadContainerExits)
     }
 
+    /// The namespace a series of this family is in (empty where the
+    /// runtime did not name its pod): its share of the cap.
+    fn namespace(self, labels: &[String]) -> String {
+        // Per pod: pod_uid, namespace, …; per workload: namespace, ….
+        let at = usize::from(!self.per_workload());
+        labels.get(at).cloned().unwrap_or_default()
+    }
+
     /// The `family` label of the caps' counters.
     fn label(self) -> &'static str {
         match self {
@@ -52,10 +62,10 @@ impl Family {
 /// A workload: (namespace, name, kind).
 type WorkloadKey = [String; 3];
 
-/// One family's series under its cap.
+/// One family's series under its cap, by namespace.
 struct Capped {
     max: usize,
-    last_update: HashMap<Vec<String>, u64>,
+    series: FairShare<String, Vec<String>>,
     evicted: IntCounter,
     expired: IntCounter,
 }
@@ -68,7 +78,6 @@ pub struct PodSeries {
     caps: HashMap<Family, Capped>,
     /// The pods counted in each workload's series, till they expire.
     workload_pods: HashMap<WorkloadKey, HashSet<String>>,
-    seq: u64,
 }
 
 impl PodSeries {
@@ -91,14 +100,14 @@ impl PodSeries {
             for f in Family::ALL.into_iter().filter(|f| f.per_workload() == per_workload) {
                 let capped = Capped {
                     max: max.max(1),
-                    last_update: HashMap::new(),
+                    series: FairShare::default(),
                     evicted: evicted.with_label_values(&[f.label()]),
                     expired: expired.with_label_values(&[f.label()]),
                 };
                 caps.insert(f, capped);
             }
         }
-        Ok(Self { counters, family, text: None, caps, workload_pods: HashMap::new(), seq: 0 })
+        Ok(Self { counters, family, text: None, caps, workload_pods: HashMap::new() })
     }
 
     fn remove(counters: &HashMap<Family, IntCounterVec>, family: Family, labels: &[String]) -> bool {
@@ -109,7 +118,6 @@ impl PodSeries {
     /// One more in `family`'s series `labels`; for a workload family,
     /// `pod_uid` is the pod it came from.
     pub fn inc(&mut self, family: Family, labels: Vec<String>, pod_uid: &str) {
-        self.seq += 1;
         self.text = None;
         if family.per_workload() {
             if let [namespace, workload, kind, ..] = labels.as_slice() {
@@ -118,11 +126,9 @@ impl PodSeries {
             }
         }
         let Some(capped) = self.caps.get_mut(&family) else { return };
-        if !capped.last_update.contains_key(&labels) && capped.last_update.len() >= capped.max {
-            let oldest = capped.last_update.iter().min_by_key(|(_, seq)| **seq).map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                capped.last_update.remove(&oldest);
-                Self::remove(&self.counters, family, &oldest);
+        if !capped.series.contains(&labels) && capped.series.len() >= capped.max {
+            if let Some((gone, _)) = capped.series.evict() {
+                Self::remove(&self.counters, family, &gone);
                 capped.evicted.inc();
             }
         }
@@ -130,7 +136,8 @@ impl PodSeries {
         if let Some(Ok(c)) = self.counters.get(&family).map(|c| c.get_metric_with_label_values(&values)) {
             c.inc();
         }
-        capped.last_update.insert(labels, self.seq);
+        let namespace = family.namespace(&labels);
+        capped.series.touch(labels, namespace);
     }
 
     /// Removes every series of `pod_uid`, and those of each workload whose
@@ -147,8 +154,8 @@ impl PodSeries {
         }
         for (&family, capped) in &mut self.caps {
             let gone: Vec<Vec<String>> = capped
-                .last_update
-                .keys()
+                .series
+                .entries()
                 .filter(|labels| match family.per_workload() {
                     false => labels.first().is_some_and(|u| u == pod_uid),
                     true => emptied.iter().any(|w| labels.get(..3) == Some(&w[..])),
@@ -156,7 +163,7 @@ impl PodSeries {
                 .cloned()
                 .collect();
             for labels in gone {
-                capped.last_update.remove(&labels);
+                capped.series.remove(&labels);
                 if Self::remove(&self.counters, family, &labels) {
                     capped.expired.inc();
                 }

@@ -550,6 +550,46 @@ mod tests {
         assert_eq!(total, 12.0);
     }
 
+    /// Guards: one namespace's churn of OOM-killed pods pushing every
+    /// other namespace's series out of the per-pod and per-workload
+    /// families (the least recently updated series went, whoever's).
+    #[test]
+    fn a_namespaces_churn_never_evicts_another_namespaces_series() {
+        let served =
+            Served::new(MetricsSettings { max_pod_series: 10, max_workload_series: 4, ..MetricsSettings::default() });
+        let kill = |pod: u32, namespace: &str| {
+            let names = Names {
+                namespace: namespace.into(),
+                pod: format!("p{pod}"),
+                container: "app".into(),
+                workload: format!("w{pod}"),
+                workload_kind: "Pod".into(),
+            };
+            served.m.observe(&Finding::PodOom(PodOom {
+                fired: crate::watchdog::Fired::UNKNOWN,
+                cause: crate::watchdog::explain::OomCause::Unknown,
+                report: report(pod),
+                names,
+            }));
+        };
+        kill(1, "quiet");
+        kill(2, "billing");
+        for pod in 100..400 {
+            kill(pod, "noisy");
+        }
+        let text = served.text();
+        let lines = |prefix: &str, ns: &str| {
+            text.lines().filter(|l| l.starts_with(prefix) && l.contains(&format!("namespace=\"{ns}\""))).count()
+        };
+        for ns in ["quiet", "billing"] {
+            assert_eq!(lines("sandwatch_pod_oom_kills_total{", ns), 1, "{ns}'s pod series kept:\n{text}");
+            assert_eq!(lines("sandwatch_workload_oom_kills_total{", ns), 1, "{ns}'s workload series kept");
+        }
+        assert_eq!(lines("sandwatch_pod_oom_kills_total{", "noisy"), 8, "the flooder has the rest");
+        assert_eq!(lines("sandwatch_workload_oom_kills_total{", "noisy"), 2);
+        assert!(text.contains("pod=\"p399\""), "the flooder keeps its newest");
+    }
+
     #[test]
     fn the_kept_pod_family_text_follows_every_change() {
         let served = Served::new(MetricsSettings { max_pod_series: 2, ..MetricsSettings::default() });

@@ -1,11 +1,13 @@
-//! Where records are kept and streamed: a fixed history ring for
-//! newcomers and one bounded queue per subscriber. Publishing never waits:
-//! a full queue loses the record for that subscriber only, counted, and the
+//! Where records are kept and streamed: a bounded history for newcomers
+//! and one bounded queue per subscriber. Publishing never waits: a full
+//! queue loses the record for that subscriber only, counted, and the
 //! subscriber is told how many it missed. The pipeline never awaits a
-//! subscriber.
+//! subscriber. A full history gives the oldest record of the namespace
+//! that holds the most ([`FairShare`]): a tenant flooding it with its own
+//! kills pushes out its own records, never another namespace's.
 
 use std::{
-    collections::VecDeque,
+    collections::{BTreeMap, VecDeque},
     convert::Infallible,
     pin::Pin,
     sync::{
@@ -22,9 +24,9 @@ use strum::IntoEnumIterator as _;
 use tokio::sync::mpsc;
 
 use super::{mapping::Stamp, wire::*};
-use crate::{catalogue, host::Now, labels::Label as _};
+use crate::{catalogue, config::RecordSettings, host::Now, labels::Label as _, telemetry::fair::FairShare};
 
-/// Records kept for newcomers.
+/// Records kept for newcomers, by default (`--event-history`).
 pub const HISTORY: usize = 1024;
 /// Records a subscriber may fall behind before it misses some.
 pub const SUBSCRIBER_QUEUE: usize = 256;
@@ -60,9 +62,20 @@ struct Subscriber {
     missed: Arc<AtomicU64>,
 }
 
+/// Whose a record is, for the history's fair share: a namespace's (an
+/// empty one where the runtime did not name the pod), or the node's.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Owner {
+    Node,
+    Namespace(String),
+}
+
 #[derive(Default)]
 struct Inner {
-    history: VecDeque<Arc<Entry>>,
+    /// Kept records by their number, oldest first.
+    history: BTreeMap<u64, Arc<Entry>>,
+    shares: FairShare<Owner, u64>,
+    published: u64,
     subscribers: Vec<Subscriber>,
     next_id: u64,
     closed: bool,
@@ -105,15 +118,17 @@ pub enum Refused {
 pub struct RecordHub {
     node: String,
     max_subscribers: usize,
+    history: usize,
     inner: Arc<Mutex<Inner>>,
     metrics: StreamMetrics,
 }
 
 impl RecordHub {
-    pub fn new(metrics: StreamMetrics, node: &str, max_subscribers: usize) -> Arc<Self> {
+    pub fn new(metrics: StreamMetrics, settings: &RecordSettings) -> Arc<Self> {
         Arc::new(Self {
-            node: node.to_string(),
-            max_subscribers,
+            node: settings.node.clone(),
+            max_subscribers: settings.max_subscribers,
+            history: settings.history.max(1),
             inner: Arc::new(Mutex::new(Inner::default())),
             metrics,
         })
@@ -145,11 +160,19 @@ impl RecordHub {
             line: record.line(),
         });
         self.metrics.records.with_label_values(&[kind.label()]).inc();
+        let owner = match pod {
+            Some(p) => Owner::Namespace(p.namespace.clone().unwrap_or_default()),
+            None => Owner::Node,
+        };
         let Ok(mut inner) = self.inner.lock() else { return };
-        if inner.history.len() >= HISTORY {
-            inner.history.pop_front();
+        while inner.history.len() >= self.history {
+            let Some((oldest, _)) = inner.shares.evict() else { break };
+            inner.history.remove(&oldest);
         }
-        inner.history.push_back(entry.clone());
+        inner.published += 1;
+        let number = inner.published;
+        inner.history.insert(number, entry.clone());
+        inner.shares.touch(number, owner);
         for sub in inner.subscribers.iter().filter(|s| s.filter.wants(&entry)) {
             if sub.tx.try_send(entry.line.clone()).is_err() {
                 sub.missed.fetch_add(1, Ordering::Relaxed);
@@ -167,7 +190,7 @@ impl RecordHub {
             return Err(Refused::Closed);
         }
         let history: VecDeque<Bytes> =
-            inner.history.iter().filter(|e| filter.wants(e)).map(|e| e.line.clone()).collect();
+            inner.history.values().filter(|e| filter.wants(e)).map(|e| e.line.clone()).collect();
         if !follow {
             return Ok(Subscription { history, live: None });
         }
@@ -271,7 +294,8 @@ mod tests {
 
     fn hub(max: usize) -> (Registry, Arc<RecordHub>) {
         let registry = Registry::new();
-        let hub = RecordHub::new(StreamMetrics::register(&registry).unwrap(), "node-a", max);
+        let hub =
+            RecordHub::new(StreamMetrics::register(&registry).unwrap(), &super::super::tests_settings("node-a", max));
         (registry, hub)
     }
 
@@ -305,6 +329,38 @@ mod tests {
         let filter = Filter { pod: Some("p500".into()), namespace: Some("shop".into()), ..Filter::default() };
         let one = hub.subscribe(filter, false).unwrap().collect().await.unwrap().to_bytes();
         assert_eq!(pod_of(&lines(&one)[0]), Some("p500"));
+    }
+
+    /// Guards: one namespace's flood of kills pushing every other
+    /// namespace's records out of the history (it was a ring).
+    #[tokio::test]
+    async fn a_namespaces_flood_keeps_every_other_namespaces_records() {
+        let (_r, hub) = hub(8);
+        let in_ns = |ns: &str, pod: &str| {
+            let mut r = oom(pod);
+            if let Body::OomKill(k) = &mut r.body {
+                k.pod.namespace = Some(ns.to_string());
+            }
+            r
+        };
+        hub.publish(&in_ns("quiet", "db-0"));
+        hub.publish(&death());
+        hub.publish(&in_ns("other", "api"));
+        for i in 0..HISTORY * 4 {
+            hub.publish(&in_ns("noisy", &format!("p{i}")));
+        }
+        hub.publish(&in_ns("quiet", "db-1"));
+        let all = hub.subscribe(Filter::default(), false).unwrap().collect().await.unwrap().to_bytes();
+        let all = lines(&all);
+        assert_eq!(all.len(), HISTORY);
+        let pods: Vec<_> = all.iter().map(pod_of).collect();
+        for kept in [Some("db-0"), Some("api"), Some("db-1")] {
+            assert!(pods.contains(&kept), "{kept:?} was pushed out");
+        }
+        assert!(all.iter().any(|r| r.body.kind() == Kind::SandboxDeath), "an unnamed pod's death");
+        // In the order they were published; the flood kept its newest.
+        assert_eq!(pods[0], Some("db-0"));
+        assert_eq!(pods[HISTORY - 2], Some(format!("p{}", HISTORY * 4 - 1)).as_deref());
     }
 
     #[tokio::test]
