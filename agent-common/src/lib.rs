@@ -35,9 +35,41 @@ pub const FLAG_TASK_UNKNOWN: u32 = 1 << 0;
 pub const FLAG_TRUNCATED: u32 = 1 << 1;
 /// Header flag: the kernel's tracepoint lacks the rss/uid fields (before 6.8).
 pub const FLAG_NO_RSS: u32 = 1 << 2;
-/// Header flag (OOM kills): the victim is in no tracked cgroup — every task
-/// of a tracked cgroup is in the task table — so it is a host task.
+/// Header flag: the task is in no tracked cgroup — every task of a
+/// tracked cgroup is in the task table, or its cgroup was read off it — so
+/// it is a host task. (A pod's task the table lost is `FLAG_TASK_UNKNOWN`.)
 pub const FLAG_TASK_UNTRACKED: u32 = 1 << 3;
+
+/// What the tracked-cgroup map says of a cgroup: its value's `kind`.
+/// Tracking is by what the kubelet made — pods and containers — never by
+/// what a tenant makes below its container: a cgroup nested below a
+/// container's is that container's, costs no entry, and its changes are
+/// no records.
+pub mod tracked {
+    /// Created while the agent runs, not placed by it yet (a pod or a
+    /// container starting, or a host cgroup about to be untracked).
+    pub const NEW: u32 = 0;
+    /// A pod's cgroup.
+    pub const POD: u32 = 1;
+    /// A container's cgroup: every cgroup below it is the container's.
+    pub const CONTAINER: u32 = 2;
+    /// Attach records one tracked cgroup sends at most: its first
+    /// processes (the runtime's bootstrap, the init, a first exec) say
+    /// all the pod model reads from attaches; a process moved in and out
+    /// in a loop must not fill the cgroup ring.
+    pub const ATTACH_RECORDS: u32 = 4;
+}
+
+/// Value of the tracked-cgroup map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrackedCgroup {
+    /// `tracked::NEW`, `POD` or `CONTAINER`.
+    pub kind: u32,
+    /// Attach records sent for this cgroup so far (up to
+    /// `tracked::ATTACH_RECORDS`).
+    pub attaches: u32,
+}
 
 /// Slots of the per-CPU `UNSTREAMED` counters: what the kernel counted
 /// instead of streaming it.
@@ -50,7 +82,16 @@ pub mod unstreamed {
     pub const HOST_EXITS: u32 = 1;
     /// New cgroups the tracked-cgroup map had no room for.
     pub const TRACKING_REFUSED: u32 = 2;
-    pub const SLOTS: u32 = 4;
+    /// mkdirs and rmdirs of cgroups nested below a container's: the
+    /// container's own business, never a record.
+    pub const NESTED_CGROUP_CHANGES: u32 = 3;
+    /// Attaches that sent no record: into a cgroup nested below a
+    /// container's, or beyond a cgroup's `tracked::ATTACH_RECORDS`.
+    pub const ATTACHES_UNSTREAMED: u32 = 4;
+    /// A pod's task the task table no longer held (evicted when it was
+    /// full): its exit or OOM kill goes out with its cgroup unknown.
+    pub const TASK_TABLE_MISSES: u32 = 5;
+    pub const SLOTS: u32 = 8;
 }
 
 /// Most container-runtime process names (comm) whose exits are streamed
@@ -84,7 +125,8 @@ pub struct ExitEvent {
     /// `task->exit_code`: a wait(2) status (code << 8, or the signal number
     /// with 0x80 when a core was dumped).
     pub exit_code: u32,
-    /// Memory cgroup (v1) or unified cgroup (v2) id of the task.
+    /// Memory cgroup (v1) or unified cgroup (v2) id of the task: of the
+    /// container's where the task is in a cgroup nested below it.
     pub cgroup_id: u64,
     /// `start_boottime` of the thread group leader in ns: with `tgid` it
     /// names one process.
@@ -126,13 +168,31 @@ pub struct OomKillEvent {
     pub levels: [MemcgLevel; MEMCG_LEVELS],
     /// How many of `levels` were read (0: not on this kernel, or unreadable).
     pub level_count: u32,
-    pub _pad: u32,
+    /// 1 when the task's memory cgroup was nested so deep below its
+    /// container's that the walk up gave out before reaching it: no level
+    /// read is the container's, and none at its limit says "global".
+    pub levels_cut: u32,
 }
 
 /// Levels of memory cgroups an OOM record carries: a container, a
 /// sub-cgroup of its own, its pod, the QoS class, the kubelet's root and one
-/// more (systemd's slices nest no deeper).
+/// more (systemd's slices nest no deeper). Of the cgroups a container nests
+/// below its own, the innermost is carried, and one at its limit.
 pub const MEMCG_LEVELS: usize = 6;
+
+/// How many pages under its limit a memory cgroup whose limit fired can
+/// read when the OOM killer marks its victim, with `cpus` CPUs: the
+/// largest charge that calls the OOM killer (8 pages), plus what the other
+/// CPUs' charge caches held (up to 64 pages each: the kernel drains them,
+/// asynchronously, before it gives up, so they may be handed back after
+/// its last look and before the program's).
+pub const fn oom_margin_pages(cpus: u32) -> u32 {
+    64u32.saturating_mul(cpus.saturating_sub(1)).saturating_add(8)
+}
+
+/// Memory cgroups the OOM program walks up at most, looking for the
+/// container's above the cgroups it nests.
+pub const MEMCG_WALK: u32 = 64;
 
 /// One memory cgroup's page counters at an OOM kill, in pages.
 #[repr(C)]
@@ -228,29 +288,6 @@ pub struct TracepointOffsets {
     pub mv_uid: u32,
     pub mv_pgtables: u32,
     pub mv_oom_score_adj: u32,
-    pub mkdir: CgroupOffsets,
-    pub rmdir: CgroupOffsets,
-    pub attach: AttachOffsets,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CgroupOffsets {
-    pub root: u32,
-    pub level: u32,
-    pub id: u32,
-    pub path: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttachOffsets {
-    pub root: u32,
-    pub level: u32,
-    pub id: u32,
-    pub pid: u32,
-    pub path: u32,
-    pub comm: u32,
 }
 
 /// Offsets of `struct task_struct` members, read from the kernel's BTF.
@@ -276,8 +313,8 @@ pub struct TaskOffsets {
     /// been released. `nr_threads` of 1 alone would also describe a leader
     /// whose threads have already claimed the end and gone.
     pub signal_sum_runtime: u32,
-    /// `task_struct.comm`, and what the attach probe reads from the raw
-    /// tracepoint's `struct cgroup *`: `cgroup.root` →
+    /// `task_struct.comm`, and what the cgroup programs read from their
+    /// raw tracepoints' `struct cgroup *`: `cgroup.root` →
     /// `cgroup_root.hierarchy_id`, `cgroup.level`, `cgroup.kn` →
     /// `kernfs_node.id` (the cgroup id).
     pub comm: u32,
@@ -290,6 +327,12 @@ pub struct TaskOffsets {
     /// read from the OOM victim's task where the OOM tracepoint passes it.
     pub task_cgroups: u32,
     pub css_dfl_cgrp: u32,
+    /// `cgroup.ancestors` (pointers to the cgroup's ancestors by level,
+    /// Linux 6.0 on) or `cgroup.ancestor_ids` (their ids, before): where a
+    /// cgroup nested below a container's finds that container.
+    pub cgroup_ancestors: u32,
+    /// 1 when `cgroup_ancestors` is `ancestor_ids`.
+    pub ancestor_ids: u32,
 }
 
 /// The OOM victim's identity as its task says it at the kill (the
@@ -334,12 +377,17 @@ pub struct ProbeConfig {
     /// pending in `EVENTS`; the reader also drains on a timer. Batching
     /// keeps the agent's CPU per event low.
     pub wakeup_bytes: u32,
-    /// The same for cgroup records in `PRIORITY` (OOM kills always wake it).
-    pub priority_wakeup_bytes: u32,
+    /// The same for records in `CGROUP_CHANGES` (OOM kills, in a ring of
+    /// their own, always wake it).
+    pub cgroup_wakeup_bytes: u32,
     /// 1 where the OOM tracepoint passes the victim's task (cgroup v2, the
     /// kernel's `mark_victim` with its task): the victim is named from it,
     /// so no program runs at fork.
     pub victim_task: u32,
+    /// Pages under its limit a memory cgroup whose limit fired can read at
+    /// the kill (the agent's `oom_limit::margin`): a cgroup nested below a
+    /// container's this near its limit is kept among an OOM's levels.
+    pub limit_margin_pages: u32,
 }
 
 impl TracepointOffsets {
@@ -356,18 +404,7 @@ impl TracepointOffsets {
         mv_uid: ABSENT,
         mv_pgtables: ABSENT,
         mv_oom_score_adj: ABSENT,
-        mkdir: CgroupOffsets::UNSET,
-        rmdir: CgroupOffsets::UNSET,
-        attach: AttachOffsets::UNSET,
     };
-}
-
-impl CgroupOffsets {
-    pub const UNSET: Self = Self { root: ABSENT, level: ABSENT, id: ABSENT, path: ABSENT };
-}
-
-impl AttachOffsets {
-    pub const UNSET: Self = Self { root: ABSENT, level: ABSENT, id: ABSENT, pid: ABSENT, path: ABSENT, comm: ABSENT };
 }
 
 impl TaskOffsets {
@@ -390,18 +427,28 @@ impl TaskOffsets {
         kn_id: ABSENT,
         task_cgroups: ABSENT,
         css_dfl_cgrp: ABSENT,
+        cgroup_ancestors: ABSENT,
+        ancestor_ids: 0,
     };
 }
 
 impl ProbeConfig {
-    pub const UNSET: Self =
-        Self { tracked_hierarchy: 0, unified: 0, wakeup_bytes: 0, priority_wakeup_bytes: 0, victim_task: 0 };
+    pub const UNSET: Self = Self {
+        tracked_hierarchy: 0,
+        unified: 0,
+        wakeup_bytes: 0,
+        cgroup_wakeup_bytes: 0,
+        victim_task: 0,
+        limit_margin_pages: 0,
+    };
 }
 
 /// Names shared by the eBPF object and the loader; never retype them.
 pub mod names {
     pub const EVENTS: &str = "EVENTS";
-    pub const PRIORITY: &str = "PRIORITY";
+    pub const OOM_KILLS: &str = "OOM_KILLS";
+    pub const CGROUP_CHANGES: &str = "CGROUP_CHANGES";
+    pub const NESTING: &str = "NESTING";
     pub const TASKS: &str = "TASKS";
     pub const TRACKED: &str = "TRACKED";
     pub const UNSTREAMED: &str = "UNSTREAMED";
@@ -435,7 +482,8 @@ const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136 + 40 * MEMCG_L
 const _: () = assert!(core::mem::size_of::<MemcgOffsets>() == 32);
 const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
-const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 72);
+const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 80);
+const _: () = assert!(core::mem::size_of::<TrackedCgroup>() == 8);
 const _: () = assert!(core::mem::size_of::<VictimIdentity>() == 24);
 const _: () = assert!(core::mem::size_of::<RuntimeComms>() == COMM_LEN * MAX_RUNTIME_COMMS + 8);
 const _: () = assert!(core::mem::align_of::<RuntimeComms>() == 8 && core::mem::offset_of!(RuntimeComms, names) == 0);
@@ -445,6 +493,7 @@ mod pod {
     use super::*;
     // SAFETY: all of these are repr(C), Copy, without padding (asserted above).
     unsafe impl aya::Pod for TaskInfo {}
+    unsafe impl aya::Pod for TrackedCgroup {}
     unsafe impl aya::Pod for VictimIdentity {}
     unsafe impl aya::Pod for TracepointOffsets {}
     unsafe impl aya::Pod for TaskOffsets {}

@@ -2,7 +2,7 @@
 
 use agent_common::{
     unstreamed, MemcgOffsets, OomKillEvent, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets,
-    VictimIdentity, KIND_SLOTS, PIDS_PER_SLOT,
+    TrackedCgroup, VictimIdentity, KIND_SLOTS, PIDS_PER_SLOT,
 };
 use aya_ebpf::{
     macros::map,
@@ -14,11 +14,18 @@ use aya_ebpf::{
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
 
-/// OOM kills and cgroup changes: a ring of their own, so that an exit
-/// flood (a pod can fork as fast as it likes) loses exits, counted, but
-/// never one of these. Sized at load.
+/// OOM kills, and nothing else: no tenant can fill it with anything but
+/// its own kills (an exit flood fills `EVENTS`, cgroup churn
+/// `CGROUP_CHANGES`). Sized at load.
 #[map]
-pub static PRIORITY: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
+pub static OOM_KILLS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
+
+/// Cgroup mkdirs, rmdirs and attaches of what the kubelet and the runtime
+/// make (pods, containers), and of the host's: never of cgroups nested
+/// below a container's, and at most `tracked::ATTACH_RECORDS` attaches per
+/// cgroup. Sized at load.
+#[map]
+pub static CGROUP_CHANGES: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 
 /// thread id → cgroup, start time, tgid, for tasks of tracked cgroups
 /// only (pods). Sized at load from pid_max.
@@ -36,12 +43,24 @@ pub static POD_PIDS: Array<[u8; PIDS_PER_SLOT as usize]> = Array::with_max_entri
 
 const BPF_F_MMAPABLE: u32 = 1 << 10;
 
-/// Whether `TASKS` may hold thread `tid`.
+/// What the marks say of a thread.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// No pod's: `TASKS` does not hold it.
+    Clear,
+    /// A pod's: `TASKS` holds it, unless the table evicted it (full).
+    Set,
+    /// Beyond the slots: `TASKS` may hold it.
+    Beyond,
+}
+
+/// What the marks say of thread `tid`.
 #[inline(always)]
-pub fn maybe_pod_task(tid: u32) -> bool {
+pub fn pod_task_mark(tid: u32) -> Mark {
     match POD_PIDS.get(tid / PIDS_PER_SLOT) {
-        Some(slot) => slot[(tid % PIDS_PER_SLOT) as usize] != 0,
-        None => true,
+        Some(slot) if slot[(tid % PIDS_PER_SLOT) as usize] != 0 => Mark::Set,
+        Some(_) => Mark::Clear,
+        None => Mark::Beyond,
     }
 }
 
@@ -55,12 +74,21 @@ pub fn mark_pod_task(tid: u32, marked: bool) {
     }
 }
 
-/// Cgroups whose tasks' events are streamed: every cgroup created while the
-/// agent runs (from its mkdir on, so a container killed as it starts is
-/// never missed) until the agent finds it is no pod's, and the pods'
-/// cgroups found at start-up. Everything else is counted, not streamed.
+/// Cgroups whose tasks' events are streamed, with what the agent found
+/// they are (`agent_common::tracked`): every cgroup created while the agent
+/// runs (from its mkdir on, so a container killed as it starts is never
+/// missed) until the agent finds it is no pod's, and the pods' and
+/// containers' cgroups found at start-up. A cgroup nested below a
+/// container's has no entry: its tasks are the container's, found through
+/// its ancestors. Everything else is counted, not streamed.
 #[map]
-pub static TRACKED: HashMap<u64, u32> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+pub static TRACKED: HashMap<u64, TrackedCgroup> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
+
+/// Slot 0, set by the agent: the lowest level at which a container's
+/// cgroup is known (`u32::MAX`: none yet). A task's cgroup above it cannot
+/// be nested below a container's: its ancestors are not looked at.
+#[map]
+pub static NESTING: Array<u32> = Array::with_max_entries(1, 0);
 
 /// Per slot (`agent_common::unstreamed`): events counted instead of streamed.
 #[map]
@@ -155,15 +183,15 @@ pub fn routine_wakeup() -> u64 {
     }
 }
 
-/// Submit flags for a cgroup record in `PRIORITY`: as `routine_wakeup`,
+/// Submit flags for a record in `CGROUP_CHANGES`: as `routine_wakeup`,
 /// against that ring's own threshold.
 #[inline(always)]
-pub fn priority_wakeup() -> u64 {
+pub fn cgroup_wakeup() -> u64 {
     if READER.get(0).is_some_and(|asleep| *asleep != 0) {
         return BPF_RB_FORCE_WAKEUP;
     }
-    let threshold = u64::from(PROBE_CONFIG.load().priority_wakeup_bytes);
-    if PRIORITY.query(BPF_RB_AVAIL_DATA) >= threshold {
+    let threshold = u64::from(PROBE_CONFIG.load().cgroup_wakeup_bytes);
+    if CGROUP_CHANGES.query(BPF_RB_AVAIL_DATA) >= threshold {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP

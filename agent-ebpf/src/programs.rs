@@ -1,9 +1,9 @@
 //! One thin entry per hook; each `try_*` copies fixed-size fields only.
 
 use agent_common::{
-    unstreamed, CgroupEvent, CgroupOffsets, EventHeader, EventKind, ExitEvent, MemcgLevel, MemcgOffsets, OomKillEvent,
-    TaskInfo, TaskOffsets, VictimIdentity, ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED,
-    FLAG_TRUNCATED, MAX_RUNTIME_COMMS, MEMCG_LEVELS,
+    tracked, unstreamed, CgroupEvent, EventHeader, EventKind, ExitEvent, MemcgLevel, MemcgOffsets, OomKillEvent,
+    TaskInfo, TaskOffsets, TrackedCgroup, VictimIdentity, ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN,
+    FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MAX_RUNTIME_COMMS, MEMCG_LEVELS, MEMCG_WALK,
 };
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -18,9 +18,9 @@ use aya_ebpf::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, global_field, global_ptr, mark_pod_task, maybe_pod_task, priority_wakeup, routine_wakeup, DROPPED, EMITTED,
-    ENDED, EVENTS, IDENTITIES, MEMCG_OFFSETS, OOM_SCRATCH, PENDING_OOM, PRIORITY, PROBE_CONFIG, RUNTIME_COMMS, TASKS,
-    TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED, URGENT_WAKEUP,
+    cgroup_wakeup, count, global_field, global_ptr, mark_pod_task, pod_task_mark, routine_wakeup, Mark, CGROUP_CHANGES,
+    DROPPED, EMITTED, ENDED, EVENTS, IDENTITIES, MEMCG_OFFSETS, NESTING, OOM_KILLS, OOM_SCRATCH, PENDING_OOM,
+    PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED, URGENT_WAKEUP,
 };
 
 /// Why a probe gave up on a record; logged through aya-log.
@@ -60,19 +60,20 @@ pub fn mark_victim_task(ctx: RawTracePointContext) -> u32 {
     0
 }
 
-#[tracepoint]
-pub fn cgroup_mkdir(ctx: TracePointContext) -> u32 {
-    let offsets = TP_OFFSETS.load().mkdir;
-    if let Err(e) = try_cgroup_dir(&ctx, EventKind::CgroupMkdir, &offsets) {
+/// Raw tracepoints on the cgroup events: their `struct cgroup *` says
+/// where the cgroup sits (its ancestors), so that one nested below a
+/// container's costs no entry and sends no record.
+#[raw_tracepoint]
+pub fn cgroup_mkdir(ctx: RawTracePointContext) -> u32 {
+    if let Err(e) = try_cgroup_mkdir(&ctx) {
         warn!(&ctx, "cgroup_mkdir probe failed: {}", e);
     }
     0
 }
 
-#[tracepoint]
-pub fn cgroup_rmdir(ctx: TracePointContext) -> u32 {
-    let offsets = TP_OFFSETS.load().rmdir;
-    if let Err(e) = try_cgroup_dir(&ctx, EventKind::CgroupRmdir, &offsets) {
+#[raw_tracepoint]
+pub fn cgroup_rmdir(ctx: RawTracePointContext) -> u32 {
+    if let Err(e) = try_cgroup_rmdir(&ctx) {
         warn!(&ctx, "cgroup_rmdir probe failed: {}", e);
     }
     0
@@ -216,29 +217,175 @@ fn member<T>(base: *const u8, offset: u32) -> Result<T, i64> {
     unsafe { bpf_probe_read_kernel(base.add(offset as usize) as *const T) }.map_err(i64::from)
 }
 
+/// What the tracked-cgroup map says of cgroup `id`, if it tracks it.
+#[inline(always)]
+fn tracked_kind(id: u64) -> Option<u32> {
+    // SAFETY: the value is copied out immediately.
+    unsafe { TRACKED.get(&id) }.map(|t| t.kind)
+}
+
 /// Whether events of cgroup `id` are streamed.
 #[inline(always)]
 fn tracked(id: u64) -> bool {
-    // SAFETY: only presence is read.
-    unsafe { TRACKED.get(&id) }.is_some()
+    tracked_kind(id).is_some()
 }
 
-/// The current task's cgroup in the tracked hierarchy, and whether it is
-/// tracked. On v2 the task says; on v1 the task table does, which holds
-/// the tasks of tracked cgroups only (a miss: not tracked). A thread moved
-/// with its process is there by its leader only (the attach tracepoint
-/// fires once per process), whose entry stays until the process ends.
+/// Ancestors looked at, at most, for a cgroup nested below a container's
+/// (from the lowest level a container is known at: a kubelet's container
+/// sits a few levels under it at most).
+const NESTING_WALK: u32 = 16;
+
+/// The id of `cgrp`'s ancestor at `level` (`cgroup.ancestors`, or before
+/// Linux 6.0 `cgroup.ancestor_ids`); 0 when it cannot be read.
 #[inline(always)]
-fn current_place(pid_tgid: u64) -> (u64, bool) {
+fn ancestor_id(cgrp: *const u8, level: u32) -> u64 {
+    let base = global_field!(TASK_OFFSETS, cgroup_ancestors);
+    if base == ABSENT {
+        return 0;
+    }
+    // Ids and pointers are 8 bytes each.
+    let at = base.wrapping_add(level.wrapping_mul(8));
+    if global_field!(TASK_OFFSETS, ancestor_ids) != 0 {
+        return member::<u64>(cgrp, at).unwrap_or(0);
+    }
+    let ancestor: *const u8 = member(cgrp, at).unwrap_or(core::ptr::null());
+    let kn: *const u8 = member(ancestor, global_field!(TASK_OFFSETS, cgroup_kn)).unwrap_or(core::ptr::null());
+    member(kn, global_field!(TASK_OFFSETS, kn_id)).unwrap_or(0)
+}
+
+/// The lowest level a container's cgroup is known at (`NESTING`): 0 when
+/// the agent has not said (every level is looked at), `u32::MAX` when it
+/// knows none.
+#[inline(always)]
+fn lowest_container_level() -> u32 {
+    NESTING.get(0).copied().unwrap_or(0)
+}
+
+/// A tracked cgroup a task or a cgroup belongs to: its id (0: none; no
+/// cgroup has id 0) and its `tracked` kind. Plain integers, not an
+/// `Option`: older verifiers (5.10) refuse to read a payload left unset.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Owner {
+    id: u64,
+    kind: u32,
+}
+
+impl Owner {
+    const NONE: Owner = Owner { id: 0, kind: tracked::NEW };
+
+    #[inline(always)]
+    fn is_container(self) -> bool {
+        self.id != 0 && self.kind == tracked::CONTAINER
+    }
+}
+
+/// The tracked cgroup that `cgrp`, at `level`, is nested below: the first
+/// container's among its ancestors from the top, or else the deepest
+/// tracked one (a pod's, or one the agent has not placed yet); none when
+/// no ancestor is tracked or it cannot be nested below a container (it is
+/// no deeper than the lowest one known). A tenant that nests cgroups
+/// below its container, however deep, stays in its container: the walk
+/// starts from the top.
+#[inline(always)]
+fn nested_owner(cgrp: *const u8, level: u32) -> Owner {
+    let lowest = lowest_container_level();
+    if lowest >= level {
+        return Owner::NONE;
+    }
+    // From the pods' level of the shallowest containers. A constant trip
+    // count: the verifier bounds the loop by it, not by `at`, which comes
+    // from a map.
+    let mut at = if lowest > 1 { lowest - 1 } else { 1 };
+    let mut found = Owner::NONE;
+    #[allow(clippy::explicit_counter_loop)]
+    for _ in 0..NESTING_WALK {
+        if at >= level {
+            break;
+        }
+        let id = ancestor_id(cgrp, at);
+        if id != 0 {
+            // SAFETY: the value is copied out immediately.
+            if let Some(t) = unsafe { TRACKED.get(&id) } {
+                found = Owner { id, kind: t.kind };
+                if t.kind == tracked::CONTAINER {
+                    break;
+                }
+            }
+        }
+        at += 1;
+    }
+    found
+}
+
+/// The tracked cgroup a task in `cgrp` (id `id`) belongs to: its own, or
+/// the container's it is nested below.
+#[inline(always)]
+fn owner_of(cgrp: *const u8, id: u64) -> Owner {
+    match tracked_kind(id) {
+        Some(kind) => Owner { id, kind },
+        None => nested_owner_of(cgrp),
+    }
+}
+
+/// `nested_owner` of `cgrp` at its own level.
+#[inline(always)]
+fn nested_owner_of(cgrp: *const u8) -> Owner {
+    match member::<i32>(cgrp, global_field!(TASK_OFFSETS, cgroup_level)) {
+        Ok(level) => nested_owner(cgrp, level as u32),
+        Err(_) => Owner::NONE,
+    }
+}
+
+/// Where a task's events belong.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// A tracked cgroup: a pod's, a container's (also for a task in a
+    /// cgroup nested below it), or one not placed yet.
+    Tracked(u64),
+    /// No tracked cgroup's: the host's (its cgroup on v2; 0 on v1).
+    Host(u64),
+    /// A pod's task the task table lost (evicted when full, v1): whose it
+    /// is cannot be said, but it is no host task.
+    Lost,
+}
+
+impl Place {
+    #[inline(always)]
+    fn cgroup_id(self) -> u64 {
+        match self {
+            Place::Tracked(id) | Place::Host(id) => id,
+            Place::Lost => 0,
+        }
+    }
+}
+
+/// Where the current task's events belong. On v2 its cgroup says (or, for
+/// a cgroup nested below a container's, that container's); on v1 the task
+/// table does, which holds the tasks of tracked cgroups only, each with
+/// its container's cgroup. A thread moved with its process is there by
+/// its leader only (the attach tracepoint fires once per process), whose
+/// entry stays until the process ends. The marks say, without a lookup,
+/// which tasks are the host's, and which pod tasks the table lost.
+#[inline(always)]
+fn current_place(pid_tgid: u64) -> Place {
     if PROBE_CONFIG.load().unified != 0 {
         // SAFETY: helper without arguments.
         let id = unsafe { bpf_get_current_cgroup_id() };
-        return (id, tracked(id));
+        if tracked(id) {
+            return Place::Tracked(id);
+        }
+        if lowest_container_level() == u32::MAX {
+            return Place::Host(id);
+        }
+        let owner = nested_owner_of(current_cgroup());
+        return if owner.id != 0 { Place::Tracked(owner.id) } else { Place::Host(id) };
     }
     let (tid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
     // Most tasks are the host's: their marks say so without a lookup.
-    if !maybe_pod_task(tid) && (tid == tgid || !maybe_pod_task(tgid)) {
-        return (0, false);
+    let mark = pod_task_mark(tid);
+    let leader_mark = if tid == tgid { mark } else { pod_task_mark(tgid) };
+    if mark == Mark::Clear && leader_mark == Mark::Clear {
+        return Place::Host(0);
     }
     // SAFETY: values copied out immediately.
     let entry = match unsafe { TASKS.get(&tid) } {
@@ -247,9 +394,21 @@ fn current_place(pid_tgid: u64) -> (u64, bool) {
         None => None,
     };
     match entry {
-        Some(t) => (t.cgroup_id, tracked(t.cgroup_id)),
-        None => (0, false),
+        Some(t) if tracked(t.cgroup_id) => Place::Tracked(t.cgroup_id),
+        Some(_) => Place::Host(0),
+        None if mark == Mark::Set || leader_mark == Mark::Set => Place::Lost,
+        None => Place::Host(0),
     }
+}
+
+/// The current task's cgroup on v2 (`task->cgroups->dfl_cgrp`); null
+/// when it cannot be read.
+#[inline(always)]
+fn current_cgroup() -> *const u8 {
+    // SAFETY: helper without arguments; the pointer is only probe-read.
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    let css_set: *const u8 = member(task, global_field!(TASK_OFFSETS, task_cgroups)).unwrap_or(core::ptr::null());
+    member(css_set, global_field!(TASK_OFFSETS, css_dfl_cgrp)).unwrap_or(core::ptr::null())
 }
 
 /// A container runtime's process, by name: its exit is streamed wherever
@@ -281,14 +440,15 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
 
-    let (cgroup_id, in_pod) = current_place(pid_tgid);
+    let place = current_place(pid_tgid);
     let group_dead = match exit_group_dead(ctx)? {
         Some(v) => v,
         // SAFETY: helper without arguments; the pointer is only probe-read.
         None => last_thread(unsafe { bpf_get_current_task() } as *const u8, &TASK_OFFSETS.load(), tgid),
     };
-    // A leader that goes before its threads keeps its entry for them.
-    if in_pod && (group_dead || tid != tgid) {
+    // A leader that goes before its threads keeps its entry for them. A
+    // lost task's marks go too: its pid, reused, is someone else's.
+    if !matches!(place, Place::Host(_)) && (group_dead || tid != tgid) {
         let _ = TASKS.remove(&tid);
         mark_pod_task(tid, false);
         if group_dead && tid != tgid {
@@ -301,10 +461,22 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
         return Ok(());
     }
     let comm = exit_comm(ctx)?;
-    if !in_pod && !is_runtime(comm) {
-        count(&UNSTREAMED, unstreamed::HOST_EXITS);
-        return Ok(());
-    }
+    // A runtime's process outside the tracked cgroups: the host's (on v1
+    // its cgroup is not known here).
+    let flags = match place {
+        Place::Tracked(_) => 0,
+        Place::Lost => {
+            count(&UNSTREAMED, unstreamed::TASK_TABLE_MISSES);
+            FLAG_TASK_UNKNOWN
+        }
+        Place::Host(_) if !is_runtime(comm) => {
+            count(&UNSTREAMED, unstreamed::HOST_EXITS);
+            return Ok(());
+        }
+        Place::Host(_) if PROBE_CONFIG.load().unified != 0 => FLAG_TASK_UNTRACKED,
+        Place::Host(_) => FLAG_TASK_UNTRACKED | FLAG_TASK_UNKNOWN,
+    };
+    let cgroup_id = place.cgroup_id();
 
     let to = TASK_OFFSETS.load();
     // SAFETY: helper without arguments; the pointer is only probe-read.
@@ -317,14 +489,6 @@ fn try_exit(ctx: &TracePointContext) -> ProbeResult {
     let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
     let start_ns: u64 = member(leader, to.start_boottime)?;
     let pid = exit_pid(ctx)?.unwrap_or(tid);
-
-    // A runtime's process outside the tracked cgroups: the host's (on v1
-    // its cgroup is not known here).
-    let flags = match (in_pod, PROBE_CONFIG.load().unified != 0) {
-        (true, _) => 0,
-        (false, true) => FLAG_TASK_UNTRACKED,
-        (false, false) => FLAG_TASK_UNTRACKED | FLAG_TASK_UNKNOWN,
-    };
     let kind = EventKind::Exit as u32;
     let Some(mut entry) = EVENTS.reserve::<ExitEvent>(0) else {
         count(&DROPPED, kind);
@@ -386,12 +550,19 @@ fn last_thread(task: *const u8, to: &TaskOffsets, tgid: u32) -> bool {
 
 /// A child of a task in a tracked cgroup inherits the cgroup: record it, so
 /// that the child's exit or OOM kill is attributed even after it is gone.
-/// Forks elsewhere cost one lookup.
+/// Forks of the host's tasks cost a look at their marks.
 fn try_fork(ctx: &RawTracePointContext) -> ProbeResult {
-    let (cgroup_id, in_pod) = current_place(bpf_get_current_pid_tgid());
-    if !in_pod {
-        return Ok(());
-    }
+    let cgroup_id = match current_place(bpf_get_current_pid_tgid()) {
+        Place::Tracked(id) => id,
+        Place::Host(_) => return Ok(()),
+        // A lost task's child is a pod's too: marked, so that its end
+        // reads as lost, never as the host's.
+        Place::Lost => {
+            let child: *const u8 = ctx.arg(1);
+            mark_pod_task(member(child, global_field!(TASK_OFFSETS, pid))?, true);
+            return Ok(());
+        }
+    };
     let to = TASK_OFFSETS.load();
     let child: *const u8 = ctx.arg(1);
     let child_tid: u32 = member(child, to.pid)?;
@@ -426,10 +597,15 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
     } else {
         Some(match unsafe { TASKS.get(&victim_pid) }.copied() {
             Some(t) => VictimIdentity { cgroup_id: t.cgroup_id, start_ns: t.start_ns, tgid: t.tgid, flags: 0 },
+            // A pod's task the table lost (full): unknown, never the host's.
+            None if pod_task_mark(victim_pid) == Mark::Set => {
+                count(&UNSTREAMED, unstreamed::TASK_TABLE_MISSES);
+                VictimIdentity { cgroup_id: 0, start_ns: 0, tgid: 0, flags: FLAG_TASK_UNKNOWN }
+            }
             None => VictimIdentity { cgroup_id: 0, start_ns: 0, tgid: 0, flags: FLAG_TASK_UNTRACKED },
         })
     };
-    let trigger_cgroup_id = current_place(pid_tgid).0;
+    let trigger_cgroup_id = current_place(pid_tgid).cgroup_id();
     let total_vm = field::<u64>(ctx, tp.mv_total_vm)?;
     let Some(ev) = OOM_SCRATCH.get_ptr_mut(0) else {
         return Err(-12);
@@ -462,7 +638,9 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
         // at hand.
         ev.victim_comm = ev.trigger_comm;
     }
-    ev.level_count = memcg_levels(&mut ev.levels);
+    let (count, cut) = memcg_levels(&mut ev.levels);
+    ev.level_count = count;
+    ev.levels_cut = u32::from(cut);
     match victim {
         Some(identity) => submit_oom(ev, &identity),
         None => PENDING_OOM.insert(&victim_pid, ev, 0).map_err(i64::from),
@@ -471,48 +649,131 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
 
 /// The page counters of the current task's memory cgroup and of each one
 /// above it, as they stand: this runs inside the OOM killer, after the
-/// charge that failed, before the victim frees anything. Returns how many
-/// levels were read.
+/// charge that failed, before the victim frees anything. Of the cgroups a
+/// container nests below its own (a tenant's, any number), only the
+/// innermost is kept, and the innermost of the others at its limit (the
+/// one that fired, if any did): the container's and those above it fit
+/// behind them. Returns how many levels were read, and whether the walk
+/// gave out before reaching the container.
 #[inline(always)]
-fn memcg_levels(levels: &mut [MemcgLevel; MEMCG_LEVELS]) -> u32 {
+fn memcg_levels(levels: &mut [MemcgLevel; MEMCG_LEVELS]) -> (u32, bool) {
     let mo: MemcgOffsets = MEMCG_OFFSETS.load();
     if mo.memory == ABSENT {
-        return 0;
+        return (0, false);
     }
-    let (task_cgroups, cgroup_kn, kn_id) = (
-        global_field!(TASK_OFFSETS, task_cgroups),
-        global_field!(TASK_OFFSETS, cgroup_kn),
-        global_field!(TASK_OFFSETS, kn_id),
-    );
     // SAFETY: the current task, only ever probe-read.
     let task = unsafe { bpf_get_current_task() } as *const u8;
-    let Ok(css_set) = member::<*const u8>(task, task_cgroups) else { return 0 };
-    let Ok(mut memcg) = member::<*const u8>(css_set, mo.css_set_memory) else { return 0 };
-    let mut n = 0;
-    for level in levels.iter_mut() {
+    let Ok(css_set) = member::<*const u8>(task, global_field!(TASK_OFFSETS, task_cgroups)) else { return (0, false) };
+    let Ok(innermost) = member::<*const u8>(css_set, mo.css_set_memory) else { return (0, false) };
+    // The container the task's memory cgroup is nested below, if it is:
+    // walk up the nested ones to it, noting the innermost at its limit.
+    let mut next = innermost;
+    let mut fired: *const u8 = core::ptr::null();
+    let mut cut = false;
+    let cgroup: *const u8 = member(innermost, mo.css_cgroup).unwrap_or(core::ptr::null());
+    let owner = nested_owner_of(cgroup);
+    if owner.is_container() {
+        let container = owner.id;
+        let margin = u64::from(global_field!(PROBE_CONFIG, limit_margin_pages));
+        let mut m = parent_memcg(innermost, &mo);
+        cut = true;
+        for _ in 0..MEMCG_WALK {
+            if m.is_null() {
+                break;
+            }
+            if memcg_id(m, &mo) == container {
+                cut = false;
+                break;
+            }
+            if fired.is_null() && at_limit(&read_level(m, &mo), margin) {
+                fired = m;
+            }
+            m = parent_memcg(m, &mo);
+        }
+        // From the innermost: then the one that fired, then the container's.
+        if let Some(slot) = levels.get_mut(0) {
+            *slot = read_level(innermost, &mo);
+        }
+        let mut n = 1;
+        if !fired.is_null() {
+            if let Some(slot) = levels.get_mut(1) {
+                *slot = read_level(fired, &mo);
+            }
+            n = 2;
+        }
+        if cut {
+            return (n as u32, true);
+        }
+        next = m;
+        return (record_levels(levels, n, next, &mo), false);
+    }
+    (record_levels(levels, 0, next, &mo), cut)
+}
+
+/// Reads `memcg` and each one above it into `levels` from slot `from`;
+/// returns how many slots are filled.
+#[inline(always)]
+fn record_levels(levels: &mut [MemcgLevel; MEMCG_LEVELS], from: usize, mut memcg: *const u8, mo: &MemcgOffsets) -> u32 {
+    let mut n = from;
+    for slot in levels.iter_mut().skip(from) {
         if memcg.is_null() {
             break;
         }
-        let cgroup: *const u8 = member(memcg, mo.css_cgroup).unwrap_or(core::ptr::null());
-        let kn: *const u8 = member(cgroup, cgroup_kn).unwrap_or(core::ptr::null());
-        // SAFETY: only an address is computed here; every read is a probe read.
-        let memory = unsafe { memcg.add(mo.memory as usize) };
-        level.cgroup_id = member(kn, kn_id).unwrap_or(0);
-        level.usage = member(memory, mo.counter_usage).unwrap_or(0);
-        level.max = member(memory, mo.counter_max).unwrap_or(0);
-        (level.memsw_usage, level.memsw_max) = if mo.memsw == ABSENT {
-            (0, 0)
-        } else {
-            // SAFETY: as above.
-            let memsw = unsafe { memcg.add(mo.memsw as usize) };
-            (member(memsw, mo.counter_usage).unwrap_or(0), member(memsw, mo.counter_max).unwrap_or(0))
-        };
+        *slot = read_level(memcg, mo);
         n += 1;
-        let parent: *const u8 = member(memory, mo.counter_parent).unwrap_or(core::ptr::null());
-        // The parent's counter of the same kind, inside its mem_cgroup.
-        memcg = if parent.is_null() { parent } else { parent.wrapping_sub(mo.memory as usize) };
+        memcg = parent_memcg(memcg, mo);
     }
-    n
+    n as u32
+}
+
+/// A memory cgroup's id and page counters.
+#[inline(always)]
+fn read_level(memcg: *const u8, mo: &MemcgOffsets) -> MemcgLevel {
+    // SAFETY: only addresses are computed here; every read is a probe read.
+    let memory = unsafe { memcg.add(mo.memory as usize) };
+    let (memsw_usage, memsw_max) = if mo.memsw == ABSENT {
+        (0, 0)
+    } else {
+        // SAFETY: as above.
+        let memsw = unsafe { memcg.add(mo.memsw as usize) };
+        (member(memsw, mo.counter_usage).unwrap_or(0), member(memsw, mo.counter_max).unwrap_or(0))
+    };
+    MemcgLevel {
+        cgroup_id: memcg_id(memcg, mo),
+        usage: member(memory, mo.counter_usage).unwrap_or(0),
+        max: member(memory, mo.counter_max).unwrap_or(0),
+        memsw_usage,
+        memsw_max,
+    }
+}
+
+/// The id of a memory cgroup's cgroup.
+#[inline(always)]
+fn memcg_id(memcg: *const u8, mo: &MemcgOffsets) -> u64 {
+    let cgroup: *const u8 = member(memcg, mo.css_cgroup).unwrap_or(core::ptr::null());
+    let kn: *const u8 = member(cgroup, global_field!(TASK_OFFSETS, cgroup_kn)).unwrap_or(core::ptr::null());
+    member(kn, global_field!(TASK_OFFSETS, kn_id)).unwrap_or(0)
+}
+
+/// The memory cgroup above `memcg` (null at the root): its page counter's
+/// parent is the parent's counter of the same kind, inside its mem_cgroup.
+#[inline(always)]
+fn parent_memcg(memcg: *const u8, mo: &MemcgOffsets) -> *const u8 {
+    // SAFETY: only an address is computed here; the read is a probe read.
+    let memory = unsafe { memcg.add(mo.memory as usize) };
+    let parent: *const u8 = member(memory, mo.counter_parent).unwrap_or(core::ptr::null());
+    if parent.is_null() {
+        parent
+    } else {
+        parent.wrapping_sub(mo.memory as usize)
+    }
+}
+
+/// Whether a level is within `margin` pages of its memory or (v1) memory
+/// + swap limit.
+#[inline(always)]
+fn at_limit(l: &MemcgLevel, margin: u64) -> bool {
+    l.usage.saturating_add(margin) > l.max || (l.memsw_max > 0 && l.memsw_usage.saturating_add(margin) > l.memsw_max)
 }
 
 /// The victim's identity into its record, which goes out.
@@ -525,7 +786,7 @@ fn submit_oom(ev: &mut OomKillEvent, identity: &VictimIdentity) -> ProbeResult {
     }
     ev.header.flags |= identity.flags;
     let kind = EventKind::OomKill as u32;
-    let Some(mut entry) = PRIORITY.reserve::<OomKillEvent>(0) else {
+    let Some(mut entry) = OOM_KILLS.reserve::<OomKillEvent>(0) else {
         count(&DROPPED, kind);
         return Ok(());
     };
@@ -562,40 +823,90 @@ fn try_mark_victim_task(ctx: &RawTracePointContext) -> ProbeResult {
     IDENTITIES.insert(&pid, &identity, 0).map_err(i64::from)
 }
 
-/// A task's cgroup on v2 (`task->cgroups->dfl_cgrp->kn->id`), process and
-/// the start of its leader (which names the process in exit records).
+/// A task's cgroup on v2 (`task->cgroups->dfl_cgrp->kn->id`, or the
+/// container's it is nested below), process and the start of its leader
+/// (which names the process in exit records).
 #[inline(always)]
 fn victim_identity(task: *const u8, to: &TaskOffsets) -> Result<VictimIdentity, i64> {
     let css_set: *const u8 = member(task, to.task_cgroups)?;
     let cgrp: *const u8 = member(css_set, to.css_dfl_cgrp)?;
     let kn: *const u8 = member(cgrp, to.cgroup_kn)?;
-    let cgroup_id: u64 = member(kn, to.kn_id)?;
+    let id: u64 = member(kn, to.kn_id)?;
+    let owner = owner_of(cgrp, id);
+    let (cgroup_id, flags) = if owner.id != 0 { (owner.id, 0) } else { (id, FLAG_TASK_UNTRACKED) };
     let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
-    Ok(VictimIdentity {
-        cgroup_id,
-        start_ns: member(leader, to.start_boottime)?,
-        tgid: member(task, to.tgid)?,
-        flags: if tracked(cgroup_id) { 0 } else { FLAG_TASK_UNTRACKED },
-    })
+    Ok(VictimIdentity { cgroup_id, start_ns: member(leader, to.start_boottime)?, tgid: member(task, to.tgid)?, flags })
 }
 
-fn try_cgroup_dir(ctx: &TracePointContext, kind: EventKind, off: &CgroupOffsets) -> ProbeResult {
-    let root = field::<i32>(ctx, off.root)?.unwrap_or(-1);
-    if root as u32 != PROBE_CONFIG.load().tracked_hierarchy {
+/// Where a cgroup is: its hierarchy, level and id.
+#[derive(Clone, Copy)]
+struct CgroupPlace {
+    hierarchy: u32,
+    level: u32,
+    id: u64,
+}
+
+impl CgroupPlace {
+    /// Whether it is in the tracked hierarchy.
+    #[inline(always)]
+    fn tracked_hierarchy(&self) -> bool {
+        self.hierarchy == PROBE_CONFIG.load().tracked_hierarchy
+    }
+}
+
+/// The hierarchy, level and id of `cgrp`.
+#[inline(always)]
+fn cgroup_place(cgrp: *const u8, to: &TaskOffsets) -> Result<CgroupPlace, i64> {
+    let root: *const u8 = member(cgrp, to.cgroup_root)?;
+    let hierarchy = member::<i32>(root, to.root_hierarchy_id)? as u32;
+    let level = member::<i32>(cgrp, to.cgroup_level).unwrap_or(0) as u32;
+    let kn: *const u8 = member(cgrp, to.cgroup_kn)?;
+    Ok(CgroupPlace { hierarchy, level, id: member(kn, to.kn_id)? })
+}
+
+/// Whether `cgrp` at `level` is nested below a container's cgroup.
+#[inline(always)]
+fn nested_in_container(cgrp: *const u8, level: u32) -> bool {
+    nested_owner(cgrp, level).is_container()
+}
+
+/// `TP_PROTO(struct cgroup *cgrp, const char *path)`. A new cgroup is
+/// tracked from its first moment (until the agent finds it is no pod's):
+/// a container whose init dies as it starts is seen. One nested below a
+/// container's is that container's: no entry, no record.
+fn try_cgroup_mkdir(ctx: &RawTracePointContext) -> ProbeResult {
+    let to = TASK_OFFSETS.load();
+    let cgrp: *const u8 = ctx.arg(0);
+    let place = cgroup_place(cgrp, &to)?;
+    if !place.tracked_hierarchy() {
         return Ok(());
     }
-    let level = field::<i32>(ctx, off.level)?.unwrap_or(0) as u32;
-    let id = field::<u64>(ctx, off.id)?.unwrap_or(0);
-    // A new cgroup is tracked from its first moment (until the agent finds
-    // it is no pod's): a container whose init dies as it starts is seen.
-    if kind == EventKind::CgroupMkdir {
-        if TRACKED.insert(&id, &0, 0).is_err() {
-            count(&UNSTREAMED, unstreamed::TRACKING_REFUSED);
-        }
-    } else {
-        let _ = TRACKED.remove(&id);
+    let CgroupPlace { hierarchy, level, id } = place;
+    if nested_in_container(cgrp, level) {
+        count(&UNSTREAMED, unstreamed::NESTED_CGROUP_CHANGES);
+        return Ok(());
     }
-    emit_cgroup(ctx, kind, root as u32, level, id, off.path)
+    if TRACKED.insert(&id, &TrackedCgroup { kind: tracked::NEW, attaches: 0 }, 0).is_err() {
+        count(&UNSTREAMED, unstreamed::TRACKING_REFUSED);
+    }
+    emit_cgroup(EventKind::CgroupMkdir, hierarchy, level, id, ctx.arg(1), 0, 0, [0; COMM_LEN])
+}
+
+/// `TP_PROTO(struct cgroup *cgrp, const char *path)`: the cgroup leaves
+/// the map; one nested below a container's sends no record.
+fn try_cgroup_rmdir(ctx: &RawTracePointContext) -> ProbeResult {
+    let to = TASK_OFFSETS.load();
+    let cgrp: *const u8 = ctx.arg(0);
+    let place = cgroup_place(cgrp, &to)?;
+    if !place.tracked_hierarchy() {
+        return Ok(());
+    }
+    let CgroupPlace { hierarchy, level, id } = place;
+    if TRACKED.remove(&id).is_err() && nested_in_container(cgrp, level) {
+        count(&UNSTREAMED, unstreamed::NESTED_CGROUP_CHANGES);
+        return Ok(());
+    }
+    emit_cgroup(EventKind::CgroupRmdir, hierarchy, level, id, ctx.arg(1), 0, 0, [0; COMM_LEN])
 }
 
 /// `TP_PROTO(struct cgroup *dst_cgrp, const char *path, struct
@@ -603,26 +914,29 @@ fn try_cgroup_dir(ctx: &TracePointContext, kind: EventKind, off: &CgroupOffsets)
 fn try_cgroup_attach(ctx: &RawTracePointContext) -> ProbeResult {
     let to = TASK_OFFSETS.load();
     let cgrp: *const u8 = ctx.arg(0);
-    let root: *const u8 = member(cgrp, to.cgroup_root)?;
-    let hierarchy: i32 = member(root, to.root_hierarchy_id)?;
-    if hierarchy as u32 != PROBE_CONFIG.load().tracked_hierarchy {
+    let place = cgroup_place(cgrp, &to)?;
+    if !place.tracked_hierarchy() {
         return Ok(());
     }
-    let kn: *const u8 = member(cgrp, to.cgroup_kn)?;
-    let id: u64 = member(kn, to.kn_id)?;
+    let CgroupPlace { hierarchy, level, id } = place;
     let task: *const u8 = ctx.arg(2);
     let pid: u32 = member(task, to.pid)?;
 
     // Keep the per-task table true: a task moved out of tracked cgroups
-    // leaves it; one moved in is recorded with its own start and tgid.
-    if !tracked(id) {
+    // leaves it; one moved in is recorded with its own start and tgid, and
+    // the cgroup it belongs to: the container's for one nested below it.
+    let owner = match tracked_kind(id) {
+        Some(_) => id,
+        None => nested_owner(cgrp, level).id,
+    };
+    if owner == 0 {
         let _ = TASKS.remove(&pid);
         mark_pod_task(pid, false);
         return Ok(());
     }
     let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
     let info = TaskInfo {
-        cgroup_id: id,
+        cgroup_id: owner,
         start_ns: member(leader, to.start_boottime).unwrap_or(0),
         tgid: member(task, to.tgid).unwrap_or(0),
         _pad: 0,
@@ -630,48 +944,41 @@ fn try_cgroup_attach(ctx: &RawTracePointContext) -> ProbeResult {
     mark_pod_task(pid, true);
     let _ = TASKS.insert(&pid, &info, 0);
 
-    let Some(mut entry) = PRIORITY.reserve::<CgroupEvent>(0) else {
-        count(&DROPPED, EventKind::CgroupAttach as u32);
+    // A record for the first few processes moved into a tracked cgroup
+    // itself: all the pod model reads of attaches. None for a move inside
+    // a container (nested cgroups), none for a loop of moves.
+    let Some(entry) = (if owner == id { TRACKED.get_ptr_mut(&id) } else { None }) else {
+        count(&UNSTREAMED, unstreamed::ATTACHES_UNSTREAMED);
         return Ok(());
     };
-    let ev = entry.as_mut_ptr();
-    let path: *const u8 = ctx.arg(1);
-    let mut flags = 0;
-    // SAFETY: `ev` points at a reserved record of the right size; every field
-    // the decoder reads is written before submit (path beyond path_len is not).
+    // SAFETY: the map's value, read and bumped in place (a race between
+    // two CPUs may let one more record through).
     unsafe {
-        (*ev).hierarchy_id = hierarchy as u32;
-        (*ev).level = member::<i32>(cgrp, to.cgroup_level).unwrap_or(0) as u32;
-        (*ev).cgroup_id = id;
-        (*ev).pid = pid;
-        (*ev).start_ns = info.start_ns;
-        (*ev).comm = member::<[u8; COMM_LEN]>(task, to.comm).unwrap_or([0; COMM_LEN]);
-        let (len, cut) = match bpf_probe_read_kernel_str_bytes(path, &mut (*ev).path) {
-            Ok(s) => (s.len(), s.len() + 1 >= (*ev).path.len()),
-            Err(_) => (0, false),
-        };
-        (*ev).path_len = len as u32;
-        if cut {
-            flags |= FLAG_TRUNCATED;
+        if (*entry).attaches >= tracked::ATTACH_RECORDS {
+            count(&UNSTREAMED, unstreamed::ATTACHES_UNSTREAMED);
+            return Ok(());
         }
-        (*ev).header = header(EventKind::CgroupAttach, flags);
+        (*entry).attaches += 1;
     }
-    entry.submit(priority_wakeup());
-    count(&EMITTED, EventKind::CgroupAttach as u32);
-    Ok(())
+    let comm = member::<[u8; COMM_LEN]>(task, to.comm).unwrap_or([0; COMM_LEN]);
+    emit_cgroup(EventKind::CgroupAttach, hierarchy, level, id, ctx.arg(1), pid, info.start_ns, comm)
 }
 
-/// A mkdir or rmdir record: the cgroup and its path.
+/// A cgroup record: the cgroup and its path (`path`, a kernel string),
+/// and for an attach the task moved (pid, start, comm; zeros otherwise).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn emit_cgroup(
-    ctx: &TracePointContext,
     kind: EventKind,
     hierarchy_id: u32,
     level: u32,
     cgroup_id: u64,
-    path_offset: u32,
+    path: *const u8,
+    pid: u32,
+    start_ns: u64,
+    comm: [u8; COMM_LEN],
 ) -> ProbeResult {
-    let Some(mut entry) = PRIORITY.reserve::<CgroupEvent>(0) else {
+    let Some(mut entry) = CGROUP_CHANGES.reserve::<CgroupEvent>(0) else {
         count(&DROPPED, kind as u32);
         return Ok(());
     };
@@ -683,17 +990,20 @@ fn emit_cgroup(
         (*ev).hierarchy_id = hierarchy_id;
         (*ev).level = level;
         (*ev).cgroup_id = cgroup_id;
-        (*ev).pid = 0;
-        (*ev).start_ns = 0;
-        (*ev).comm = [0; COMM_LEN];
-        let (path_len, path_cut) = data_loc_str(ctx, path_offset, &mut (*ev).path);
-        (*ev).path_len = path_len;
-        if path_cut {
+        (*ev).pid = pid;
+        (*ev).start_ns = start_ns;
+        (*ev).comm = comm;
+        let (len, cut) = match bpf_probe_read_kernel_str_bytes(path, &mut (*ev).path) {
+            Ok(s) => (s.len(), s.len() + 1 >= (*ev).path.len()),
+            Err(_) => (0, false),
+        };
+        (*ev).path_len = len as u32;
+        if cut {
             flags |= FLAG_TRUNCATED;
         }
         (*ev).header = header(kind, flags);
     }
-    entry.submit(priority_wakeup());
+    entry.submit(cgroup_wakeup());
     count(&EMITTED, kind as u32);
     Ok(())
 }

@@ -93,6 +93,8 @@ catalogue! {
     // telemetry/metrics.rs
     BUILD_INFO = Gauge, "sandwatch_build_info", ["version", "kernel"],
         "Version of sandwatch and release of the kernel it runs on.";
+    CHANNEL_EVENTS_DROPPED_TOTAL = Counter, "sandwatch_channel_events_dropped_total", ["kind"],
+        "Events lost because their ring's queue to the decoder was full (the reader's channel stage), by kind: exits, OOM kills and cgroup changes each have their own.";
     DECODE_ERRORS_TOTAL = Counter, "sandwatch_decode_errors_total", ["reason"],
         "Records that could not be decoded, by reason.";
     EVENTS_DROPPED_TOTAL = Counter, "sandwatch_events_dropped_total", ["stage"],
@@ -115,6 +117,10 @@ catalogue! {
         "1 while the ring-buffer reader sleeps (no record for a while; the next one wakes it), else 0.";
     READER_DRAINS_TOTAL = Counter, "sandwatch_reader_drains_total", ["cause"],
         "Ring-buffer drains by the reader, by cause (timer: its drain interval, or once a second while it sleeps; wakeup: the kernel woke it).";
+    KERNEL_CGROUP_RECORDS_UNSTREAMED_TOTAL = Counter, "sandwatch_kernel_cgroup_records_unstreamed_total", ["reason"],
+        "Cgroup changes the kernel counted instead of streaming, by reason (nested: a cgroup made or removed below a container's, which is the container's own; attach: a process moved inside a container, or into a cgroup past its first 4 attaches).";
+    TASK_TABLE_MISSES_TOTAL = Counter, "sandwatch_task_table_misses_total", [],
+        "Exits and OOM kills of pod tasks the kernel's task table had lost (full; cgroup v1 and kernels without the victim's task): they read unknown, never the host's. Set the kubelet's podPidsLimit, or raise --task-table-entries.";
     TRACKED_CGROUPS_REFUSED_TOTAL = Counter, "sandwatch_tracked_cgroups_refused_total", [],
         "New cgroups the kernel's tracked-cgroup map had no room for (their tasks' exits count as the host's).";
 

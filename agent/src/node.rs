@@ -13,13 +13,14 @@ use crate::{
     pipeline::Pipeline,
     probes::{
         cgroups::CgroupLayout,
+        loader::TrackedKind,
         scan::{self, MAX_CGROUPS},
         CgroupTracker, KernelCounters,
     },
     runtime::{cri::MetadataRequests, metrics::RuntimeMetrics},
     stats::PipelineStats,
     watchdog::crashes::RuntimeProcess,
-    watchdog::{explain::MemoryStat, CgroupTree, Host, LossTotals},
+    watchdog::{explain::MemoryStat, host::Tracking, CgroupTree, Host, LossTotals},
 };
 
 pub struct NodeHost {
@@ -110,8 +111,12 @@ impl Host for NodeHost {
             .collect()
     }
 
-    fn track(&mut self, cgroup_id: u64) -> bool {
-        self.tracker.as_mut().is_none_or(|t| t.track(cgroup_id))
+    fn track(&mut self, cgroup_id: u64, what: Tracking) -> bool {
+        let (kind, level) = match what {
+            Tracking::Pod => (TrackedKind::Pod, u32::MAX),
+            Tracking::Container { level } => (TrackedKind::Container, level),
+        };
+        self.tracker.as_mut().is_none_or(|t| t.track(cgroup_id, kind, level))
     }
 
     fn untrack(&mut self, cgroup_id: u64) {
@@ -131,6 +136,8 @@ impl Host for NodeHost {
             kernel: EventKind::iter().map(dropped).sum(),
             kernel_cgroup_changes: dropped(EventKind::CgroupMkdir) + dropped(EventKind::CgroupRmdir),
             channel: self.stats.channel_dropped(),
+            channel_cgroup_changes: self.stats.channel_dropped_of(EventKind::CgroupMkdir)
+                + self.stats.channel_dropped_of(EventKind::CgroupRmdir),
             decode: self.stats.decode_errors_total(),
             host_exits: self.kernel.unstreamed().host_exits,
         }

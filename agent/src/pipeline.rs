@@ -29,8 +29,9 @@ impl Pipeline {
         let kernel = Arc::new(probes.kernel_counters()?);
         let stats = Arc::new(PipelineStats::default());
         let (routine_tx, routine_rx) = mpsc::channel(channel_capacity.max(1));
-        let (priority_tx, priority_rx) = mpsc::channel(reader::PRIORITY_CHANNEL);
-        let tx = reader::Senders { routine: routine_tx, priority: priority_tx };
+        let (oom_tx, oom_rx) = mpsc::channel(reader::SMALL_RING_CHANNEL);
+        let (cgroup_tx, cgroup_rx) = mpsc::channel(reader::SMALL_RING_CHANNEL);
+        let tx = reader::Senders { routine: routine_tx, oom_kills: oom_tx, cgroups: cgroup_tx };
         let mut tasks = JoinSet::new();
         if let Some(ring) = probes.take_ring() {
             let (stats, shutdown) = (stats.clone(), shutdown.clone());
@@ -51,7 +52,7 @@ impl Pipeline {
         }
         Ok(Self {
             probes,
-            events: EventStream::new(routine_rx, priority_rx, stats.clone()),
+            events: EventStream::new(routine_rx, oom_rx, cgroup_rx, stats.clone()),
             stats,
             kernel,
             tasks,

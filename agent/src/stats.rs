@@ -16,8 +16,9 @@ pub const UNKNOWN_KIND_SLOT: usize = 0;
 pub struct PipelineStats {
     /// Records read from the ring buffer, by kind slot.
     received: [AtomicU64; KIND_SLOTS as usize],
-    /// Records lost because the reader→decoder channel was full.
-    channel_dropped: AtomicU64,
+    /// Records lost because their ring's channel to the decoder was full,
+    /// by kind slot.
+    channel_dropped: [AtomicU64; KIND_SLOTS as usize],
     /// Records that failed to decode, by kind of error.
     decode_errors: [AtomicU64; DecodeErrorKind::COUNT],
     /// Decoded events whose task the kernel could not attribute, by kind.
@@ -39,19 +40,24 @@ pub enum DrainCause {
     Wakeup = 1,
 }
 
+/// The kind in a record's first four bytes, if it is one.
+pub fn kind_of(record: &[u8]) -> Option<EventKind> {
+    record.get(0..4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]])).and_then(EventKind::from_repr)
+}
+
+fn slot(kind: Option<EventKind>) -> usize {
+    kind.map_or(UNKNOWN_KIND_SLOT, |k| k as usize)
+}
+
 impl PipelineStats {
     /// Counts one record by the kind in its first four bytes.
     pub fn record_received(&self, record: &[u8]) {
-        let slot = record
-            .get(0..4)
-            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            .and_then(EventKind::from_repr)
-            .map_or(UNKNOWN_KIND_SLOT, |k| k as usize);
-        self.received[slot].fetch_add(1, Relaxed);
+        self.received[slot(kind_of(record))].fetch_add(1, Relaxed);
     }
 
-    pub fn channel_drop(&self) {
-        self.channel_dropped.fetch_add(1, Relaxed);
+    /// A record of `kind` (`None`: unreadable) found its channel full.
+    pub fn channel_drop(&self, kind: Option<EventKind>) {
+        self.channel_dropped[slot(kind)].fetch_add(1, Relaxed);
     }
 
     pub fn decode_error(&self, err: &DecodeError) {
@@ -70,8 +76,14 @@ impl PipelineStats {
         self.received[UNKNOWN_KIND_SLOT].load(Relaxed)
     }
 
+    /// Records lost at the channels, every kind.
     pub fn channel_dropped(&self) -> u64 {
-        self.channel_dropped.load(Relaxed)
+        self.channel_dropped.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// Records of `kind` lost at the channels.
+    pub fn channel_dropped_of(&self, kind: EventKind) -> u64 {
+        self.channel_dropped[kind as usize].load(Relaxed)
     }
 
     pub fn decode_errors(&self, kind: DecodeErrorKind) -> u64 {

@@ -384,9 +384,9 @@ fn cgroup_v2() -> bool {
 /// delivered or counted as dropped, exactly.
 #[tokio::test(flavor = "current_thread")]
 async fn overrun_ring_buffer_accounts_for_every_event_per_kind() {
-    // Both rings at 4 KiB: exits overflow theirs, cgroup changes theirs.
+    // The exit and cgroup rings at 4 KiB: exits overflow theirs, cgroup changes theirs.
     let mut pipeline =
-        start(ProbeOptions { ring_buffer_bytes: 4096, priority_ring_bytes: 4096, ..ProbeOptions::default() });
+        start(ProbeOptions { ring_buffer_bytes: 4096, cgroup_ring_bytes: 4096, ..ProbeOptions::default() });
     let kinds = [EventKind::Exit, EventKind::CgroupMkdir, EventKind::CgroupRmdir];
     let snapshot = |p: &Pipeline| kinds.map(|k| (p.kernel.read(k as u32), p.stats.received(k)));
     let before = snapshot(&pipeline);

@@ -8,6 +8,8 @@ mod harness;
 
 use std::time::Duration;
 
+use agent_common::EventKind;
+
 use prometheus::Registry as PromRegistry;
 use sandwatch::{
     events::Event,
@@ -532,7 +534,7 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     watch.tick();
     assert!(stale(&watch), "no loss counted, no re-read");
 
-    watch.pipeline.stats.channel_drop();
+    watch.pipeline.stats.channel_drop(Some(EventKind::CgroupRmdir));
     watch.tick();
     let reg = watch.watchdog.registry();
     assert!(reg.sandbox(UID_GONE).is_none(), "the pod torn down in the gap is gone");
@@ -556,7 +558,7 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     let removed_before = change("removed");
     let late = KubePod::build("resync-late", UID_LATE, false, 2);
     drop(late);
-    watch.pipeline.stats.channel_drop();
+    watch.pipeline.stats.channel_drop(Some(EventKind::CgroupRmdir));
     watch.tick();
     let lost = watch.losing(Duration::from_millis(500), |e| matches!(e, Event::CgroupRmdir(_))).await;
     assert!(lost >= 3, "the late pod's rmdirs kept away: {lost}");
@@ -641,4 +643,86 @@ async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
     drop(own);
     drop(held);
     drop(swap);
+}
+
+const UID_NESTED: &str = "5d2a7c1e-0009-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_NESTED_AFTER: &str = "5d2a7c1e-000a-4a6d-8e9f-0a1b2c3d4e5f";
+
+/// What a container nests below its own cgroup (a tenant with a writable
+/// cgroupfs: systemd in a container, a nested runtime, a CI runner) is
+/// the container's, however deep: a child OOM-killed 40 cgroups below its
+/// container is that container's child, its exit too, and its container's
+/// own limit fired; the nested cgroups cost no record and no entry in the
+/// model; a pod made afterwards is tracked and its kill named as ever.
+/// (Before: every nested cgroup was tracked and streamed, and a process 40
+/// deep was counted where its own cgroup said.)
+#[tokio::test(flavor = "current_thread")]
+async fn cgroups_a_container_nests_below_its_own_are_the_containers() {
+    let mut watch = Watch::start();
+    let mut pod = KubePod::build("nested", UID_NESTED, false, 2);
+    // Its cgroups, as the kernel shows them.
+    watch.losing(Duration::from_millis(300), |_| false).await;
+    let nested_before = watch.pipeline.kernel.unstreamed().nested_cgroup_changes;
+    // Container A nests 200 cgroups side by side and a chain 40 deep.
+    let deep = pod.nest_chain(A, 40);
+    pod.nest_many(A, "side", 200);
+    // Its init moves into the deepest, then a child of it runs out of memory.
+    pod.start_init(
+        A,
+        &format!(
+            "echo $$ > {}/cgroup.procs && dd if=/dev/zero of=/dev/null bs=256M count=1; exec sleep 1000",
+            deep.display()
+        ),
+    );
+    pod.trigger(A);
+    let reports = watch
+        .until(Duration::from_secs(20), |rs| {
+            rs.iter().any(|r| matches!(r, Report::Exit(e) if e.role == TaskRole::ContainerChild && e.pod.as_ref().is_some_and(|p| p.pod_uid == UID_NESTED)))
+        })
+        .await;
+    let oom = reports
+        .iter()
+        .find_map(|r| match r {
+            Report::Oom(o) if o.victim_comm == "dd" => Some(o),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no OOM kill of the nested dd: {reports:#?}"));
+    assert_eq!((oom.outcome, oom.role), (Outcome::Handled, TaskRole::ContainerChild), "{oom:?}");
+    let pod_ref = oom.pod.as_ref().expect("the victim's pod");
+    assert_eq!((pod_ref.pod_uid.as_str(), pod_ref.container_id.as_deref()), (UID_NESTED, Some(cid(2).as_str())));
+    let fired = watch.fired.iter().find(|(p, _)| *p == oom.victim.pid).map(|(_, f)| (f.limit, f.constraint));
+    assert_eq!(fired, Some((OomLimit::Container, OomConstraint::Memcg)), "its container's own limit fired");
+    // dd is the only process of the pod that ends.
+    let exit = child_exit_of(&reports, UID_NESTED).expect("the nested dd's exit");
+    assert_eq!((exit.outcome, exit.role), (Outcome::Handled, TaskRole::ContainerChild));
+    assert_eq!(exit.pod.as_ref().and_then(|p| p.container_id.clone()), Some(cid(2)));
+
+    // 240 cgroups made below the container: no record, no entry.
+    let nested = watch.pipeline.kernel.unstreamed().nested_cgroup_changes - nested_before;
+    assert!(nested >= 240, "the kernel counted the nested mkdirs instead of streaming them: {nested}");
+    let registry = watch.watchdog.registry();
+    let side = pod.cg.id_of(&format!("{}/side7", pod.paths[A]));
+    assert!(registry.owner(side).is_none() && !registry.is_host_cgroup(side), "no entry for a nested cgroup");
+    assert_eq!(registry.known_cgroups().filter(|id| *id == side).count(), 0);
+
+    // A pod made after all that is tracked, and its kill named.
+    let mut after = KubePod::build("nested-after", UID_NESTED_AFTER, false, 2);
+    after.start_init(A, "exec dd if=/dev/zero of=/dev/null bs=256M count=1");
+    after.trigger(A);
+    let pid = after.init_pid(A);
+    let reports = watch.until(Duration::from_secs(20), |rs| oom_of(rs, pid).is_some()).await;
+    let oom = oom_of(&reports, pid).unwrap_or_else(|| panic!("no OOM kill of {pid}: {reports:?}"));
+    assert_eq!((oom.outcome, oom.role), (Outcome::Handled, TaskRole::ContainerInit));
+    assert_eq!(oom.pod.as_ref().map(|p| p.pod_uid.as_str()), Some(UID_NESTED_AFTER));
+    drop(after);
+    drop(pod);
+}
+
+fn child_exit_of<'a>(reports: &'a [Report], uid: &str) -> Option<&'a sandwatch::model::ExitReport> {
+    reports.iter().find_map(|r| match r {
+        Report::Exit(e) if e.role == TaskRole::ContainerChild && e.pod.as_ref().is_some_and(|p| p.pod_uid == uid) => {
+            Some(e)
+        }
+        _ => None,
+    })
 }

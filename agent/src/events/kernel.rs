@@ -94,9 +94,13 @@ pub struct OomKill {
     pub trigger_cgroup_id: u64,
     pub trigger_comm: String,
     /// The memory cgroups of the task that ran out of memory at the kill,
-    /// its own first, then each one above it; empty where the kernel's
-    /// counters could not be read.
+    /// its own first, then each one above it (of those its container
+    /// nests, the innermost and one at its limit); empty where the
+    /// kernel's counters could not be read.
     pub levels: Vec<MemcgUse>,
+    /// The walk up gave out among cgroups nested below the container's:
+    /// the levels stop short of it.
+    pub levels_cut: bool,
 }
 
 /// A memory cgroup's usage and limit as the kernel counted them at an OOM
@@ -331,6 +335,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                     let n = (r.level_count as usize).min(MEMCG_LEVELS);
                     r.levels[..n].iter().map(|l| MemcgUse::from_pages(l, page)).collect()
                 },
+                levels_cut: r.levels_cut != 0,
             }))
         }
         EventKind::CgroupMkdir | EventKind::CgroupRmdir | EventKind::CgroupAttach => {
@@ -440,7 +445,7 @@ pub fn encode(event: &Event) -> Vec<u8> {
                     levels
                 },
                 level_count: o.levels.len().min(MEMCG_LEVELS) as u32,
-                _pad: 0,
+                levels_cut: u32::from(o.levels_cut),
             })
         }
         Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => cgroup_record(header, c, 0, 0, ""),
@@ -530,6 +535,7 @@ mod tests {
                     memsw_limit_bytes: None,
                 },
             ],
+            levels_cut: true,
         })
     }
 

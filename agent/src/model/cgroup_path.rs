@@ -3,7 +3,8 @@
 //!
 //! cgroupfs: `…/kubepods[/burstable|/besteffort]/pod<uid>[/<container-id>]`
 //! systemd:  `…/kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid>.slice[/<runtime>-<id>.scope]`
-//! Deeper cgroups inside a container's belong to that container.
+//! Deeper cgroups inside a container's belong to that container: they are
+//! a tenant's own business, never a pod or a container of their own.
 
 use std::fmt;
 
@@ -46,39 +47,76 @@ const RUNTIME_PREFIXES: [&str; 4] = ["cri-containerd-", "crio-", "docker-", "cri
 
 /// Parses a cgroup path; `None` means "not a pod".
 pub fn parse(path: &str) -> Option<PodCgroup> {
+    parse_counted(path).map(|(pod, _)| pod)
+}
+
+/// The part of `path` that is the kubelet's and the runtime's: the pod's
+/// or the container's own cgroup, without what is nested below a
+/// container's (its own business: it belongs to the container). `None`
+/// for a path that is no pod's.
+pub fn owner_path(path: &str) -> Option<&str> {
+    let (_, owned) = parse_counted(path)?;
+    // The end of the `owned`-th non-empty component.
+    let mut seen = 0;
+    let mut end = 0;
+    for (i, part) in path.split('/').scan(0, |at, part| {
+        let start = *at;
+        *at += part.len() + 1;
+        Some((start, part))
+    }) {
+        if part.is_empty() {
+            continue;
+        }
+        seen += 1;
+        end = i + part.len();
+        if seen == owned {
+            break;
+        }
+    }
+    Some(&path[..end])
+}
+
+/// Whether `path` is a cgroup nested below a container's.
+pub fn nested(path: &str) -> bool {
+    owner_path(path).is_some_and(|owned| owned.len() < path.trim_end_matches('/').len())
+}
+
+/// The pod and how many components of the path (from its first) are the
+/// pod's or container's own.
+fn parse_counted(path: &str) -> Option<(PodCgroup, usize)> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let top = parts.iter().position(|p| *p == "kubepods" || *p == "kubepods.slice")?;
     let rest = &parts[top + 1..];
-    if parts[top] == "kubepods" {
-        parse_cgroupfs(rest)
-    } else {
-        parse_systemd(rest)
-    }
+    let (pod, used) = if parts[top] == "kubepods" { parse_cgroupfs(rest) } else { parse_systemd(rest) }?;
+    Some((pod, top + 1 + used))
 }
 
-fn parse_cgroupfs(rest: &[&str]) -> Option<PodCgroup> {
-    let (qos, rest) = match rest.first().and_then(|w| QosClass::from_word(w)) {
-        Some(q) => (q, &rest[1..]),
-        None => (QosClass::Guaranteed, rest),
+fn parse_cgroupfs(rest: &[&str]) -> Option<(PodCgroup, usize)> {
+    let (qos, skip) = match rest.first().and_then(|w| QosClass::from_word(w)) {
+        Some(q) => (q, 1),
+        None => (QosClass::Guaranteed, 0),
     };
+    let rest = &rest[skip..];
     let pod_uid = canonical_uid(rest.first()?.strip_prefix("pod")?)?;
     let container_id = match rest.get(1) {
         Some(c) => Some(container_id(c)?),
         None => None,
     };
-    Some(PodCgroup { qos, pod_uid, container_id })
+    let used = skip + 1 + usize::from(container_id.is_some());
+    Some((PodCgroup { qos, pod_uid, container_id }, used))
 }
 
-fn parse_systemd(rest: &[&str]) -> Option<PodCgroup> {
+fn parse_systemd(rest: &[&str]) -> Option<(PodCgroup, usize)> {
     let first = rest.first()?.strip_suffix(".slice")?.strip_prefix("kubepods-")?;
-    let (qos, pod_slice, rest) = match QosClass::from_word(first) {
+    let (qos, pod_slice, skip) = match QosClass::from_word(first) {
         Some(q) => {
             let pod = rest.get(1)?.strip_suffix(".slice")?;
             let pod = pod.strip_prefix("kubepods-")?.strip_prefix(first)?.strip_prefix('-')?;
-            (q, pod, &rest[2..])
+            (q, pod, 2)
         }
-        None => (QosClass::Guaranteed, first, &rest[1..]),
+        None => (QosClass::Guaranteed, first, 1),
     };
+    let rest = &rest[skip..];
     let pod_uid = canonical_uid(pod_slice.strip_prefix("pod")?)?;
     let container_id = match rest.first() {
         Some(scope) => {
@@ -88,7 +126,8 @@ fn parse_systemd(rest: &[&str]) -> Option<PodCgroup> {
         }
         None => None,
     };
-    Some(PodCgroup { qos, pod_uid, container_id })
+    let used = skip + usize::from(container_id.is_some());
+    Some((PodCgroup { qos, pod_uid, container_id }, used))
 }
 
 /// A pod UID: 32 hex digits, dashed (8-4-4-4-12) or not (static pods use a
@@ -169,6 +208,28 @@ mod tests {
     }
 
     #[test]
+    fn what_a_container_nests_below_its_own_cgroup_is_its_own() {
+        let container = format!("/x/kubepods/burstable/pod{UID}/{CID}");
+        assert_eq!(owner_path(&container), Some(container.as_str()));
+        assert!(!nested(&container));
+        // A tenant's cgroups below its container, however named (even
+        // like a pod of its own): the container's.
+        for below in ["/init.scope", "/a/b/c", &format!("/kubepods/pod{UID}/{CID}"), "/x/"] {
+            let path = format!("{container}{below}");
+            assert_eq!(owner_path(&path), Some(container.as_str()), "{path}");
+            assert!(nested(&path), "{path}");
+            assert_eq!(parse(&path), parse(&container));
+        }
+        let pod = format!("/kubepods.slice/kubepods-pod{UID_}.slice");
+        let scope = format!("{pod}/cri-containerd-{CID}.scope");
+        assert_eq!(owner_path(&pod), Some(pod.as_str()));
+        assert_eq!(owner_path(&format!("{scope}/sub/deeper")), Some(scope.as_str()));
+        assert!(!nested(&scope) && !nested(&format!("{scope}/")) && nested(&format!("{scope}//sub")));
+        assert_eq!(owner_path("/system.slice/x"), None);
+        assert!(!nested("/system.slice/x"));
+    }
+
+    #[test]
     fn static_pod_uid_without_dashes() {
         let hash = "6a1b2c3d4e5f60718293a4b5c6d7e8f9";
         let p = parse(&format!("/kubepods/burstable/pod{hash}/{CID}")).unwrap();
@@ -198,6 +259,10 @@ mod tests {
         #[test]
         fn arbitrary_paths_never_panic(path in "[/a-z0-9_.-]{0,200}") {
             let _ = parse(&path);
+            if let Some(owned) = owner_path(&path) {
+                prop_assert!(path.starts_with(owned));
+                prop_assert_eq!(parse(owned), parse(&path));
+            }
         }
 
         #[test]

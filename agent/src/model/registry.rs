@@ -572,9 +572,15 @@ impl PodRegistry {
         self.sandboxes.is_empty() && self.cgroups.is_empty()
     }
 
-    /// A cgroup appeared (mkdir event or start-up scan).
+    /// A cgroup appeared (mkdir event or start-up scan). One nested below
+    /// a container's is the container's own business: no pod, container or
+    /// host cgroup of its own, and no entry (the kernel names the
+    /// container's cgroup for its tasks).
     pub fn cgroup_created(&mut self, cgroup_id: u64, path: &str) {
         self.touch();
+        if cgroup_path::nested(path) {
+            return;
+        }
         let Some(pod) = cgroup_path::parse(path) else {
             if self.host_cgroups.len() < self.limits.max_host_cgroups {
                 self.host_cgroups.insert(cgroup_id);
@@ -600,7 +606,7 @@ impl PodRegistry {
             }
             Some(container_id) => {
                 if sandbox.container(&container_id).is_some() {
-                    // A deeper cgroup inside a known container: same owner.
+                    // The container's cgroup made again under a new id.
                 } else if sandbox.containers.len() >= self.limits.max_containers_per_pod {
                     self.evictions.add(EvictionKind::Container);
                     return;

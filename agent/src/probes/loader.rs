@@ -5,8 +5,8 @@
 use std::{collections::HashMap, path::Path};
 
 use agent_common::{
-    names, unstreamed, MemcgOffsets, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets, ABSENT,
-    COMM_LEN, MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
+    names, tracked, unstreamed, MemcgOffsets, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets,
+    TrackedCgroup, ABSENT, COMM_LEN, MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
 };
 use aya::{
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
@@ -55,8 +55,10 @@ pub enum LoadError {
 pub struct ProbeOptions {
     /// The exit records' ring.
     pub ring_buffer_bytes: u32,
-    /// The ring of OOM kills and cgroup changes.
-    pub priority_ring_bytes: u32,
+    /// The ring of OOM kills.
+    pub oom_ring_bytes: u32,
+    /// The ring of cgroup changes.
+    pub cgroup_ring_bytes: u32,
     /// How often the reader drains records that did not wake it.
     pub drain_interval: std::time::Duration,
     /// After this long without a record the reader stops its drain timer
@@ -74,7 +76,8 @@ impl Default for ProbeOptions {
     fn default() -> Self {
         Self {
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
-            priority_ring_bytes: DEFAULT_PRIORITY_RING_BYTES,
+            oom_ring_bytes: DEFAULT_OOM_RING_BYTES,
+            cgroup_ring_bytes: DEFAULT_CGROUP_RING_BYTES,
             drain_interval: std::time::Duration::from_millis(DEFAULT_DRAIN_INTERVAL_MS.into()),
             idle_after: DEFAULT_IDLE_AFTER,
             task_table_entries: None,
@@ -103,17 +106,23 @@ pub const DEFAULT_RING_BUFFER_BYTES: u32 = 1024 * 1024;
 /// Routine records wait at most this long for the reader.
 pub const DEFAULT_DRAIN_INTERVAL_MS: u32 = 25;
 
-/// OOM kills and cgroup changes have a ring of their own: ~900 cgroup
-/// records, far more than a node's churn between two drains. Mapped twice,
-/// as the other.
-pub const DEFAULT_PRIORITY_RING_BYTES: u32 = 256 * 1024;
+/// OOM kills have a ring of their own: ~680 records, the victims of a
+/// group kill of a large container at once. Mapped twice, as the others.
+pub const DEFAULT_OOM_RING_BYTES: u32 = 256 * 1024;
+
+/// Cgroup changes have a ring of their own: ~580 records, far more than a
+/// node's pod churn between two drains (what a tenant nests below its
+/// container sends none).
+pub const DEFAULT_CGROUP_RING_BYTES: u32 = 256 * 1024;
 
 /// The ring buffers and the flag that tells the programs their reader sleeps.
 pub struct Ring {
     /// Exits.
     pub events: RingBuf<MapData>,
-    /// OOM kills and cgroup changes, which no exit flood crowds out.
-    pub priority: RingBuf<MapData>,
+    /// OOM kills, which nothing else crowds out.
+    pub oom_kills: RingBuf<MapData>,
+    /// Cgroup changes.
+    pub cgroups: RingBuf<MapData>,
     pub asleep: ReaderFlag,
 }
 
@@ -169,6 +178,7 @@ pub fn check_privileges() -> Result<(), LoadError> {
 }
 
 fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
+    let (cgroup_ancestors, ancestor_ids) = ancestor_offsets(btf);
     let o = btf.member_offsets(&[
         ("task_struct", "exit_code"),
         ("task_struct", "pid"),
@@ -204,10 +214,27 @@ fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
         cgroup_level: o[13],
         cgroup_kn: o[14],
         kn_id: o[15],
-        // Only where the OOM victim is read off its task (v2).
+        // Where a task's cgroup is read off it (v2).
         task_cgroups: btf.member_offset("task_struct", "cgroups").unwrap_or(ABSENT),
         css_dfl_cgrp: btf.member_offset("css_set", "dfl_cgrp").unwrap_or(ABSENT),
+        cgroup_ancestors,
+        ancestor_ids: u32::from(ancestor_ids),
     })
+}
+
+/// Where a cgroup's ancestors are listed by level: `cgroup.ancestors`
+/// (pointers, Linux 6.0 on) or `cgroup.ancestor_ids` (ids, before); where
+/// neither is, a cgroup nested below a container's is not found (its
+/// tasks read as the host's) and the agent says so once.
+fn ancestor_offsets(btf: &Btf) -> (u32, bool) {
+    if let Ok(at) = btf.member_offset("cgroup", "ancestors") {
+        return (at, false);
+    }
+    if let Ok(at) = btf.member_offset("cgroup", "ancestor_ids") {
+        return (at, true);
+    }
+    log::warn!("this kernel's BTF has neither cgroup.ancestors nor cgroup.ancestor_ids: processes in cgroups a container made below its own read as the host's");
+    (ABSENT, false)
 }
 
 /// Where the OOM program finds the page counters of the task that ran out
@@ -269,22 +296,21 @@ fn task_table_size(requested: Option<u32>) -> u32 {
     requested.unwrap_or_else(|| crate::host::pid_max().clamp(8192, 131_072))
 }
 
-/// Slots of the `POD_PIDS` marks: every thread id up to pid_max on v1
-/// (4 MiB at Linux's largest pid_max, 4 194 304); one, unused, on v2, where
-/// a task's cgroup is read from the task.
-fn pod_pid_slots(layout: &CgroupLayout) -> u32 {
-    if layout.is_unified() {
-        1
-    } else {
-        crate::host::pid_max().min(4_194_304).div_ceil(PIDS_PER_SLOT)
+/// Slots of the `POD_PIDS` marks: every thread id up to pid_max where the
+/// programs keep the task table (4 MiB at Linux's largest pid_max,
+/// 4 194 304); one, unused, where the OOM victim is read off its task.
+fn pod_pid_slots(path: KernelPath) -> u32 {
+    match path {
+        KernelPath::ForkTable => crate::host::pid_max().min(4_194_304).div_ceil(PIDS_PER_SLOT),
+        KernelPath::VictimTask => 1,
     }
 }
 
 impl Probes {
     pub fn load(opts: &ProbeOptions) -> Result<Self, LoadError> {
         check_privileges()?;
-        let (rb, prio) = (opts.ring_buffer_bytes, opts.priority_ring_bytes);
-        for size in [rb, prio] {
+        let (rb, ooms, cgroup_rb) = (opts.ring_buffer_bytes, opts.oom_ring_bytes, opts.cgroup_ring_bytes);
+        for size in [rb, ooms, cgroup_rb] {
             if !size.is_power_of_two() || size < 4096 {
                 return Err(LoadError::RingBufferSize(size));
             }
@@ -321,7 +347,8 @@ impl Probes {
             // before the buffer is full; quieter traffic waits for its timer.
             wakeup_bytes: rb / 16,
             // Cgroup records are few: a quarter of their ring.
-            priority_wakeup_bytes: prio / 4,
+            cgroup_wakeup_bytes: cgroup_rb / 4,
+            limit_margin_pages: agent_common::oom_margin_pages(u32::try_from(crate::host::cpus()).unwrap_or(u32::MAX)),
         };
         log::info!(
             "cgroup layout {:?} at {} (namespace root {}); tracefs at {}; OOM victims named {}",
@@ -341,7 +368,7 @@ impl Probes {
         // the kernel version (/proc) and the CPU list.
         let comms = runtime_comms(&opts.runtime_names);
         let tasks = task_table_size(opts.task_table_entries);
-        let pod_pids = pod_pid_slots(&layout);
+        let pod_pids = pod_pid_slots(path);
         let (ebpf, confinement) =
             with_reads_only_beneath(&[Path::new("/proc"), Path::new("/sys/devices/system/cpu")], || {
                 EbpfLoader::new()
@@ -352,7 +379,8 @@ impl Probes {
                     .override_global(names::PROBE_CONFIG, &config, true)
                     .override_global(names::RUNTIME_COMMS, &comms, true)
                     .map_max_entries(names::EVENTS, rb)
-                    .map_max_entries(names::PRIORITY, prio)
+                    .map_max_entries(names::OOM_KILLS, ooms)
+                    .map_max_entries(names::CGROUP_CHANGES, cgroup_rb)
                     .map_max_entries(names::TRACKED, TRACKED_CGROUPS)
                     .map_max_entries(names::TASKS, tasks)
                     .map_max_entries(names::POD_PIDS, pod_pids)
@@ -372,12 +400,7 @@ impl Probes {
         };
 
         let mut hooks = Vec::new();
-        for (name, category) in [
-            (names::PROG_MKDIR, "cgroup"),
-            (names::PROG_RMDIR, "cgroup"),
-            (names::PROG_EXIT, "sched"),
-            (names::PROG_OOM, "oom"),
-        ] {
+        for (name, category) in [(names::PROG_EXIT, "sched"), (names::PROG_OOM, "oom")] {
             attach_tracepoint(&mut ebpf, name, category)?;
             hooks.push(name);
         }
@@ -386,11 +409,17 @@ impl Probes {
             KernelPath::ForkTable => (names::PROG_FORK, "sched_process_fork"),
             KernelPath::VictimTask => (names::PROG_OOM_TASK, "mark_victim"),
         };
-        for (name, tracepoint) in [identity, (names::PROG_ATTACH, "cgroup_attach_task")] {
+        // The cgroup programs read the cgroup's struct: where it sits.
+        for (name, tracepoint) in [
+            identity,
+            (names::PROG_MKDIR, "cgroup_mkdir"),
+            (names::PROG_RMDIR, "cgroup_rmdir"),
+            (names::PROG_ATTACH, "cgroup_attach_task"),
+        ] {
             attach_raw_tracepoint(&mut ebpf, name, tracepoint)?;
             hooks.push(name);
         }
-        let tracker = CgroupTracker::new(&mut ebpf, layout.clone(), pod_pids)?;
+        let tracker = CgroupTracker::new(&mut ebpf, layout.clone(), pod_pids, path)?;
         // Hand the memory that loading took (the kernel's BTF above all)
         // back instead of keeping it for the agent's life.
         // SAFETY: malloc_trim has no preconditions.
@@ -404,10 +433,12 @@ impl Probes {
         let events = RingBuf::try_from(events).map_err(|source| LoadError::Map { name: names::EVENTS, source })?;
         let asleep = Array::try_from(take_map(&mut ebpf, names::READER)?)
             .map_err(|source| LoadError::Map { name: names::READER, source })?;
-        let priority = take_map(&mut ebpf, names::PRIORITY)?;
-        let priority =
-            RingBuf::try_from(priority).map_err(|source| LoadError::Map { name: names::PRIORITY, source })?;
-        let ring = Ring { events, priority, asleep: ReaderFlag(asleep) };
+        let ring_of = |ebpf: &mut Ebpf, name: &'static str| {
+            RingBuf::try_from(take_map(ebpf, name)?).map_err(|source| LoadError::Map { name, source })
+        };
+        let oom_kills = ring_of(&mut ebpf, names::OOM_KILLS)?;
+        let cgroups = ring_of(&mut ebpf, names::CGROUP_CHANGES)?;
+        let ring = Ring { events, oom_kills, cgroups, asleep: ReaderFlag(asleep) };
         Ok(Self { ebpf, ring: Some(ring), logger, tracker: Some(tracker), layout, hooks, path })
     }
 
@@ -475,6 +506,13 @@ pub struct Unstreamed {
     pub host_exits: u64,
     /// New cgroups the tracked-cgroup map had no room for.
     pub tracking_refused: u64,
+    /// mkdirs and rmdirs of cgroups nested below a container's.
+    pub nested_cgroup_changes: u64,
+    /// Attaches that sent no record (nested, or beyond a cgroup's allowance).
+    pub attaches_unstreamed: u64,
+    /// Pod tasks the task table had lost: their exit or kill went out
+    /// with the cgroup unknown.
+    pub task_table_misses: u64,
 }
 
 fn per_cpu_sum(m: &PerCpuArray<MapData, u64>, slot: u32) -> u64 {
@@ -497,6 +535,9 @@ impl KernelCounters {
             thread_exits: per_cpu_sum(&self.unstreamed, unstreamed::THREAD_EXITS),
             host_exits: per_cpu_sum(&self.unstreamed, unstreamed::HOST_EXITS),
             tracking_refused: per_cpu_sum(&self.unstreamed, unstreamed::TRACKING_REFUSED),
+            nested_cgroup_changes: per_cpu_sum(&self.unstreamed, unstreamed::NESTED_CGROUP_CHANGES),
+            attaches_unstreamed: per_cpu_sum(&self.unstreamed, unstreamed::ATTACHES_UNSTREAMED),
+            task_table_misses: per_cpu_sum(&self.unstreamed, unstreamed::TASK_TABLE_MISSES),
         }
     }
 }
@@ -504,30 +545,63 @@ impl KernelCounters {
 /// The tracked-cgroup map and the task table, as user space writes them:
 /// the model says which cgroups are pods' (tracked) and which are not.
 pub struct CgroupTracker {
-    tracked: BpfHashMap<MapData, u64, u32>,
+    tracked: BpfHashMap<MapData, u64, TrackedCgroup>,
     tasks: BpfHashMap<MapData, u32, TaskInfo>,
-    /// On v1 only: the programs skip the task table for unmarked threads.
+    /// Where the programs kept the task table (the fork table's kernels):
+    /// they skip it for unmarked threads, and read a marked one it lost as
+    /// a pod's.
     marks: Option<PodPidMarks>,
+    /// The lowest level of a container's cgroup, as the programs know it.
+    nesting: Array<MapData, u32>,
+    lowest_container_level: u32,
     layout: CgroupLayout,
 }
 
+/// What a tracked cgroup is, for the programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrackedKind {
+    Pod,
+    Container,
+}
+
 impl CgroupTracker {
-    fn new(ebpf: &mut Ebpf, layout: CgroupLayout, pod_pid_slots: u32) -> Result<Self, LoadError> {
+    fn new(ebpf: &mut Ebpf, layout: CgroupLayout, pod_pid_slots: u32, path: KernelPath) -> Result<Self, LoadError> {
         let tracked = BpfHashMap::try_from(take_map(ebpf, names::TRACKED)?)
             .map_err(|source| LoadError::Map { name: names::TRACKED, source })?;
         let tasks = BpfHashMap::try_from(take_map(ebpf, names::TASKS)?)
             .map_err(|source| LoadError::Map { name: names::TASKS, source })?;
         let marks = match take_map(ebpf, names::POD_PIDS)? {
-            aya::maps::Map::Array(data) if !layout.is_unified() => Some(PodPidMarks::map(data, pod_pid_slots)?),
+            aya::maps::Map::Array(data) if path == KernelPath::ForkTable => {
+                Some(PodPidMarks::map(data, pod_pid_slots)?)
+            }
             _ => None,
         };
-        Ok(Self { tracked, tasks, marks, layout })
+        let mut nesting = Array::try_from(take_map(ebpf, names::NESTING)?)
+            .map_err(|source| LoadError::Map { name: names::NESTING, source })?;
+        // No container known yet: no cgroup is nested below one.
+        nesting.set(0, u32::MAX, 0).map_err(|source| LoadError::Map { name: names::NESTING, source })?;
+        Ok(Self { tracked, tasks, marks, nesting, lowest_container_level: u32::MAX, layout })
     }
 
-    /// Streams the events of `cgroup_id`'s tasks from now on; false if the
-    /// map is full.
-    pub fn track(&mut self, cgroup_id: u64) -> bool {
-        self.tracked.insert(cgroup_id, 0, 0).is_ok()
+    /// Streams the events of `cgroup_id`'s tasks from now on, `kind`
+    /// saying what it is (what a container's nests is its own); false if
+    /// the map is full. A container at `level` lower than any before lets
+    /// the programs look for cgroups nested below it from there: set
+    /// first, so that none is missed meanwhile.
+    pub fn track(&mut self, cgroup_id: u64, kind: TrackedKind, level: u32) -> bool {
+        if kind == TrackedKind::Container
+            && level < self.lowest_container_level
+            && self.nesting.set(0, level, 0).is_ok()
+        {
+            self.lowest_container_level = level;
+        }
+        let kind = match kind {
+            TrackedKind::Pod => tracked::POD,
+            TrackedKind::Container => tracked::CONTAINER,
+        };
+        // What the programs counted of it so far stays.
+        let attaches = self.tracked.get(&cgroup_id, 0).map_or(0, |t| t.attaches);
+        self.tracked.insert(cgroup_id, TrackedCgroup { kind, attaches }, 0).is_ok()
     }
 
     /// Counts `cgroup_id`'s events in the kernel from now on.
@@ -641,6 +715,8 @@ fn seed_tasks(
         // Tasks may exit during the scan: skip what vanished.
         let Ok(cgroup_text) = std::fs::read_to_string(format!("{dir}/cgroup")) else { continue };
         let Some(path) = layout.task_path(&cgroup_text).map(|p| layout.host_path(p)) else { continue };
+        // A task in a cgroup nested below a container's is the container's.
+        let path = crate::model::cgroup_path::owner_path(&path).map_or(path.as_str(), |p| p).to_string();
         let cgroup_id = match ids.get(&path) {
             Some(id) => *id,
             None => match layout.cgroup_id(&path) {

@@ -1,10 +1,10 @@
 //! Drains the ring buffers and forwards records; decides nothing. A full
 //! channel is a counted drop, never a wait: the kernel must not back up.
 //!
-//! Two rings, two channels: exits in one, OOM kills and cgroup changes in
-//! the other, so that an exit flood loses exits (counted) and nothing
-//! else. [`EventStream`] hands them on in the kernel's order, by each
-//! record's timestamp.
+//! Three rings, three channels: exits, OOM kills, cgroup changes, so that
+//! an exit flood loses exits (counted) and nothing else, and cgroup churn
+//! never costs an OOM kill. [`EventStream`] hands them on in the kernel's
+//! order, by each record's timestamp.
 
 use std::{sync::Arc, time::Duration};
 
@@ -59,16 +59,18 @@ impl std::ops::Deref for Record {
     }
 }
 
-/// The reader's two channels: exits, and OOM kills with cgroup changes.
+/// The reader's channels, one per ring.
 pub struct Senders {
+    /// Exits.
     pub routine: mpsc::Sender<Record>,
-    pub priority: mpsc::Sender<Record>,
+    pub oom_kills: mpsc::Sender<Record>,
+    pub cgroups: mpsc::Sender<Record>,
 }
 
-/// OOM kills and cgroup changes queued for the decoder, at most: more than
-/// a full priority ring holds (256 KiB: ~580 cgroup records, ~1 800 OOM
-/// kills), so that one drain of it never overflows the channel.
-pub const PRIORITY_CHANNEL: usize = 2048;
+/// OOM kills, or cgroup changes, queued for the decoder, at most: more
+/// than a full ring of either holds (256 KiB: ~680 OOM kills, ~580 cgroup
+/// records), so that one drain of it never overflows its channel.
+pub const SMALL_RING_CHANNEL: usize = 1024;
 
 /// When the reader drains.
 #[derive(Debug, Clone, Copy)]
@@ -99,45 +101,54 @@ pub async fn run(
     pace: Pace,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let Ring { events, priority, mut asleep } = ring;
-    // SAFETY: each ring buffer owns its map fd, which stays open and
-    // unchanged until its AsyncFd (and with it the ring) is dropped.
-    let mut fd = unsafe { AsyncFd::register_with_interest(events, tokio::io::Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)?;
-    let mut prio = unsafe { AsyncFd::register_with_interest(priority, tokio::io::Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)?;
-    // Both rings, the priority one before and after the routine one: a
-    // priority record taken first is newer than every routine record
+    let Ring { events, oom_kills, cgroups, mut asleep } = ring;
+    let register = |ring| {
+        // SAFETY: each ring buffer owns its map fd, which stays open and
+        // unchanged until its AsyncFd (and with it the ring) is dropped.
+        unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }.map_err(|e| e.into_parts().1)
+    };
+    let mut fd = register(events)?;
+    let mut ooms = register(oom_kills)?;
+    let mut cgs = register(cgroups)?;
+    // Every ring, the small ones before and after the routine one: a
+    // record of theirs taken first is newer than every routine record
     // submitted before it, and those are all taken in the same drain; the
-    // second look takes a priority record submitted while the routine ring
-    // was read, older than routine records taken after it. The decoder
-    // orders what one drain took by timestamp.
-    let drain_both = |fd: &mut AsyncFd<RingBuf<MapData>>, prio: &mut AsyncFd<RingBuf<MapData>>| {
-        drain(prio.get_mut(), &tx.priority, &stats)
+    // second look takes one submitted while the routine ring was read,
+    // older than routine records taken after it. The decoder orders what
+    // one drain took by timestamp.
+    let drain_all = |fd: &mut Rb, ooms: &mut Rb, cgs: &mut Rb| {
+        drain(ooms.get_mut(), &tx.oom_kills, &stats)
+            + drain(cgs.get_mut(), &tx.cgroups, &stats)
             + drain(fd.get_mut(), &tx.routine, &stats)
-            + drain(prio.get_mut(), &tx.priority, &stats)
+            + drain(cgs.get_mut(), &tx.cgroups, &stats)
+            + drain(ooms.get_mut(), &tx.oom_kills, &stats)
     };
     let mut sleep = Sleep { asleep: false, allowed: true, last_record: Instant::now() };
     let mut next = Instant::now() + pace.drain;
     loop {
         let (records, timed) = tokio::select! {
             _ = shutdown.cancelled() => {
-                drain_both(&mut fd, &mut prio);
+                drain_all(&mut fd, &mut ooms, &mut cgs);
                 return Ok(());
             }
             guard = fd.readable_mut() => {
                 guard?.clear_ready();
                 stats.reader_drained(DrainCause::Wakeup);
-                (drain_both(&mut fd, &mut prio), false)
+                (drain_all(&mut fd, &mut ooms, &mut cgs), false)
             }
-            guard = prio.readable_mut() => {
+            guard = ooms.readable_mut() => {
                 guard?.clear_ready();
                 stats.reader_drained(DrainCause::Wakeup);
-                (drain_both(&mut fd, &mut prio), false)
+                (drain_all(&mut fd, &mut ooms, &mut cgs), false)
+            }
+            guard = cgs.readable_mut() => {
+                guard?.clear_ready();
+                stats.reader_drained(DrainCause::Wakeup);
+                (drain_all(&mut fd, &mut ooms, &mut cgs), false)
             }
             _ = tokio::time::sleep_until(next) => {
                 stats.reader_drained(DrainCause::Timer);
-                (drain_both(&mut fd, &mut prio), true)
+                (drain_all(&mut fd, &mut ooms, &mut cgs), true)
             }
         };
         let now = Instant::now();
@@ -151,7 +162,7 @@ pub async fn run(
             sleep.fall_asleep(&mut asleep);
             // A record submitted before the programs saw the flag did not
             // wake the reader: take it now.
-            if sleep.asleep && drain_both(&mut fd, &mut prio) > 0 {
+            if sleep.asleep && drain_all(&mut fd, &mut ooms, &mut cgs) > 0 {
                 sleep.last_record = now;
                 sleep.wake(&mut asleep);
             }
@@ -162,6 +173,8 @@ pub async fn run(
         }
     }
 }
+
+type Rb = AsyncFd<RingBuf<MapData>>;
 
 /// The reader's sleep, and the flag in the kernel that says so.
 struct Sleep {
@@ -204,19 +217,22 @@ fn drain(ring: &mut RingBuf<MapData>, tx: &mpsc::Sender<Record>, stats: &Pipelin
             Ok(()) => {}
             // Closed only during shutdown; either way the record is lost
             // and counted.
-            Err(TrySendError::Full(_)) | Err(TrySendError::Closed(_)) => stats.channel_drop(),
+            Err(TrySendError::Full(r)) | Err(TrySendError::Closed(r)) => {
+                stats.channel_drop(crate::stats::kind_of(&r));
+            }
         }
     }
     n
 }
 
-/// Decoded events out of the reader's channel; decode errors are counted
+/// Decoded events out of the reader's channels; decode errors are counted
 /// and skipped.
 pub struct EventStream {
-    routine: mpsc::Receiver<Record>,
-    priority: mpsc::Receiver<Record>,
+    /// Exits, OOM kills, cgroup changes: the reader fills the last two
+    /// first in each drain.
+    channels: [mpsc::Receiver<Record>; 3],
     /// The next record of each channel, taken but not handed on yet.
-    heads: [Option<Record>; 2],
+    heads: [Option<Record>; 3],
     stats: Arc<PipelineStats>,
 }
 
@@ -227,41 +243,49 @@ fn ts_of(record: &[u8]) -> u64 {
 }
 
 impl EventStream {
-    pub fn new(routine: mpsc::Receiver<Record>, priority: mpsc::Receiver<Record>, stats: Arc<PipelineStats>) -> Self {
-        Self { routine, priority, heads: [None, None], stats }
+    pub fn new(
+        routine: mpsc::Receiver<Record>,
+        oom_kills: mpsc::Receiver<Record>,
+        cgroups: mpsc::Receiver<Record>,
+        stats: Arc<PipelineStats>,
+    ) -> Self {
+        Self { channels: [routine, oom_kills, cgroups], heads: [None, None, None], stats }
     }
 
-    /// The next record in the kernel's order: of what both channels hold,
-    /// the older (the reader fills both in one drain, so what one holds the
-    /// other is not behind on); `None` once the reader has stopped.
+    /// The next record in the kernel's order: of what the channels hold,
+    /// the oldest (the reader fills them all in one drain, so what one
+    /// holds the others are not behind on); `None` once the reader has
+    /// stopped.
     ///
-    /// Both heads are looked at after every wait: the channel that wakes a
-    /// waiting decoder is the one the reader filled first (the priority
-    /// one), and the other may hold older records of the same drain.
+    /// Every head is looked at after every wait: the channel that wakes a
+    /// waiting decoder is one the reader filled first (a small ring's),
+    /// and the others may hold older records of the same drain.
     async fn record(&mut self) -> Option<Record> {
         loop {
-            if self.heads[0].is_none() {
-                self.heads[0] = self.routine.try_recv().ok();
+            for (head, channel) in self.heads.iter_mut().zip(self.channels.iter_mut()) {
+                if head.is_none() {
+                    *head = channel.try_recv().ok();
+                }
             }
-            if self.heads[1].is_none() {
-                self.heads[1] = self.priority.try_recv().ok();
-            }
-            if self.heads[0].is_some() || self.heads[1].is_some() {
+            if self.heads.iter().any(Option::is_some) {
                 break;
             }
-            let (routine, priority) = (&mut self.routine, &mut self.priority);
+            let [routine, oom_kills, cgroups] = &mut self.channels;
             tokio::select! {
                 biased;
-                r = priority.recv() => self.heads[1] = Some(r?),
+                r = oom_kills.recv() => self.heads[1] = Some(r?),
+                r = cgroups.recv() => self.heads[2] = Some(r?),
                 r = routine.recv() => self.heads[0] = Some(r?),
             }
         }
-        let older = match (&self.heads[0], &self.heads[1]) {
-            (Some(r), Some(p)) if ts_of(p) <= ts_of(r) => 1,
-            (Some(_), _) => 0,
-            _ => 1,
-        };
-        self.heads[older].take()
+        // The oldest head; of equal stamps, the small rings' first (as
+        // they were drained first).
+        let oldest = [1, 2, 0]
+            .into_iter()
+            .filter_map(|i| self.heads[i].as_ref().map(|r| (ts_of(r), i)))
+            .min_by_key(|&(ts, _)| ts)
+            .map(|(_, i)| i)?;
+        self.heads[oldest].take()
     }
 
     /// The next event, or `None` once the reader has stopped.
@@ -322,28 +346,35 @@ mod tests {
         }
     }
 
-    /// Guards: a decoder waiting on both channels taking the priority
-    /// record that woke it without looking at the other channel, so a
-    /// cgroup's rmdir overtook the exit of its last process (a late exit
-    /// instead of a sandbox death, in the real churn test).
+    /// Guards: a decoder waiting on the channels taking the cgroup record
+    /// that woke it without looking at the others, so a cgroup's rmdir
+    /// overtook the exit of its last process (a late exit instead of a
+    /// sandbox death, in the real churn test), or an OOM kill its victim's
+    /// container's mkdir.
     #[tokio::test(flavor = "current_thread")]
-    async fn a_waiting_decoder_still_hands_on_the_older_record_first() {
+    async fn a_waiting_decoder_still_hands_on_the_oldest_record_first() {
         let (routine_tx, routine) = mpsc::channel(8);
-        let (priority_tx, priority) = mpsc::channel(8);
-        let mut stream = EventStream::new(routine, priority, Arc::new(PipelineStats::default()));
-        // The reader's drain: the priority ring first (an rmdir at 20),
-        // then the routine one (the exit at 10), while the decoder waits.
+        let (oom_tx, oom_kills) = mpsc::channel(8);
+        let (cgroup_tx, cgroups) = mpsc::channel(8);
+        let mut stream = EventStream::new(routine, oom_kills, cgroups, Arc::new(PipelineStats::default()));
+        // The reader's drain: the OOM ring first (a kill at 30), the cgroup
+        // ring (a mkdir at 5, an rmdir at 20), then the routine one (the
+        // exit at 10), while the decoder waits.
         let reader = tokio::spawn(async move {
             tokio::task::yield_now().await;
-            priority_tx.try_send(record(20)).map_err(|_| "priority channel")?;
+            oom_tx.try_send(record(30)).map_err(|_| "OOM channel")?;
+            cgroup_tx.try_send(record(5)).map_err(|_| "cgroup channel")?;
+            cgroup_tx.try_send(record(20)).map_err(|_| "cgroup channel")?;
             routine_tx.try_send(record(10)).map_err(|_| "routine channel")?;
-            Ok::<_, &str>((routine_tx, priority_tx))
+            Ok::<_, &str>((routine_tx, oom_tx, cgroup_tx))
         });
-        let first = stream.record().await.map(|r| ts_of(&r));
-        let second = stream.record().await.map(|r| ts_of(&r));
-        assert_eq!((first, second), (Some(10), Some(20)));
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            order.push(stream.record().await.map(|r| ts_of(&r)));
+        }
+        assert_eq!(order, [Some(5), Some(10), Some(20), Some(30)]);
         let senders = reader.await.expect("reader task").expect("sends");
         drop(senders);
-        assert_eq!(stream.record().await, None, "both channels closed and empty");
+        assert_eq!(stream.record().await, None, "every channel closed and empty");
     }
 }

@@ -1,7 +1,10 @@
 //! Start-up scan: what exists already, as the events that would have
 //! created it. An agent restarted while pods run learns them here: every
 //! cgroup of the tracked hierarchy becomes a mkdir, and every process in a
-//! pod container an attach, oldest first (so the oldest is the init).
+//! pod container an attach, oldest first (so the oldest is the init). The
+//! walk does not go below a container's cgroup: what a container nests
+//! there is its own (its processes are the container's), so no tenant can
+//! make the walk long, or hide another pod behind its cgroups.
 
 use std::{collections::HashMap, os::unix::fs::MetadataExt as _, path::Path};
 
@@ -52,7 +55,8 @@ fn walk(
     let dir = layout.dir(rel);
     let Ok(meta) = std::fs::metadata(&dir) else { return };
     let path = if rel.is_empty() { "/".to_string() } else { rel.to_string() };
-    if cgroup_path::parse(&path).is_some_and(|p| p.container_id.is_some()) {
+    let container = cgroup_path::parse(&path).is_some_and(|p| p.container_id.is_some());
+    if container {
         pod_cgroups.insert(path.clone(), meta.ino());
     }
     events.push(Event::CgroupMkdir(CgroupChange {
@@ -63,6 +67,9 @@ fn walk(
         path: path.clone(),
         truncated: false,
     }));
+    if container {
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(&dir) else { return };
     let mut children: Vec<String> = entries
         .flatten()
@@ -83,6 +90,8 @@ fn attachments(layout: &CgroupLayout, pod_cgroups: &HashMap<String, u64>, now_ns
         let base = Path::new("/proc").join(pid.to_string());
         let Ok(text) = std::fs::read_to_string(base.join("cgroup")) else { continue };
         let Some(path) = layout.task_path(&text).map(|p| layout.host_path(p)) else { continue };
+        // A process in a cgroup nested below a container's is the container's.
+        let path = cgroup_path::owner_path(&path).map_or(path.as_str(), |p| p).to_string();
         let Some(&cgroup_id) = pod_cgroups.get(&path) else { continue };
         let Ok(stat) = std::fs::read_to_string(base.join("stat")) else { continue };
         let Some(ticks) = crate::host::proc::start_ticks(&stat) else { continue };

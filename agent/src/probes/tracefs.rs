@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use agent_common::{AttachOffsets, CgroupOffsets, TracepointOffsets, ABSENT};
+use agent_common::{TracepointOffsets, ABSENT};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TracefsError {
@@ -125,13 +125,11 @@ impl Tracefs {
         parse_format(&text).map_err(|line| TracefsError::Malformed { path, line })
     }
 
-    /// Offsets for every field the programs read.
+    /// Offsets of the exit and OOM tracepoints' fields the programs read
+    /// (the cgroup programs read the kernel's structs, at BTF's offsets).
     pub fn offsets(&self) -> Result<TracepointOffsets, TracefsError> {
         let exit = Lookup::new(EXIT, self.fields(EXIT)?);
         let oom = Lookup::new(OOM, self.fields(OOM)?);
-        let mkdir = Lookup::new(MKDIR, self.fields(MKDIR)?);
-        let rmdir = Lookup::new(RMDIR, self.fields(RMDIR)?);
-        let attach = Lookup::new(ATTACH, self.fields(ATTACH)?);
         Ok(TracepointOffsets {
             exit_comm: exit.required("comm")?,
             exit_pid: exit.required("pid")?,
@@ -146,25 +144,12 @@ impl Tracefs {
             mv_uid: oom.optional("uid"),
             mv_pgtables: oom.optional("pgtables"),
             mv_oom_score_adj: oom.optional("oom_score_adj"),
-            mkdir: cgroup_offsets(&mkdir)?,
-            rmdir: cgroup_offsets(&rmdir)?,
-            attach: AttachOffsets {
-                root: attach.required("dst_root")?,
-                level: attach.required("dst_level")?,
-                id: attach.required("dst_id")?,
-                pid: attach.required("pid")?,
-                path: attach.required("dst_path")?,
-                comm: attach.optional("comm"),
-            },
         })
     }
 }
 
 pub const EXIT: &str = "sched/sched_process_exit";
 pub const OOM: &str = "oom/mark_victim";
-pub const MKDIR: &str = "cgroup/cgroup_mkdir";
-pub const RMDIR: &str = "cgroup/cgroup_rmdir";
-pub const ATTACH: &str = "cgroup/cgroup_attach_task";
 
 struct Lookup {
     tracepoint: &'static str,
@@ -186,15 +171,6 @@ impl Lookup {
             .map(|f| f.offset)
             .ok_or(TracefsError::MissingField { tracepoint: self.tracepoint, field })
     }
-}
-
-fn cgroup_offsets(l: &Lookup) -> Result<CgroupOffsets, TracefsError> {
-    Ok(CgroupOffsets {
-        root: l.required("root")?,
-        level: l.required("level")?,
-        id: l.required("id")?,
-        path: l.required("path")?,
-    })
 }
 
 fn mount_tracefs(target: &Path) -> std::io::Result<()> {

@@ -103,10 +103,13 @@ struct Families {
     kernel_events: IntCounterVec,
     kernel_dropped: IntCounterVec,
     dropped: IntCounterVec,
+    channel_dropped: IntCounterVec,
     decode_errors: IntCounterVec,
     unattributed: IntCounterVec,
     unstreamed: IntCounterVec,
+    cgroups_unstreamed: IntCounterVec,
     tracking_refused: prometheus::IntCounter,
+    task_table_misses: prometheus::IntCounter,
     drains: IntCounterVec,
     reader_asleep: IntGauge,
 }
@@ -119,10 +122,13 @@ impl PipelineCollector {
             kernel_events: KERNEL_EVENTS_TOTAL.new_counter_vec()?,
             kernel_dropped: KERNEL_EVENTS_DROPPED_TOTAL.new_counter_vec()?,
             dropped: EVENTS_DROPPED_TOTAL.new_counter_vec()?,
+            channel_dropped: CHANNEL_EVENTS_DROPPED_TOTAL.new_counter_vec()?,
             decode_errors: DECODE_ERRORS_TOTAL.new_counter_vec()?,
             unattributed: EVENTS_UNATTRIBUTED_TOTAL.new_counter_vec()?,
             unstreamed: KERNEL_EXITS_UNSTREAMED_TOTAL.new_counter_vec()?,
+            cgroups_unstreamed: KERNEL_CGROUP_RECORDS_UNSTREAMED_TOTAL.new_counter_vec()?,
             tracking_refused: TRACKED_CGROUPS_REFUSED_TOTAL.new_counter()?,
+            task_table_misses: TASK_TABLE_MISSES_TOTAL.new_counter()?,
             drains: READER_DRAINS_TOTAL.new_counter_vec()?,
             reader_asleep: READER_ASLEEP.new_gauge()?,
         };
@@ -131,13 +137,16 @@ impl PipelineCollector {
             &families.kernel_events,
             &families.kernel_dropped,
             &families.dropped,
+            &families.channel_dropped,
             &families.decode_errors,
             &families.unattributed,
             &families.unstreamed,
+            &families.cgroups_unstreamed,
         ]
         .iter()
         .flat_map(|f| f.desc().into_iter().cloned())
         .chain(families.tracking_refused.desc().into_iter().cloned())
+        .chain(families.task_table_misses.desc().into_iter().cloned())
         .chain(families.drains.desc().into_iter().cloned())
         .chain(families.reader_asleep.desc().into_iter().cloned())
         .collect();
@@ -170,6 +179,7 @@ impl Collector for PipelineCollector {
             kernel_dropped_total += dropped;
             set(&f.kernel_events, kind.label(), emitted + dropped);
             set(&f.kernel_dropped, kind.label(), dropped);
+            set(&f.channel_dropped, kind.label(), s.channel_dropped_of(kind));
         }
         set(&f.received, "unknown", s.received_unknown());
         set(&f.dropped, "kernel", kernel_dropped_total);
@@ -181,19 +191,34 @@ impl Collector for PipelineCollector {
         let unstreamed = self.kernel.as_ref().map(|k| k.unstreamed()).unwrap_or_default();
         set(&f.unstreamed, "thread", unstreamed.thread_exits);
         set(&f.unstreamed, "host", unstreamed.host_exits);
+        set(&f.cgroups_unstreamed, "nested", unstreamed.nested_cgroup_changes);
+        set(&f.cgroups_unstreamed, "attach", unstreamed.attaches_unstreamed);
         f.tracking_refused.reset();
         f.tracking_refused.inc_by(unstreamed.tracking_refused);
+        f.task_table_misses.reset();
+        f.task_table_misses.inc_by(unstreamed.task_table_misses);
         for cause in DrainCause::iter() {
             set(&f.drains, cause.label(), s.reader_drains(cause));
         }
         f.reader_asleep.set(i64::from(s.reader_asleep()));
-        [&f.received, &f.kernel_events, &f.kernel_dropped, &f.dropped, &f.decode_errors, &f.unattributed, &f.unstreamed]
-            .iter()
-            .flat_map(|v| v.collect())
-            .chain(f.tracking_refused.collect())
-            .chain(f.drains.collect())
-            .chain(f.reader_asleep.collect())
-            .collect()
+        [
+            &f.received,
+            &f.kernel_events,
+            &f.kernel_dropped,
+            &f.dropped,
+            &f.channel_dropped,
+            &f.decode_errors,
+            &f.unattributed,
+            &f.unstreamed,
+            &f.cgroups_unstreamed,
+        ]
+        .iter()
+        .flat_map(|v| v.collect())
+        .chain(f.tracking_refused.collect())
+        .chain(f.task_table_misses.collect())
+        .chain(f.drains.collect())
+        .chain(f.reader_asleep.collect())
+        .collect()
     }
 }
 
@@ -232,7 +257,7 @@ mod tests {
         }));
         stats.record_received(&exit);
         stats.record_received(&[1, 2]);
-        stats.channel_drop();
+        stats.channel_drop(Some(EventKind::CgroupRmdir));
         stats.decode_error(&decode(&[0u8; 3]).unwrap_err());
         let registry = registry(stats, None, 6, "6.18.0").unwrap();
         let text = render(&registry).unwrap();

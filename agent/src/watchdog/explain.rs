@@ -149,7 +149,7 @@ pub fn explain(host: &impl Host, registry: &PodRegistry, o: &KernelOomKill, now_
         (_, Some(t)) => (index(t), trigger.as_ref()),
         _ => (oom_limit::Placed::default(), victim.as_ref()),
     };
-    let judged = oom_limit::judge(&o.levels, placed, margin);
+    let judged = oom_limit::judge(&o.levels, o.levels_cut, placed, margin);
     let level = judged.level.and_then(|i| o.levels.get(i));
     // The counter that was at its limit: memory, or (v1) memory + swap.
     let (usage_bytes, limit_bytes) = match level {

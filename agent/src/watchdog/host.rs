@@ -17,8 +17,10 @@ pub struct LossTotals {
     pub kernel: u64,
     /// Of those, cgroup mkdirs and rmdirs.
     pub kernel_cgroup_changes: u64,
-    /// Records the reader's queue had no room for.
+    /// Records the reader's queues had no room for, every kind.
     pub channel: u64,
+    /// Of those, cgroup mkdirs and rmdirs.
+    pub channel_cgroup_changes: u64,
     /// Records that did not decode.
     pub decode: u64,
     /// Host process exits the kernel counted instead of streaming.
@@ -31,6 +33,17 @@ pub struct CgroupTree {
     pub cgroups: Vec<CgroupChange>,
     /// False when the walk stopped at its bound: cgroups may be missing.
     pub complete: bool,
+}
+
+/// What a tracked cgroup is, for the kernel's programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracking {
+    Pod,
+    /// A container's cgroup, at `level` of the hierarchy (the root is 0):
+    /// what is nested below it is the container's.
+    Container {
+        level: u32,
+    },
 }
 
 pub trait Host {
@@ -63,8 +76,9 @@ pub trait Host {
 
     // --- the kernel's maps ------------------------------------------------
 
-    /// Streams the events of tasks in `cgroup_id`; false if the map is full.
-    fn track(&mut self, cgroup_id: u64) -> bool;
+    /// Streams the events of tasks in `cgroup_id`, which is `what`; false
+    /// if the map is full.
+    fn track(&mut self, cgroup_id: u64, what: Tracking) -> bool;
     /// Counts them in the kernel instead.
     fn untrack(&mut self, cgroup_id: u64);
     /// Puts the threads of these cgroups into the kernel's task table;

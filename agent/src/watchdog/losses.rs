@@ -21,9 +21,10 @@ impl LossWatch {
     }
 
     /// Events lost that may have been a cgroup's mkdir or rmdir: the
-    /// kernel's drops of those kinds, and every channel or decode loss.
+    /// kernel's and the channels' drops of those kinds, and every record
+    /// that did not decode.
     fn cgroup_losses(t: &LossTotals) -> u64 {
-        t.kernel_cgroup_changes + t.channel + t.decode
+        t.kernel_cgroup_changes + t.channel_cgroup_changes + t.decode
     }
 
     /// Whether cgroup changes may have been lost since the last report.
@@ -61,7 +62,9 @@ mod tests {
         let mut w = LossWatch::new(LossTotals { kernel: 5, ..LossTotals::default() });
         let mut out = Vec::new();
         let now = LossTotals { kernel: 7, channel: 1, host_exits: 3, ..LossTotals::default() };
-        assert!(w.cgroups_lost(&now), "a channel loss may have been a cgroup's");
+        assert!(!w.cgroups_lost(&now), "the channels lost an exit");
+        let now = LossTotals { channel: 1, channel_cgroup_changes: 1, ..now };
+        assert!(w.cgroups_lost(&now), "a channel lost a cgroup's change");
         w.report(now, &mut out);
         assert_eq!(
             out,

@@ -36,7 +36,7 @@ mod tests;
 use std::collections::HashSet;
 
 pub use finding::{ContainerExit, Finding, LateExit, LossStage, ModelStats, OomKill, PodOom, SandboxDeath};
-pub use host::{CgroupTree, Host, LossTotals};
+pub use host::{CgroupTree, Host, LossTotals, Tracking};
 pub use names::NAME_WAIT_NS;
 pub use oom_events::{OomEvent, OomScope};
 pub use oom_limit::{Fired, OomConstraint, OomLimit};
@@ -58,8 +58,8 @@ use crate::{
     },
     host::Now,
     model::{
-        cgroup_path, dispatch::runtime_exit, metadata::Snapshot, Dispatcher, ExitReport, Limits, Names, OomReport,
-        Outcome, PodRef, PodRegistry, Report,
+        cgroup_path, dispatch::runtime_exit, metadata::Snapshot, registry::CgroupOwner, Dispatcher, ExitReport, Limits,
+        Names, OomReport, Outcome, PodRef, PodRegistry, Report,
     },
 };
 
@@ -150,22 +150,23 @@ impl<H: Host> Watchdog<H> {
     /// Learns what exists already (cgroup tree and /proc), has the kernel
     /// track the pods' cgroups and their tasks, and looks for the runtime.
     pub fn discover(&mut self, now_ns: u64) -> Findings<'_> {
-        let mut pods = HashSet::new();
+        let mut pods = Vec::new();
         for event in self.host.scan(now_ns) {
             self.dispatcher.dispatch(&event, now_ns);
             if let Event::CgroupMkdir(c) = &event {
                 self.read_oom_group(c.cgroup_id);
-                if self.dispatcher.registry.owner(c.cgroup_id).is_some() {
-                    pods.insert(c.cgroup_id);
+                if let Some(what) = self.tracking(c) {
+                    pods.push((c.cgroup_id, what));
                 }
             }
         }
         self.dispatcher.registry.found_running();
-        for &cgroup_id in &pods {
-            if !self.host.track(cgroup_id) {
+        for &(cgroup_id, what) in &pods {
+            if !self.host.track(cgroup_id, what) {
                 self.out.push(Finding::TrackingFull { cgroup_id });
             }
         }
+        let pods: HashSet<u64> = pods.into_iter().map(|(id, _)| id).collect();
         self.tasks_seeded = self.host.seed_tasks(&pods);
         self.ask_names();
         if let Some(side) = self.runtime.as_mut() {
@@ -260,10 +261,17 @@ impl<H: Host> Watchdog<H> {
             if self.read_oom_group(c.cgroup_id) {
                 self.modes.appeared(c.cgroup_id, now);
             }
-            // The kernel tracks every new cgroup from its mkdir; one that
-            // is no pod's goes back to being counted there.
-            if self.dispatcher.registry.owner(c.cgroup_id).is_none() {
-                self.host.untrack(c.cgroup_id);
+            // The kernel tracks every new cgroup from its mkdir: a pod's or
+            // a container's is said to be one (what a container nests is
+            // its own from then on); one that is neither goes back to being
+            // counted there.
+            match self.tracking(c) {
+                Some(what) => {
+                    if !self.host.track(c.cgroup_id, what) {
+                        self.out.push(Finding::TrackingFull { cgroup_id: c.cgroup_id });
+                    }
+                }
+                None => self.host.untrack(c.cgroup_id),
             }
         }
         match (report, event) {
@@ -531,6 +539,15 @@ impl<H: Host> Watchdog<H> {
             named_containers: registry.metadata.containers(),
             names_evicted: registry.metadata.evicted,
         }));
+    }
+
+    /// What the kernel is to track cgroup `c` as: a pod's or a
+    /// container's the model holds; `None` for any other.
+    fn tracking(&self, c: &CgroupChange) -> Option<Tracking> {
+        match self.dispatcher.registry.owner(c.cgroup_id)? {
+            CgroupOwner::Pod { .. } => Some(Tracking::Pod),
+            CgroupOwner::Container { .. } => Some(Tracking::Container { level: c.level }),
+        }
     }
 
     /// Names of the pod (and container) a report is about.

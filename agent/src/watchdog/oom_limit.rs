@@ -77,6 +77,11 @@ pub enum UnknownLimit {
     /// task that ran out of memory and the victim are in cgroups the agent
     /// does not know.
     Unplaced,
+    /// The task that ran out of memory was in a cgroup nested so deep
+    /// below its container's (more than `agent_common::MEMCG_WALK`) that
+    /// the kernel's walk up gave out before the container's: no level read
+    /// was at its limit, yet the walk did not end at the root.
+    NestedTooDeep,
 }
 
 /// Where the victim's (or the triggering task's) container and pod are
@@ -97,15 +102,13 @@ pub struct Judged {
 }
 
 /// How far under its limit a cgroup whose limit fired can read when the
-/// OOM killer marks its victim: the largest charge that calls the OOM
-/// killer (8 pages), plus what the other CPUs' charge caches held (up to
-/// 64 pages each: the kernel drains them, asynchronously, before it gives
-/// up, so they may be handed back after its last look and before ours).
-/// With 8 pages alone, a container's own kill through containerd 2.1 on
-/// the v1 host once read as a global OOM (1 run of 6); these caches are
-/// the likely reason.
+/// OOM killer marks its victim (`agent_common::oom_margin_pages`: the
+/// largest charge that calls the OOM killer, and the other CPUs' charge
+/// caches). With 8 pages alone, a container's own kill through containerd
+/// 2.1 on the v1 host once read as a global OOM (1 run of 6); the caches
+/// are the likely reason.
 pub fn margin(page_size: u64, cpus: u64) -> u64 {
-    (8 + 64 * cpus.saturating_sub(1)) * page_size
+    u64::from(agent_common::oom_margin_pages(u32::try_from(cpus).unwrap_or(u32::MAX))) * page_size
 }
 
 /// Whether a level was at its limit at the kill: within `margin` bytes of
@@ -115,10 +118,11 @@ pub fn at_limit(l: &MemcgUse, margin: u64) -> bool {
     near(l.usage_bytes, l.limit_bytes) || near(l.memsw_usage_bytes, l.memsw_limit_bytes)
 }
 
-/// Which limit fired, from the levels read at the kill (innermost first),
-/// `placed` against the victim's container and pod; `margin` as
-/// [`margin`] says.
-pub fn judge(levels: &[MemcgUse], placed: Placed, margin: u64) -> Judged {
+/// Which limit fired, from the levels read at the kill (innermost first;
+/// `cut` when the walk gave out among cgroups nested below the
+/// container's), `placed` against the victim's container and pod; `margin`
+/// as [`margin`] says.
+pub fn judge(levels: &[MemcgUse], cut: bool, placed: Placed, margin: u64) -> Judged {
     let memcg =
         |limit, level| Judged { fired: Fired { limit, constraint: OomConstraint::Memcg }, level, unknown: None };
     let unknown = |why| Judged { fired: Fired::UNKNOWN, level: None, unknown: Some(why) };
@@ -126,6 +130,10 @@ pub fn judge(levels: &[MemcgUse], placed: Placed, margin: u64) -> Judged {
         return unknown(UnknownLimit::NoCounters);
     }
     let Some(at) = levels.iter().position(|l| at_limit(l, margin)) else {
+        // Levels above were not read: no global OOM can be said.
+        if cut {
+            return unknown(UnknownLimit::NestedTooDeep);
+        }
         return Judged {
             fired: Fired { limit: OomLimit::Node, constraint: OomConstraint::Global },
             level: None,
@@ -195,7 +203,7 @@ mod tests {
         use OomConstraint::{Global, Memcg};
         use OomLimit::{Container, Node, Pod};
         let verdict = |levels: &[MemcgUse], placed| {
-            let j = judge(levels, placed, MARGIN);
+            let j = judge(levels, false, placed, MARGIN);
             (j.fired.limit, j.fired.constraint, j.level)
         };
         let full = 48 * MIB;
@@ -251,19 +259,29 @@ mod tests {
         let mut levels = chain((40 * MIB, Some(48 * MIB)), (40 * MIB, Some(96 * MIB)), (40 * MIB, None));
         levels[0].memsw_usage_bytes = 48 * MIB;
         levels[0].memsw_limit_bytes = Some(48 * MIB);
-        let j = judge(&levels, PLACED, MARGIN);
+        let j = judge(&levels, false, PLACED, MARGIN);
         assert_eq!((j.fired.limit, j.level), (OomLimit::Container, Some(0)));
     }
 
     #[test]
     fn unknown_only_without_counters_or_a_place_and_says_which() {
-        assert_eq!(judge(&[], PLACED, MARGIN).unknown, Some(UnknownLimit::NoCounters));
+        assert_eq!(judge(&[], false, PLACED, MARGIN).unknown, Some(UnknownLimit::NoCounters));
         let levels = chain((48 * MIB, Some(48 * MIB)), (MIB, None), (MIB, None));
-        let j = judge(&levels, Placed::default(), MARGIN);
+        let j = judge(&levels, false, Placed::default(), MARGIN);
         assert_eq!((j.fired, j.unknown), (Fired::UNKNOWN, Some(UnknownLimit::Unplaced)));
         // A global OOM needs no place.
         let global = chain((MIB, None), (MIB, None), (MIB, None));
-        assert_eq!(judge(&global, Placed::default(), MARGIN).fired.constraint, OomConstraint::Global);
+        assert_eq!(judge(&global, false, Placed::default(), MARGIN).fired.constraint, OomConstraint::Global);
+        // Cut short among a container's nested cgroups, none at its limit:
+        // no global OOM can be said (a tenant nesting deep must not make its
+        // own kills read as the node's).
+        let nested = vec![level(9, MIB, None), level(8, MIB, None)];
+        let j = judge(&nested, true, Placed::default(), MARGIN);
+        assert_eq!((j.fired, j.unknown), (Fired::UNKNOWN, Some(UnknownLimit::NestedTooDeep)));
+        // One of them at its limit fired, wherever the walk ended.
+        let nested = vec![level(9, MIB, None), level(8, MIB, Some(MIB))];
+        let j = judge(&nested, true, Placed { container: None, pod: None }, MARGIN);
+        assert_eq!(j.unknown, Some(UnknownLimit::Unplaced), "at its limit, but not placed against the container");
     }
 
     #[test]

@@ -120,7 +120,7 @@ impl Host for FakeNode {
         self.runtime_peer
     }
 
-    fn track(&mut self, cgroup_id: u64) -> bool {
+    fn track(&mut self, cgroup_id: u64, _what: Tracking) -> bool {
         if self.track_room.is_some_and(|room| self.tracked.len() >= room) {
             return false;
         }
@@ -207,6 +207,7 @@ fn oom(pid: u32, cgroup_id: u64, comm: &str, trigger: u32, ts_ns: u64) -> Event 
         trigger_cgroup_id: cgroup_id,
         trigger_comm: "dd".into(),
         levels: Vec::new(),
+        levels_cut: false,
     })
 }
 
@@ -506,6 +507,7 @@ fn lost_cgroup_changes_are_recovered_from_the_tree() {
         node.cgroups.retain(|_, id| *id < 100);
         node.tree_cut_short = true;
         node.losses.channel += 1;
+        node.losses.channel_cgroup_changes += 1;
     }
     let found = tick(&mut wd, 5 * SEC);
     assert!(found.contains(&Finding::CgroupResync { reread: true, created: 0, removed: 0 }), "{found:?}");

@@ -364,13 +364,20 @@ pub struct KubePod {
 
 impl KubePod {
     pub fn build(name: &str, uid: &str, systemd: bool, containers: u8) -> Self {
+        Self::build_qos(name, uid, systemd, containers, "burstable")
+    }
+
+    /// The same in QoS class `qos` (`burstable`, `besteffort`, or
+    /// `guaranteed`: right under the kubelet's root).
+    pub fn build_qos(name: &str, uid: &str, systemd: bool, containers: u8, qos: &str) -> Self {
         use std::os::unix::fs::PermissionsExt as _;
         let mut cg = TestCgroup::create(name);
-        let pod_rel = if systemd {
-            let uid_ = uid.replace('-', "_");
-            format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice")
-        } else {
-            format!("kubepods/burstable/pod{uid}")
+        let uid_ = uid.replace('-', "_");
+        let pod_rel = match (systemd, qos) {
+            (true, "guaranteed") => format!("kubepods.slice/kubepods-pod{uid_}.slice"),
+            (true, _) => format!("kubepods.slice/kubepods-{qos}.slice/kubepods-{qos}-pod{uid_}.slice"),
+            (false, "guaranteed") => format!("kubepods/pod{uid}"),
+            (false, _) => format!("kubepods/{qos}/pod{uid}"),
         };
         let pod_path = cg.child(&pod_rel);
         let paths: Vec<String> = (1..=containers)
@@ -425,6 +432,38 @@ impl KubePod {
             std::thread::sleep(Duration::from_millis(10));
         }
         panic!("init of container {i} never joined its cgroup");
+    }
+
+    /// As a tenant with a writable cgroupfs does (systemd in a
+    /// container, a nested runtime, a CI runner): a chain of `depth`
+    /// cgroups nested below container `i`'s; returns the deepest one's
+    /// directory. Removed with the pod.
+    pub fn nest_chain(&self, i: usize, depth: usize) -> PathBuf {
+        let mut dir = self.cg.layout.dir(&self.paths[i]);
+        for level in 0..depth {
+            dir = dir.join(format!("n{level}"));
+            std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        }
+        dir
+    }
+
+    /// `count` cgroups side by side below container `i`'s, each with
+    /// `prefix` and its number for a name. Removed with the pod.
+    pub fn nest_many(&self, i: usize, prefix: &str, count: usize) {
+        let dir = self.cg.layout.dir(&self.paths[i]);
+        for n in 0..count {
+            let d = dir.join(format!("{prefix}{n}"));
+            std::fs::create_dir(&d).unwrap_or_else(|e| panic!("mkdir {}: {e}", d.display()));
+        }
+    }
+
+    /// The pids in container `i`'s own cgroup.
+    pub fn pids(&self, i: usize) -> Vec<u32> {
+        std::fs::read_to_string(self.procs(i))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
     }
 
     pub fn init_pid(&self, i: usize) -> u32 {
