@@ -55,8 +55,16 @@ impl MemorySplit {
     pub fn at_kill(now: &MemoryStat, usage_at_kill: Option<u64>, victim_anon: Option<u64>, read_after_ns: u64) -> Self {
         let dropped = usage_at_kill.map_or(0, |at| at.saturating_sub(now.usage));
         let freed = victim_anon.map_or(dropped, |anon| dropped.min(anon));
+        // Usage (the page counter, exact) the parts (statistics the kernel
+        // flushes lazily) do not explain was charged since their last
+        // flush: what ran out, the allocation that called the OOM killer.
+        // A read during an OOM can skip the flush (reclaim flushes then,
+        // and a concurrent flusher skips: seen on 6.1, a dd's 31 MiB
+        // missing and the cgroup's old kernel memory named the cause).
+        let parts = now.anon.saturating_add(now.file).saturating_add(now.kernel);
+        let unflushed = now.usage.saturating_sub(parts);
         Self {
-            anon: now.anon.saturating_add(freed),
+            anon: now.anon.saturating_add(freed).saturating_add(unflushed),
             page_cache: now.file.saturating_sub(now.shmem),
             shmem: now.shmem,
             kernel: now.kernel,
@@ -237,6 +245,21 @@ mod tests {
         // A victim that said its RSS caps what counts back.
         let split = MemorySplit::at_kill(&now, Some(259 * MIB), Some(0), 40_000_000);
         assert_eq!(split.cause(), OomCause::Kernel);
+    }
+
+    /// Guards: statistics read before the kernel flushed its latest
+    /// charges (a flush under way elsewhere is not waited for) naming the
+    /// cgroup's old kernel memory the cause of an anonymous OOM.
+    #[test]
+    fn usage_the_unflushed_statistics_leave_unexplained_is_what_ran_out() {
+        // At the limit still; the stats miss the 31 MiB charged last.
+        let stale = MemoryStat { usage: 32 * MIB, anon: 0, file: 0, shmem: 0, kernel: MIB };
+        let split = MemorySplit::at_kill(&stale, Some(32 * MIB), None, 2_000_000);
+        assert_eq!((split.anon, split.kernel), (31 * MIB, MIB));
+        assert_eq!(split.cause(), OomCause::Anon);
+        // Flushed parts that add up change nothing.
+        let flushed = MemoryStat { usage: 32 * MIB, anon: MIB, file: 30 * MIB, shmem: 0, kernel: MIB };
+        assert_eq!(MemorySplit::at_kill(&flushed, Some(32 * MIB), None, 0).anon, MIB);
     }
 
     #[test]
