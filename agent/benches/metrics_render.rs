@@ -94,6 +94,7 @@ fn build(pods: usize, cap: usize) -> (prometheus::Registry, WatchdogMetrics) {
             victim_rss: None,
             oom_score_adj: 0,
             trigger_container: None,
+            warned: None,
             ts_ns: 0,
         };
         m.observe(&Finding::OomKill(Box::new(kill)));

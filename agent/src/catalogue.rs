@@ -5,7 +5,9 @@
 //! tests and its benches alike; the operators' reference
 //! (docs/operating.md) is checked against this table.
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 /// A family's type, as Prometheus knows it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,6 +43,9 @@ pub struct Family {
 const DELAY_BUCKETS: [f64; 16] =
     [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
+/// Seconds from a memory pressure warning to its container's OOM kill.
+const LEAD_BUCKETS: [f64; 12] = [0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
+
 /// Seconds from the kernel's exit of a container init to containerd's
 /// TaskExit for it: normally milliseconds, seconds when the runtime lags.
 const LAG_BUCKETS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
@@ -58,7 +63,7 @@ macro_rules! catalogue {
 catalogue! {
     // telemetry/pod_series.rs
     POD_SERIES_EVICTED_TOTAL = Counter, "sandwatch_pod_series_evicted_total", ["family"],
-        "Per-pod series dropped because the --max-pod-series cap of their family (oom_kills, container_exits) was reached.";
+        "Per-pod series dropped because the --max-pod-series cap of their family (oom_kills, container_exits, memory_pressure) was reached.";
     POD_SERIES_EXPIRED_TOTAL = Counter, "sandwatch_pod_series_expired_total", ["family"],
         "Per-pod series removed --pod-series-ttl after their pod was torn down, by family (oom_kills, container_exits).";
     WORKLOAD_SERIES_EVICTED_TOTAL = Counter, "sandwatch_workload_series_evicted_total", ["family"],
@@ -125,6 +130,12 @@ catalogue! {
         "New cgroups the kernel's tracked-cgroup map had no room for (their tasks' exits count as the host's).";
 
     // telemetry/pod_series.rs
+    POD_MEMORY_PRESSURE = Gauge, "sandwatch_pod_memory_pressure", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "reason"],
+        "1 while a container is under memory pressure, by reason (near_limit: what no reclaim frees at 90 % of its limit; thrashing: at its limit and stalling; growing: at its current growth its limit within 10 minutes); absent otherwise. Capped with the per-pod series.";
+    POD_MEMORY_SECONDS_TO_LIMIT = Gauge, "sandwatch_pod_memory_seconds_to_limit", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind"],
+        "While a container under memory pressure grows: seconds until what no reclaim frees meets its limit at its current growth. Capped with the per-pod series.";
+    POD_MEMORY_UNRECLAIMABLE_RATIO = Gauge, "sandwatch_pod_memory_unreclaimable_ratio", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind"],
+        "While a container is under memory pressure: what no reclaim frees (usage less page cache: anonymous memory, tmpfs, kernel memory) over its limit. Capped with the per-pod series.";
     POD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_pod_container_exits_total", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "reason"],
         "Exits of containers' inits per pod and container, by reason (completed, error, oom_killed, killed, or the signal's name). Capped with the OOM series.";
     POD_OOM_KILLS_TOTAL = Counter, "sandwatch_pod_oom_kills_total", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "victim_role", "limit", "cause"],
@@ -133,6 +144,22 @@ catalogue! {
         "Exits of containers' inits per workload, by reason, across its pods' replacements. Capped with the workload OOM series.";
     WORKLOAD_OOM_KILLS_TOTAL = Counter, "sandwatch_workload_oom_kills_total", ["namespace", "workload", "workload_kind", "victim_role"],
         "OOM kills per workload (Deployment, StatefulSet, DaemonSet, CronJob, Job, or the bare Pod) across its pods' replacements. Capped series.";
+
+    // telemetry/watchdog_metrics.rs: memory pressure
+    MEMORY_PRESSURE_CONTAINERS = Gauge, "sandwatch_memory_pressure_containers", ["reason"],
+        "Workload containers under memory pressure now, by reason (near_limit, thrashing, growing).";
+    MEMORY_PRESSURE_ENDED_TOTAL = Counter, "sandwatch_memory_pressure_ended_total", ["reason", "ended"],
+        "Episodes of memory pressure that ended, by reason and how (eased, killed: an OOM kill in the container, gone, unlimited).";
+    MEMORY_PRESSURE_LEAD_SECONDS = Histogram(&LEAD_BUCKETS), "sandwatch_memory_pressure_lead_seconds", [],
+        "For each OOM kill of a warned container: from its first memory pressure warning to the kill.";
+    MEMORY_PRESSURE_READS_TOTAL = Counter, "sandwatch_memory_pressure_reads_total", ["kind"],
+        "What the memory pressure watch read, by kind (screen: a usage or limit file; detail: a container's full read; wakeup: the kernel said a container's memory events changed).";
+    MEMORY_PRESSURE_STARTED_TOTAL = Counter, "sandwatch_memory_pressure_started_total", ["reason"],
+        "Episodes of memory pressure that started (warnings), by reason.";
+    MEMORY_PRESSURE_WATCHED = Gauge, "sandwatch_memory_pressure_watched", [],
+        "Workload containers whose memory pressure is watched.";
+    OOM_KILLS_WARNED_TOTAL = Counter, "sandwatch_oom_kills_warned_total", ["warned"],
+        "OOM kills of pods' workload containers, by whether the container was under memory pressure when it came (true, false).";
 
     // telemetry/records/hub.rs
     EVENT_RECORDS_TOTAL = Counter, "sandwatch_event_records_total", ["kind"],
@@ -276,6 +303,14 @@ impl Family {
 
     pub fn gauge_vec(&self, into: &Registry) -> Result<IntGaugeVec, prometheus::Error> {
         let g = self.new_gauge_vec()?;
+        into.register(Box::new(g.clone()))?;
+        Ok(g)
+    }
+
+    /// A labelled gauge of fractions (a ratio), registered in `into`.
+    pub fn float_gauge_vec(&self, into: &Registry) -> Result<GaugeVec, prometheus::Error> {
+        self.check("gauge", true)?;
+        let g = GaugeVec::new(self.opts(), self.labels)?;
         into.register(Box::new(g.clone()))?;
         Ok(g)
     }

@@ -17,7 +17,7 @@ use crate::{
         server::{self, conns, tls::TlsFiles, Address},
         watchdog_metrics::MetricsSettings,
     },
-    watchdog::{self, RuntimeSettings},
+    watchdog::{self, pressure::PressureSettings, RuntimeSettings},
     watchdog::{correlation::CorrelatorLimits, storm::StormSettings},
 };
 
@@ -154,6 +154,12 @@ pub struct Config {
     /// flood never pushes out another namespace's evidence.
     #[arg(long, env = "SANDWATCH_EVENT_HISTORY", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(16..=65536))]
     pub event_history: u32,
+
+    /// Every workload container's memory usage is looked at once in this
+    /// many seconds (those near their limit, or that the kernel says hit
+    /// it, each second); 0 turns the memory pressure warnings off.
+    #[arg(long, env = "SANDWATCH_PRESSURE_SCREEN_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub pressure_screen_seconds: u64,
 
     /// Followers of /events?follow=1 at once; the next is refused (503).
     #[arg(long, env = "SANDWATCH_MAX_EVENT_SUBSCRIBERS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -356,6 +362,10 @@ impl Config {
                 storm,
                 pod_series_ttl_ns: (self.pod_series_ttl > 0).then(|| self.pod_series_ttl.saturating_mul(1_000_000_000)),
                 runtime: Some(RuntimeSettings { names: self.runtime_names.clone(), correlation }),
+                pressure: (self.pressure_screen_seconds > 0).then(|| PressureSettings {
+                    screen_interval_ns: self.pressure_screen_seconds.saturating_mul(1_000_000_000),
+                    ..PressureSettings::default()
+                }),
             },
             metrics: MetricsSettings {
                 max_pod_series: self.max_pod_series as usize,

@@ -3,13 +3,16 @@
 //! from /proc, the kernel's tracked-cgroup map and task table, the
 //! pipeline's loss counters, and the runtime clients' state.
 
-use std::{collections::HashSet, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use strum::IntoEnumIterator as _;
 
 use crate::{
     events::Event,
-    host,
+    host::{self, inotify::Inotify},
     pipeline::Pipeline,
     probes::{
         cgroups::CgroupLayout,
@@ -20,11 +23,60 @@ use crate::{
     runtime::{cri::MetadataRequests, metrics::RuntimeMetrics},
     stats::PipelineStats,
     watchdog::crashes::RuntimeProcess,
-    watchdog::{explain::MemoryStat, host::Tracking, CgroupTree, Host, LossTotals},
+    watchdog::{explain::MemoryStat, host::Tracking, pressure::MemorySample, CgroupTree, Host, LossTotals},
 };
+
+/// The containers' `memory.events` files the kernel says changed (cgroup
+/// v2; v1 has no such file, and its containers are only screened).
+struct MemoryWatches {
+    inotify: Inotify,
+    by_watch: HashMap<i32, u64>,
+    by_cgroup: HashMap<u64, i32>,
+}
+
+impl MemoryWatches {
+    fn new(layout: &CgroupLayout) -> Option<Self> {
+        if !layout.is_unified() {
+            return None;
+        }
+        match Inotify::new() {
+            Ok(inotify) => Some(Self { inotify, by_watch: HashMap::new(), by_cgroup: HashMap::new() }),
+            Err(e) => {
+                log::warn!("containers' memory events are read on a timer only: inotify is unavailable ({e})");
+                None
+            }
+        }
+    }
+
+    fn watch(&mut self, cgroup_id: u64, file: &std::path::Path) {
+        // A container without the memory controller, or gone already: it
+        // is screened on its timer.
+        if let Ok(wd) = self.inotify.watch(file) {
+            self.by_watch.insert(wd, cgroup_id);
+            self.by_cgroup.insert(cgroup_id, wd);
+        }
+    }
+
+    fn unwatch(&mut self, cgroup_id: u64) {
+        if let Some(wd) = self.by_cgroup.remove(&cgroup_id) {
+            self.by_watch.remove(&wd);
+            self.inotify.unwatch(wd);
+        }
+    }
+
+    fn changed(&mut self) -> Vec<u64> {
+        let changes = self.inotify.changes();
+        if changes.overflowed {
+            return self.by_cgroup.keys().copied().collect();
+        }
+        changes.watches.iter().filter_map(|wd| self.by_watch.get(wd).copied()).collect()
+    }
+}
 
 pub struct NodeHost {
     layout: CgroupLayout,
+    /// v2: the kernel says when a container's `memory.events` changes.
+    memory_watches: Option<MemoryWatches>,
     tracker: Option<CgroupTracker>,
     stats: Arc<PipelineStats>,
     kernel: Arc<KernelCounters>,
@@ -38,8 +90,10 @@ impl NodeHost {
     /// The node of a running pipeline: its cgroup layout, its counters, and
     /// the kernel's maps (taken from it).
     pub fn new(pipeline: &mut Pipeline) -> Self {
+        let layout = pipeline.probes.layout().clone();
         Self {
-            layout: pipeline.probes.layout().clone(),
+            memory_watches: MemoryWatches::new(&layout),
+            layout,
             tracker: pipeline.probes.take_tracker(),
             stats: pipeline.stats.clone(),
             kernel: pipeline.kernel.clone(),
@@ -75,6 +129,30 @@ impl Host for NodeHost {
 
     fn memory_usage(&self, path: &str) -> Option<u64> {
         self.layout.memory_usage(path)
+    }
+
+    fn memory_limit(&self, path: &str) -> Option<u64> {
+        self.layout.memory_limit(path)
+    }
+
+    fn memory_sample(&self, path: &str) -> Option<MemorySample> {
+        self.layout.memory_sample(path)
+    }
+
+    fn watch_memory(&mut self, cgroup_id: u64, path: &str) {
+        if let Some(w) = self.memory_watches.as_mut() {
+            w.watch(cgroup_id, &self.layout.dir(path).join("memory.events"));
+        }
+    }
+
+    fn unwatch_memory(&mut self, cgroup_id: u64) {
+        if let Some(w) = self.memory_watches.as_mut() {
+            w.unwatch(cgroup_id);
+        }
+    }
+
+    fn take_memory_wakeups(&mut self) -> Vec<u64> {
+        self.memory_watches.as_mut().map(MemoryWatches::changed).unwrap_or_default()
     }
 
     fn cgroup_id(&self, path: &str) -> Option<u64> {

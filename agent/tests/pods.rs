@@ -22,11 +22,16 @@ use sandwatch::{
         metrics::{render_with, Metrics, Subject},
         Outputs,
     },
-    watchdog::{self, Finding, Fired, OomConstraint, OomLimit, Watchdog},
+    watchdog::{
+        self,
+        explain::Explanation,
+        pressure::{PressureChange, PressureEnd, Warned},
+        Finding, Fired, MemoryPressure, OomConstraint, OomLimit, Watchdog,
+    },
 };
 use tokio_util::sync::CancellationToken;
 
-use harness::{cid, kernel_oom_report, metric, node_pods, require_root, KubePod, NodePods};
+use harness::{cid, grower, holder, kernel_oom_report, metric, node_pods, require_root, KubePod, NodePods};
 
 const UID_GROUP: &str = "5d2a7c1e-0001-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_SINGLE: &str = "5d2a7c1e-0002-4a6d-8e9f-0a1b2c3d4e5f";
@@ -62,6 +67,13 @@ struct Watch {
     pod_series_ttl_ns: u64,
     /// Whose limit fired, for each OOM kill handled (victim pid).
     fired: Vec<(u32, Fired)>,
+    /// Each OOM kill handled (victim pid), and what it was warned of.
+    warned: Vec<(u32, Option<Warned>)>,
+    /// Each OOM kill's explanation (victim pid): what a wrong cause needs
+    /// to be read.
+    explained: Vec<(u32, Explanation)>,
+    /// The memory pressure edges found.
+    pressure: Vec<MemoryPressure>,
     /// The node's other pods, before the test made its own: node-wide
     /// gauges count them too.
     node: NodePods,
@@ -93,18 +105,25 @@ impl Watch {
         let core = watchdog::Settings { runtime: None, ..settings.watchdog };
         let mut watchdog = Watchdog::new(NodeHost::new(&mut pipeline), core);
         outputs.publish(watchdog.discover(boottime_ns()));
-        Self { pipeline, watchdog, outputs, prom, pod_series_ttl_ns, fired: Vec::new(), node }
+        Self {
+            pipeline,
+            watchdog,
+            outputs,
+            prom,
+            pod_series_ttl_ns,
+            fired: Vec::new(),
+            warned: Vec::new(),
+            explained: Vec::new(),
+            pressure: Vec::new(),
+            node,
+        }
     }
 
     /// One event through the core and into the metrics; the reports of its
     /// exits and OOM kills.
     fn handle(&mut self, event: &Event) -> Vec<Report> {
         let findings: Vec<Finding> = self.watchdog.on_kernel(event, boottime_ns()).collect();
-        for f in &findings {
-            if let Finding::OomKill(k) = f {
-                self.fired.push((k.report.victim.pid, k.explained.fired));
-            }
-        }
+        self.note(&findings);
         let reports = findings
             .iter()
             .filter_map(|f| match f {
@@ -117,9 +136,26 @@ impl Watch {
         reports
     }
 
+    /// What the tests look at in findings.
+    fn note(&mut self, findings: &[Finding]) {
+        for f in findings {
+            match f {
+                Finding::OomKill(k) => {
+                    self.fired.push((k.report.victim.pid, k.explained.fired));
+                    self.warned.push((k.report.victim.pid, k.warned.clone()));
+                    self.explained.push((k.report.victim.pid, k.explained.clone()));
+                }
+                Finding::MemoryPressure(p) => self.pressure.push((**p).clone()),
+                _ => {}
+            }
+        }
+    }
+
     /// The agent loop's tick, at `now_ns`.
     fn tick_at(&mut self, now_ns: u64) {
-        self.outputs.publish(self.watchdog.on_tick(now_ns));
+        let findings: Vec<Finding> = self.watchdog.on_tick(now_ns).collect();
+        self.note(&findings);
+        self.outputs.publish(findings);
     }
 
     fn tick(&mut self) {
@@ -288,7 +324,8 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         assert_eq!(
             metric(&text, series),
             Some(want),
-            "{series} in\n{counted:#?}\nthe kernel's log: {:#?}",
+            "{series} in\n{counted:#?}\nthe kills as explained: {:#?}\nthe kernel's log: {:#?}",
+            watch.explained,
             harness::kernel_oom_lines()
         );
     }
@@ -725,4 +762,50 @@ fn child_exit_of<'a>(reports: &'a [Report], uid: &str) -> Option<&'a sandwatch::
         }
         _ => None,
     })
+}
+
+const UID_PRESSURE: &str = "5d2a7c1e-000b-4a6d-8e9f-0a1b2c3d4e5f";
+
+/// A container leaking about a MiB a second from 24 MiB towards its 64 MiB
+/// limit is warned before the OOM killer takes it, at least five seconds
+/// before (the lead is printed), and its kill says so; its episodes end
+/// with the kill. A container steady at a quarter of its limit beside it
+/// is never warned. The agent's own reads and ticks, on this kernel (v1
+/// on the host; v2 with PSI and `memory.events` in the VMs).
+#[tokio::test(flavor = "current_thread")]
+async fn a_slowly_growing_container_is_warned_before_its_kill_and_a_steady_one_never_is() {
+    let mut watch = Watch::start();
+    let mut pod = KubePod::build("pressure", UID_PRESSURE, false, 3);
+    for i in [A, B] {
+        pod.cg.set_memory_limit(&pod.paths[i], 64 << 20);
+    }
+    pod.start_init(SANDBOX, "exec sleep 1000");
+    pod.start_init(A, &grower(24, 1));
+    pod.start_init(B, &holder(16));
+    for i in [SANDBOX, A, B] {
+        pod.trigger(i);
+    }
+    let grower_pid = pod.init_pid(A);
+    let started = std::time::Instant::now();
+    while !watch.warned.iter().any(|(pid, _)| *pid == grower_pid) {
+        assert!(started.elapsed() < Duration::from_secs(150), "the grower was never OOM-killed: {:#?}", watch.pressure);
+        watch.losing(Duration::from_secs(1), |_| false).await;
+        watch.tick();
+    }
+    let warned = watch.warned.iter().find(|(pid, _)| *pid == grower_pid).and_then(|(_, w)| w.clone());
+    let warned = warned.unwrap_or_else(|| panic!("the grower's kill came unwarned: {:#?}", watch.pressure));
+    let lead = warned.for_ns as f64 / 1e9;
+    eprintln!(
+        "the grower was warned {lead:.1} s before its kill, of {:?}, after {:.0} s",
+        warned.reasons,
+        started.elapsed().as_secs_f64()
+    );
+    assert!(lead >= 5.0, "warned {lead:.1} s before the kill: {:#?}", watch.pressure);
+    let grower_edges: Vec<_> =
+        watch.pressure.iter().filter(|p| p.pod.container_id.as_deref() == Some(cid(2).as_str())).collect();
+    assert!(grower_edges.iter().any(|p| p.change == PressureChange::End(PressureEnd::Killed)), "{grower_edges:#?}");
+    let steady: Vec<_> =
+        watch.pressure.iter().filter(|p| p.pod.container_id.as_deref() == Some(cid(3).as_str())).collect();
+    assert!(steady.is_empty(), "the steady container at a quarter was never warned: {steady:#?}");
+    drop(pod);
 }

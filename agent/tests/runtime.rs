@@ -15,7 +15,7 @@ use harness::{
     cid,
     containerd::{remove_in_all_hierarchies, Containerd, Runtime, RuntimePod},
     cri::Cri,
-    http_get, metric, node_pods, require_root, AgentProcess,
+    grower, holder, http_get, metric, node_pods, require_root, AgentProcess,
 };
 
 /// Polls the agent's /metrics until `series` satisfies `ok`.
@@ -55,9 +55,15 @@ fn agent_for(ctrd: &Containerd) -> AgentProcess {
 /// An agent that follows `ctrd`'s events and names pods through its CRI
 /// (refreshed every second), once the names are there.
 fn cri_agent(ctrd: &Containerd) -> AgentProcess {
+    cri_agent_with(ctrd, &[])
+}
+
+/// The same with `extra` flags.
+fn cri_agent_with(ctrd: &Containerd, extra: &[&str]) -> AgentProcess {
     let socket = ctrd.socket.display().to_string();
-    let agent =
-        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
+    let mut args = vec!["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"];
+    args.extend_from_slice(extra);
+    let agent = AgentProcess::start(&args);
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
     agent
 }
@@ -119,6 +125,11 @@ macro_rules! on_each_containerd {
             fn cri_container_exits_by_reason_and_workload() {
                 super::cri_container_exits_by_reason_and_workload(&$runtime)
             }
+
+            #[test]
+            fn cri_memory_pressure_warns_before_the_kill() {
+                super::cri_memory_pressure_warns_before_the_kill(&$runtime)
+            }
         }
     )*};
 }
@@ -139,6 +150,7 @@ const UID_PAIR: &str = "6e1f0a2b-7777-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_GLOBAL: &str = "6e1f0a2b-9999-4c3d-8e9f-0a1b2c3d4e5f";
 #[cfg(not(feature = "vm"))]
 const UID_READER: &str = "6e1f0a2b-8888-4c3d-8e9f-0a1b2c3d4e5f";
+const UID_LEAKY: &str = "6e1f0a2b-aaaa-4c3d-8e9f-0a1b2c3d4e5f";
 /// The pods of the exits test: this with its last digit the pod's number.
 const UID_EXITS: &str = "6e1f0a2b-5555-4c3d-8e9f-0a1b2c3d4e5";
 
@@ -502,21 +514,24 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
     require_root();
     let reader_pod = RuntimePod::new("cri-reader", UID_READER);
     let ctrd = Containerd::start_cri(rt, "cri-reader");
-    let agent = cri_agent(&ctrd);
+    let agent = cri_agent_with(&ctrd, &["--pressure-screen-seconds", "1"]);
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     let pod = cri.run_pod("reader", "explain", UID_READER, &reader_pod.pod_path);
     // A reader at its limit: 96 MiB written (synced 8 MiB at a time) and
-    // read four times through a 32 MiB limit fill its cgroup with page
-    // cache the kernel reclaims, no kill. Then it grows anonymous memory:
-    // that kill is `anon`, the cache reclaimed before it not blamed.
+    // read a dozen times over some twelve seconds through a 32 MiB limit
+    // fill its cgroup with page cache the kernel reclaims, no kill, and no
+    // memory pressure warning. Then it grows anonymous memory: that kill
+    // is `anon`, the cache reclaimed before it not blamed.
     let reader = cri.run_container(
         &pod,
         "reader",
         Some(32 << 20),
         "i=0; while [ $i -lt 12 ]; do dd if=/dev/zero of=/big bs=1M count=8 seek=$((i*8)) conv=notrunc 2>/dev/null; sync; i=$((i+1)); done; \
-         for r in 1 2 3 4; do cat /big >/dev/null; done; sleep 2; \
+         i=0; while [ $i -lt 12 ]; do cat /big >/dev/null; sleep 1; i=$((i+1)); done; \
          dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000",
     );
+    let details = || metric(&agent.metrics(), "sandwatch_memory_pressure_reads_total{kind=\"detail\"}").unwrap_or(0.0);
+    let details_before = details();
     let reader_path = reader_pod.container_path(&reader);
     let reader_dir = reader_pod.cg.layout.dir(&reader_path);
     let reader_kill = explain_series("reader", &reader, "reader", UID_READER, "container_child", "container", "anon");
@@ -542,6 +557,18 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
         "the reader's cgroup held {} MiB of page cache, not its limit's worth",
         most_cache >> 20
     );
+    // Read in full while it streamed at its limit (once a second: the
+    // agent screens every second here), and never said near an OOM kill:
+    // nothing before its kill.
+    let read_in_full = details() - details_before;
+    assert!(read_in_full >= 5.0, "the reader was read in full {read_in_full} times while it streamed");
+    let records = agent.records();
+    let warnings: Vec<_> = records
+        .iter()
+        .take_while(|r| r.kind() != "oom_kill")
+        .filter(|r| r.kind() == "memory_pressure" && r.container() == Some("reader"))
+        .collect();
+    assert!(warnings.is_empty(), "page cache streamed at the limit is no pressure: {warnings:#?}");
     // One kill for the reader, the anonymous one, as the kernel counts.
     let reader_kills: f64 = agent
         .metrics()
@@ -1039,4 +1066,87 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     drop(ctrd);
     drop(agent);
     remove_in_all_hierarchies(&format!("{}/kubepods", pods.cg.path));
+}
+
+/// Through the CRI, in the cgroups runc makes (on v1 it holds memory +
+/// swap to the limit too): a container leaking about a MiB a second from
+/// 24 MiB towards its 64 MiB limit is warned at least five seconds before
+/// the OOM killer takes it — its kill record says how long before and of
+/// what (the lead is printed) — and its episodes end with the kill
+/// (`killed`); a container beside it, steady at a quarter of its limit, is
+/// never warned.
+fn cri_memory_pressure_warns_before_the_kill(rt: &Runtime) {
+    require_root();
+    let cgroups = RuntimePod::new("cri-pressure", UID_LEAKY);
+    let ctrd = Containerd::start_cri(rt, "cri-pressure");
+    let agent = cri_agent(&ctrd);
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    #[cfg(not(feature = "vm"))]
+    let prom = harness::PrometheusProcess::start(agent.addr);
+    let pod = cri.run_pod("leaky", "warn", UID_LEAKY, &cgroups.pod_path);
+    let leaky = cri.run_container(&pod, "leaky", Some(64 << 20), &grower(24, 1));
+    cri.run_container(&pod, "steady", Some(64 << 20), &holder(16));
+    // While it is warned of its growth, the panels of containers under
+    // pressure show it (a real Prometheus scraping every second).
+    #[cfg(not(feature = "vm"))]
+    {
+        let start = Instant::now();
+        while !agent.records().iter().any(|r| r.kind() == "memory_pressure" && r.reason() == Some("growing")) {
+            assert!(start.elapsed() < Duration::from_secs(120), "the leaky container was never warned of its growth");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        for (origin, expr) in harness::shipped_queries()
+            .into_iter()
+            .filter(|(o, e)| o.starts_with("dashboard") && harness::needs_live_pressure(e))
+        {
+            let start = Instant::now();
+            while prom.query(&expr, None).is_empty() {
+                assert!(start.elapsed() < Duration::from_secs(10), "{origin} returns no data while it grows: {expr}");
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        }
+    }
+    let start = Instant::now();
+    let kill = loop {
+        let records = agent.records();
+        if let Some(k) = records.into_iter().find(|r| r.kind() == "oom_kill" && r.container() == Some("leaky")) {
+            break k;
+        }
+        assert!(start.elapsed() < Duration::from_secs(150), "the leaky container was never OOM-killed");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let records = agent.records();
+    let pressure: Vec<_> = records.iter().filter(|r| r.kind() == "memory_pressure").collect();
+    let warned_ms = kill.json["warned_ms"].as_u64().unwrap_or_else(|| panic!("its kill came unwarned: {pressure:#?}"));
+    eprintln!(
+        "the leaky container ({}) was warned {:.1} s before its kill, of {}",
+        rt.release(),
+        warned_ms as f64 / 1000.0,
+        kill.json["warned_reasons"]
+    );
+    assert!(warned_ms >= 5_000, "warned {warned_ms} ms before the kill: {pressure:#?}");
+    let leaky_edges: Vec<_> = pressure.iter().filter(|r| r.container_id() == Some(leaky.as_str())).collect();
+    assert!(
+        leaky_edges.iter().any(|r| r.json["state"] == "start"),
+        "its warning is a record of its own: {leaky_edges:#?}"
+    );
+    let start = Instant::now();
+    while !agent
+        .records()
+        .iter()
+        .any(|r| r.kind() == "memory_pressure" && r.container() == Some("leaky") && r.json["ended"] == "killed")
+    {
+        assert!(start.elapsed() < Duration::from_secs(5), "the kill ended its episodes: {leaky_edges:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !pressure.iter().any(|r| r.container() == Some("steady")),
+        "the steady container at a quarter was never warned: {pressure:#?}"
+    );
+    let warned = metric(&agent.metrics(), "sandwatch_oom_kills_warned_total{warned=\"true\"}");
+    assert!(warned >= Some(1.0), "the warned kill is counted: {warned:?}");
+    cri.remove_pod(&pod.id);
+    drop(cri);
+    drop(ctrd);
+    drop(agent);
 }

@@ -7,7 +7,10 @@
 //! starts: its ready time and steady RSS, then OOM kills in 600 of them —
 //! counted, lost, the agent's reads and CPU per kill, RSS after — and the
 //! /metrics scrape they leave. Targets: ≤ 12 MiB peak through the storm,
-//! ≤ 16 MiB steady at 1 000 pods after the kills.
+//! ≤ 16 MiB steady at 1 000 pods after the kills. Then the memory pressure
+//! watch at 1 000 pods, against itself off in the same run: its CPU, read
+//! syscalls and RSS a second with none under pressure, and with 50
+//! containers held at about 92 % of their limits.
 
 use std::{
     path::Path,
@@ -171,6 +174,88 @@ fn kill(agent: &Agent, pods: &Pods, kills: usize) -> Result<(f64, f64, f64, f64)
     Ok((m(&after, series) - oom0, lost, (reads1 - reads0) as f64 / n, (cpu1 - cpu0) as f64 / 1e6 / n))
 }
 
+/// Containers held under memory pressure in the pressure part.
+const UNDER_PRESSURE: usize = 50;
+/// How long each of its windows is measured.
+const WINDOW: Duration = Duration::from_secs(20);
+
+/// The agent over one window: CPU (user, and all) and read syscalls a
+/// second, and its RSS at the end.
+#[derive(Clone, Copy, Default)]
+struct Cost {
+    user_ms: f64,
+    cpu_ms: f64,
+    reads: f64,
+    rss_kib: u64,
+}
+
+/// A process's user CPU (clock ticks of /proc/PID/stat, as ns).
+fn user_ns(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    // Fields after the name: state is the first, utime the twelfth.
+    let ticks: u64 = after.split_whitespace().nth(11).and_then(|t| t.parse().ok()).unwrap_or(0);
+    ticks * 10_000_000
+}
+
+fn cost(agent: &Agent) -> Cost {
+    let pid = agent.pid();
+    let (reads0, cpu0, user0) = (reads_and_cpu(pid).0, cpu_ns(pid), user_ns(pid));
+    std::thread::sleep(WINDOW);
+    let (reads1, cpu1, user1) = (reads_and_cpu(pid).0, cpu_ns(pid), user_ns(pid));
+    let secs = WINDOW.as_secs_f64();
+    Cost {
+        user_ms: (user1 - user0) as f64 / 1e6 / secs,
+        cpu_ms: (cpu1 - cpu0) as f64 / 1e6 / secs,
+        reads: (reads1 - reads0) as f64 / secs,
+        rss_kib: status_kib(pid, "VmRSS:"),
+    }
+}
+
+/// The pressure watch's cost at `pods`: off, on with none under pressure,
+/// on with `UNDER_PRESSURE` app containers held at about 92 % of their
+/// 16 MiB; and how many of those it warned of.
+fn pressure(bin: &Path, agent_args: &[String], pods: &Pods) -> Result<([Cost; 3], f64)> {
+    let mut args = agent_args.to_vec();
+    args.extend(["--pressure-screen-seconds".to_string(), "0".to_string()]);
+    let agent = start_agent(bin, &args, None)?;
+    // Past start-up, as the other windows are past their first screens.
+    std::thread::sleep(Duration::from_secs(12));
+    let off = cost(&agent);
+    agent.stop()?;
+    let agent = start_agent(bin, agent_args, None)?;
+    std::thread::sleep(Duration::from_secs(12));
+    let quiet = cost(&agent);
+    // The last app containers' (the kills took the first ones').
+    let apps: Vec<&Path> = pods.containers.iter().skip(1).step_by(2).map(|p| p.as_path()).collect();
+    let held: Vec<&Path> = apps.iter().rev().take(UNDER_PRESSURE).copied().collect();
+    let mut holders = Vec::new();
+    for dir in &held {
+        // 13 MiB of 1 KiB strings: about 14 MiB with awk's own, 92 % with
+        // the container's shell and kernel memory.
+        let script = format!(
+            "echo $$ > {} && exec /bin/busybox awk 'BEGIN {{ s = sprintf(\"%01000d\", 0); \
+             for (n = 0; n < 13 * 1024; n++) a[n] = s n; system(\"sleep 3600\") }}'",
+            dir.join("cgroup.procs").display()
+        );
+        holders.push(Command::new("sh").args(["-c", &script]).stdin(Stdio::null()).stdout(Stdio::null()).spawn()?);
+    }
+    let near = "sandwatch_memory_pressure_containers{reason=\"near_limit\"}";
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while agent.value(near) < UNDER_PRESSURE as f64 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let warned = agent.value(near);
+    let under = cost(&agent);
+    agent.stop()?;
+    for mut h in holders {
+        // SAFETY: kill(2) of the holder this bench started, by its pid.
+        unsafe { libc::kill(h.id() as i32, libc::SIGKILL) };
+        let _ = h.wait();
+    }
+    Ok(([off, quiet, under], warned))
+}
+
 /// The section's report, each build a column.
 pub fn run(builds: &[(&str, &Path)], agent_args: &[String], count: u32) -> Result<String> {
     let mut idle = Vec::new();
@@ -183,6 +268,11 @@ pub fn run(builds: &[(&str, &Path)], agent_args: &[String], count: u32) -> Resul
     for ((name, bin), idle) in builds.iter().zip(idle) {
         eprintln!("bench: memory at scale, {name} build");
         figures.push(at_scale(bin, agent_args, &pods, count, idle)?);
+    }
+    let mut pressures = Vec::new();
+    for (name, bin) in builds {
+        eprintln!("bench: the memory pressure watch at scale, {name} build");
+        pressures.push(pressure(bin, agent_args, &pods)?);
     }
     drop(pods);
     let names: Vec<&str> = builds.iter().map(|(n, _)| *n).collect();
@@ -241,6 +331,36 @@ pub fn run(builds: &[(&str, &Path)], agent_args: &[String], count: u32) -> Resul
         "/metrics scrape after the kills, p99",
         each(&|f| format!("{:.2} ms ({} KB)", f.scrape_p99_ms, f.scrape_kb)),
         "≤ 3 ms",
+    );
+    out.push_str(&format!(
+        "\nThe memory pressure watch at {count} pods: off (`--pressure-screen-seconds 0`), on with none under \
+         pressure, on with {UNDER_PRESSURE} app containers held at about 92 % of their 16 MiB ({}s windows, \
+         the same pods)\n\n| measure | {} |\n|---|{}\n",
+        WINDOW.as_secs(),
+        names.join(" | "),
+        "---|".repeat(names.len())
+    ));
+    let per = |f: &dyn Fn(&Cost) -> f64, unit: &str, digits: usize| {
+        pressures
+            .iter()
+            .map(|(c, _)| {
+                let [off, quiet, under] = c.map(|x| f(&x));
+                let ratio = |v: f64| if off > 0.0 { format!(" (×{:.2})", v / off) } else { String::new() };
+                format!("{off:.digits$} → {quiet:.digits$}{} → {under:.digits$}{} {unit}", ratio(quiet), ratio(under))
+            })
+            .collect::<Vec<String>>()
+    };
+    let line = |out: &mut String, what: &str, cells: Vec<String>| {
+        out.push_str(&format!("| {what} | {} |\n", cells.join(" | ")));
+    };
+    line(&mut out, "user CPU a second, off → none → 50 under pressure", per(&|c| c.user_ms, "ms", 2));
+    line(&mut out, "all CPU a second (user + system)", per(&|c| c.cpu_ms, "ms", 2));
+    line(&mut out, "read syscalls a second", per(&|c| c.reads, "", 0));
+    line(&mut out, "RSS at the end of the window", per(&|c| mib(c.rss_kib), "MiB", 1));
+    line(
+        &mut out,
+        "containers it warned of (near_limit)",
+        pressures.iter().map(|(_, w)| format!("{w} of {UNDER_PRESSURE}")).collect(),
     );
     Ok(out)
 }

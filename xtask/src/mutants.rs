@@ -22,6 +22,55 @@ struct Mutation {
 
 const MUTATIONS: &[Mutation] = &[
     Mutation {
+        file: "agent/src/watchdog/explain.rs",
+        from: "anon: now.anon.saturating_add(freed).saturating_add(unflushed),",
+        to: "anon: now.anon.saturating_add(freed),",
+        test: "usage_the_unflushed_statistics_leave_unexplained_is_what_ran_out",
+        bug: "statistics the kernel had not flushed name old kernel memory the cause of an anonymous OOM",
+    },
+    Mutation {
+        file: "agent/src/watchdog/pressure.rs",
+        from: "    let pinned = sample.unreclaimable();",
+        to: "    let pinned = sample.working_set();",
+        test: "page_cache_streamed_at_the_limit_is_no_warning",
+        bug: "a container's OOM risk judged by the kubelet's working set: page cache read again warns",
+    },
+    Mutation {
+        file: "agent/src/watchdog/pressure.rs",
+        from: "let near = if near_open { ratio >= limits::NEAR_LEAVE } else { ratio >= limits::NEAR_ENTER };",
+        to: "let near = ratio >= limits::NEAR_ENTER;",
+        test: "near_the_limit_has_a_band_and_no_flapping",
+        bug: "near_limit without its band: a container at 88 % flaps",
+    },
+    Mutation {
+        file: "agent/src/watchdog/pressure.rs",
+        from: "                && r2 >= limits::GROWTH_FIT\n",
+        to: "\n",
+        test: "steady_at_a_quarter_is_never_warned_and_a_sawtooth_is_no_growth",
+        bug: "growth said of a garbage-collected sawtooth, no line fitting it",
+    },
+    Mutation {
+        file: "agent/src/watchdog/pressure.rs",
+        from: "d.calm_reads < limits::CALM_READS && held >= limits::THRASH_LEAVE_WORKING_SET",
+        to: "!calm && held >= limits::THRASH_LEAVE_WORKING_SET",
+        test: "thrashing_needs_the_limit_a_working_set_and_a_stall_and_clears_after_calm_reads",
+        bug: "thrashing cleared by one calm read",
+    },
+    Mutation {
+        file: "agent/src/watchdog/pressure.rs",
+        from: "        for &(_, id) in due.iter().take(s.max_details) {",
+        to: "        for &(_, id) in due.iter() {",
+        test: "the_kernels_wakeup_makes_a_full_read_at_once_and_budgets_hold",
+        bug: "full reads without their budget: a node whose containers all hit their limits is read at once",
+    },
+    Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "            (Some(p), Some(id)) => p.killed(id, o.ts_ns, &mut self.edges),",
+        to: "            (Some(_), Some(_)) => None,",
+        test: "a_growing_container_is_warned_and_its_kill_says_so",
+        bug: "a kill that does not say how long before it was warned, nor end the warning",
+    },
+    Mutation {
         file: "agent/src/watchdog/mod.rs",
         from: "self.close_oom_events(event.ts_ns(), now);",
         to: "self.close_oom_events(now, now);",
@@ -159,8 +208,8 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/explain.rs",
-        from: "anon: now.anon.saturating_add(freed),",
-        to: "anon: now.anon,",
+        from: "anon: now.anon.saturating_add(freed).saturating_add(unflushed),",
+        to: "anon: now.anon.saturating_add(unflushed),",
         test: "the_victims_anonymous_memory_freed_before_the_read_counts_back_as_anonymous",
         bug: "what the OOM reaper freed before the read is lost from the split",
     },
@@ -196,7 +245,7 @@ const MUTATIONS: &[Mutation] = &[
         file: "agent/src/probes/reader.rs",
         from: "                r = routine.recv() => self.heads[0] = Some(r?),\n            }\n        }",
         to: "                r = routine.recv() => self.heads[0] = Some(r?),\n            }\n            break;\n        }",
-        test: "a_waiting_decoder_still_hands_on_the_older_record_first",
+        test: "a_waiting_decoder_still_hands_on_the_oldest_record_first",
         bug: "a waiting decoder hands on the record that woke it before an older one of the other ring",
     },
     Mutation {

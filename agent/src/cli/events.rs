@@ -32,8 +32,9 @@ pub struct Args {
     pub output: Output,
 
     /// Only records of these kinds, comma-separated: oom_kill,
-    /// sandbox_death, late_exit, runtime_crash, runtime_restart,
-    /// oom_storm_start, oom_storm_end, events_dropped.
+    /// sandbox_death, container_exit, late_exit, runtime_crash,
+    /// runtime_restart, oom_storm_start, oom_storm_end, events_dropped,
+    /// memory_pressure.
     #[arg(long, value_delimiter = ',')]
     pub kind: Vec<String>,
 
@@ -51,8 +52,13 @@ pub struct Args {
 
     /// Only containers that ended badly — an error code, a signal, an OOM
     /// kill, not a clean completion: crash loops as they happen.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "pressure")]
     pub crashes: bool,
+
+    /// Only memory pressure warnings (and their ends) and OOM kills: what
+    /// was warned of, and what came of it.
+    #[arg(long)]
+    pub pressure: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -269,6 +275,8 @@ impl Target {
         let mut query = vec![format!("follow={}", if args.no_follow { 0 } else { 1 })];
         if args.crashes {
             query.push("kind=container_exit".to_string());
+        } else if args.pressure {
+            query.push("kind=memory_pressure,oom_kill".to_string());
         } else if !args.kind.is_empty() {
             query.push(format!("kind={}", encode(&args.kind.join(","))));
         }
@@ -427,6 +435,13 @@ impl Table {
             };
             lines.push(("asked", format!("pid {pid} {}{container}", r.trigger_comm.as_deref().unwrap_or("?"))));
         }
+        lines.push((
+            "warned",
+            match r.warned_ms {
+                Some(ms) => format!("{:.1} s before: {}", ms as f64 / 1000.0, r.warned_reasons.join(", ")),
+                None => "no: no memory pressure was seen before it".to_string(),
+            },
+        ));
         if !r.pod_containers.is_empty() {
             let held: Vec<String> = r
                 .pod_containers
@@ -566,6 +581,32 @@ fn row_of(body: &Body) -> Row<'_> {
             Row { detail: format!("{} OOM events in {}s", r.count, r.window_seconds), ..Row::default() }
         }
         Body::EventsDropped(r) => Row { detail: format!("{} lost at {}", r.count, r.stage), ..Row::default() },
+        Body::MemoryPressure(r) => {
+            let mut detail = vec![match (r.state.as_str(), &r.ended, r.lasted_ms) {
+                ("start", ..) => format!("{} start", r.reason),
+                (_, ended, lasted) => format!(
+                    "{} end ({}) after {:.1}s",
+                    r.reason,
+                    ended.as_deref().unwrap_or("eased"),
+                    lasted.unwrap_or(0) as f64 / 1000.0
+                ),
+            }];
+            if let Some(p) = r.unreclaimable_permille {
+                detail.push(format!("{:.0}%", f64::from(p) / 10.0));
+            }
+            if let Some(secs) = r.seconds_to_limit.filter(|_| r.state == "start") {
+                detail.push(format!("limit in {secs}s"));
+            }
+            if let Some(some) = r.psi_some_permille.filter(|p| *p > 0) {
+                detail.push(format!("psi {:.1}%", f64::from(some) / 10.0));
+            }
+            Row {
+                pod: Some(&r.pod),
+                memory: (Some(r.unreclaimable_bytes), r.limit_bytes),
+                detail: with_workload(detail.join(", "), &r.pod),
+                ..Row::default()
+            }
+        }
         Body::Missed(r) => {
             Row { detail: format!("{} records missed: this client read too slowly", r.count), ..Row::default() }
         }
@@ -613,6 +654,7 @@ fn paint(kind: &str, text: &str) -> String {
         "sandbox_death" | "runtime_crash" | "oom_storm_start" => "1;31",
         "late_exit" | "events_dropped" | "missed" => "33",
         "runtime_restart" | "oom_storm_end" => "32",
+        "memory_pressure" => "35",
         _ => return text.to_string(),
     };
     format!("\x1b[{code}m{text}\x1b[0m")
@@ -783,7 +825,7 @@ mod tests {
         let text = story.join("\n");
         assert_eq!(
             story.iter().map(|l| l.split_whitespace().next().unwrap_or("")).collect::<Vec<_>>(),
-            ["limit", "filled", "victim", "asked", "pod"],
+            ["limit", "filled", "victim", "asked", "warned", "pod"],
             "{text}"
         );
         assert!(story[0].contains("pod limit 48.0M, used 48.0M [memcg]"), "{text}");
@@ -793,7 +835,16 @@ mod tests {
         );
         assert!(story[2].contains("pid 4312 dd: anon 15.0M file 1.0M shmem 0B, oom_score_adj -997"), "{text}");
         assert!(story[3].contains("pid 77 java in container api") && !text.contains('\x1b'), "escaped: {text}");
-        assert!(story[4].contains("holder 32.0M, bbbbbbbbbbbb 16.0M"), "{text}");
+        assert!(story[4].contains("warned   no: no memory pressure was seen before it"), "{text}");
+        assert!(story[5].contains("holder 32.0M, bbbbbbbbbbbb 16.0M"), "{text}");
+        // A warned kill says how long before, and of what.
+        let warned = OomKillRecord {
+            warned_ms: Some(33_400),
+            warned_reasons: vec!["near_limit".into(), "growing".into()],
+            ..oom_record()
+        };
+        let story = Table { colour: false, width: None }.story(&known(Body::OomKill(Box::new(warned))));
+        assert!(story.iter().any(|l| l.contains("warned   33.4 s before: near_limit, growing")), "{story:?}");
         // Cut to the terminal's width; an unknown limit says why.
         let narrow = Table { colour: false, width: Some(40) }.story(&known(Body::OomKill(Box::new(r))));
         assert!(narrow.iter().all(|l| l.chars().count() <= 40), "{narrow:?}");
@@ -858,6 +909,7 @@ mod tests {
             pod: None,
             no_follow: true,
             crashes: false,
+            pressure: false,
         };
         assert_eq!(t.events_path(&args), "/proxy/events?follow=0&kind=oom_kill,late_exit&namespace=kube%20system");
         assert_eq!(Target::parse("http://localhost").unwrap().authority, "localhost:80");
@@ -921,6 +973,7 @@ mod tests {
             pod: None,
             no_follow: true,
             crashes: false,
+            pressure: false,
         };
         let line = "{\"time\":\"t\",\"node\":\"n\",\"kind\":\"missed\",\"count\":1,\"note\":\"a\u{9b}b\"}\n";
         let mut out = Vec::new();

@@ -1,6 +1,8 @@
 //! What comes into the watchdog: the kernel's ring-buffer records decoded
-//! into typed [`Event`]s, and the container runtime's events.
+//! into typed [`Event`]s, the container runtime's events, and what a read
+//! of a container's memory says.
 pub mod kernel;
+pub mod memory;
 pub mod runtime;
 
 pub use kernel::{as_comm, decode, encode, DecodeError, Event, ExitStatus};

@@ -4,6 +4,7 @@
 //! means is the caller's business.
 
 pub mod caps;
+pub mod inotify;
 pub mod proc;
 
 use std::{

@@ -7,6 +7,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use crate::events::memory::{MemorySample, Psi};
+
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
     #[error("unknown cgroup layout: no cgroup v1 memory hierarchy and no cgroup v2 mount in /proc/mounts")]
@@ -145,15 +147,89 @@ impl CgroupLayout {
 }
 
 impl CgroupLayout {
-    /// The memory limit of a cgroup (`memory.limit_in_bytes` on v1,
-    /// `memory.max` on v2); `None` when unlimited, unreadable or gone.
+    /// The memory limit of a cgroup (`memory.max` on v2; on v1 the lower of
+    /// `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes`, which
+    /// runc holds equal); `None` when unlimited, unreadable or gone.
     pub fn memory_limit(&self, path: &str) -> Option<u64> {
-        let file = match self.mode {
-            CgroupMode::V1Memory { .. } => "memory.limit_in_bytes",
-            CgroupMode::V2 => "memory.max",
-        };
-        parse_memory_limit(&std::fs::read_to_string(self.dir(path).join(file)).ok()?)
+        let dir = self.dir(path);
+        let read = |file: &str| std::fs::read_to_string(dir.join(file)).ok().and_then(|t| parse_memory_limit(&t));
+        match self.mode {
+            CgroupMode::V1Memory { .. } => {
+                let memory = read("memory.limit_in_bytes");
+                match (memory, read("memory.memsw.limit_in_bytes")) {
+                    (Some(m), Some(sw)) => Some(m.min(sw)),
+                    (m, sw) => m.or(sw),
+                }
+            }
+            CgroupMode::V2 => read("memory.max"),
+        }
     }
+
+    /// A full read of a cgroup's memory for its pressure (usage, limit,
+    /// working set, limit hits, refaults, PSI); `None` when unreadable or
+    /// gone.
+    pub fn memory_sample(&self, path: &str) -> Option<MemorySample> {
+        let dir = self.dir(path);
+        let read = |file: &str| std::fs::read_to_string(dir.join(file)).ok();
+        let usage = self.memory_usage(path)?;
+        let stat = read("memory.stat")?;
+        let field = |name: &str| stat_field(&stat, name).unwrap_or(0);
+        Some(match self.mode {
+            CgroupMode::V1Memory { .. } => {
+                let fails = ["memory.failcnt", "memory.memsw.failcnt"]
+                    .iter()
+                    .filter_map(|f| read(f)?.trim().parse::<u64>().ok())
+                    .sum();
+                MemorySample {
+                    usage,
+                    limit: self.memory_limit(path),
+                    inactive_file: field("total_inactive_file"),
+                    file: field("total_cache"),
+                    shmem: field("total_shmem"),
+                    limit_hits: Some(fails),
+                    high_hits: None,
+                    refaults: field("total_workingset_refault_anon") + field("total_workingset_refault_file"),
+                    psi: None,
+                }
+            }
+            CgroupMode::V2 => {
+                let events = read("memory.events").unwrap_or_default();
+                MemorySample {
+                    usage,
+                    limit: self.memory_limit(path),
+                    inactive_file: field("inactive_file"),
+                    file: field("file"),
+                    shmem: field("shmem"),
+                    limit_hits: stat_field(&events, "max"),
+                    high_hits: stat_field(&events, "high"),
+                    // Before 5.9 one count for both.
+                    refaults: stat_field(&stat, "workingset_refault")
+                        .unwrap_or_else(|| field("workingset_refault_anon") + field("workingset_refault_file")),
+                    psi: read("memory.pressure").and_then(|t| parse_psi(&t)),
+                }
+            }
+        })
+    }
+}
+
+/// A `name value` line of a flat-keyed cgroup file (`memory.stat`,
+/// `memory.events`).
+pub fn stat_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// PSI's `some avg10=…` and `full avg10=…` (`memory.pressure`), in
+/// hundredths of a percent.
+pub fn parse_psi(text: &str) -> Option<Psi> {
+    let avg10 = |kind: &str| -> Option<u32> {
+        let line = text.lines().find(|l| l.split_whitespace().next() == Some(kind))?;
+        let value = line.split_whitespace().find_map(|w| w.strip_prefix("avg10="))?;
+        let (whole, frac) = value.split_once('.').unwrap_or((value, "0"));
+        let frac: String = frac.chars().chain(std::iter::repeat('0')).take(2).collect();
+        let hundredths = whole.parse::<u32>().ok()?.checked_mul(100)?.checked_add(frac.parse::<u32>().ok()?)?;
+        Some(hundredths.min(10_000))
+    };
+    Some(Psi { some_avg10: avg10("some")?, full_avg10: avg10("full").unwrap_or(0) })
 }
 
 impl CgroupLayout {
@@ -165,9 +241,7 @@ impl CgroupLayout {
     pub fn memory_stat(&self, path: &str) -> Option<crate::events::kernel::MemoryStat> {
         let dir = self.dir(path);
         let text = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
-        let field = |name: &str| -> Option<u64> {
-            text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        };
+        let field = |name: &str| stat_field(&text, name);
         let usage = self.memory_usage(path)?;
         Some(match self.mode {
             CgroupMode::V1Memory { .. } => {
@@ -332,6 +406,19 @@ cpu\t1\t1\t1\nmemory\t4\t48\t1\n";
     fn garbage_proc_cgroup_lines_are_skipped() {
         let l = CgroupLayout::from_tables(V2_MOUNTS, V2_CGROUPS).unwrap();
         assert_eq!(l.task_path("garbage\n::\nx:y:z\n"), None);
+    }
+
+    #[test]
+    fn psi_reads_its_ten_second_averages_in_hundredths() {
+        let text =
+            "some avg10=12.34 avg60=1.00 avg300=0.10 total=81234\nfull avg10=0.5 avg60=0.00 avg300=0.00 total=40\n";
+        assert_eq!(parse_psi(text), Some(Psi { some_avg10: 1234, full_avg10: 50 }));
+        assert_eq!(parse_psi("some avg10=100.00 avg60=0 total=1\n"), Some(Psi { some_avg10: 10_000, full_avg10: 0 }));
+        for bad in ["", "some avg60=1.00\n", "some avg10=x.1\n", "some avg10=99999999999.00\n"] {
+            assert_eq!(parse_psi(bad), None, "{bad:?}");
+        }
+        assert_eq!(stat_field("low 0\nhigh 3\nmax 17\noom 1\n", "max"), Some(17));
+        assert_eq!(stat_field("max_usage 3\n", "max"), None, "a prefix is no field");
     }
 
     #[test]

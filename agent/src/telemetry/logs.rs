@@ -139,6 +139,19 @@ macro_rules! record_line {
             kernel_bytes = $f.n("kernel_bytes"),
             memory_read_after_us = $f.n("memory_read_after_us"),
             pod_containers = $f.s("pod_containers"),
+            warned_ms = $f.n("warned_ms"),
+            warned_reasons = $f.s("warned_reasons"),
+            state = $f.s("state"),
+            ended = $f.s("ended"),
+            lasted_ms = $f.n("lasted_ms"),
+            unreclaimable_bytes = $f.n("unreclaimable_bytes"),
+            unreclaimable_permille = $f.n("unreclaimable_permille"),
+            working_set_bytes = $f.n("working_set_bytes"),
+            seconds_to_limit = $f.n("seconds_to_limit"),
+            psi_some_permille = $f.n("psi_some_permille"),
+            psi_full_permille = $f.n("psi_full_permille"),
+            refault_bytes_per_second = $f.n("refault_bytes_per_second"),
+            limit_hits = $f.n("limit_hits"),
             outcome = $f.s("outcome"),
             reason = $f.s("reason"),
             exit_code = $f.n("exit_code"),
@@ -160,18 +173,23 @@ fn log_record(body: &Body) {
     let Ok(serde_json::Value::Object(map)) = serde_json::to_value(body) else { return };
     let f = Fields(map);
     let message = message(body);
-    match level(body.kind()) {
+    match level(body) {
         tracing::Level::ERROR => record_line!(tracing::Level::ERROR, f, message),
         tracing::Level::WARN => record_line!(tracing::Level::WARN, f, message),
         _ => record_line!(tracing::Level::INFO, f, message),
     }
 }
 
-/// How loud each kind is logged.
-fn level(kind: Kind) -> tracing::Level {
-    match kind {
+/// How loud each record is logged.
+fn level(body: &Body) -> tracing::Level {
+    match body.kind() {
         Kind::RuntimeCrash => tracing::Level::ERROR,
         Kind::LateExit | Kind::OomStormStart | Kind::EventsDropped => tracing::Level::WARN,
+        // A warning starts loud and ends quiet.
+        Kind::MemoryPressure => match body {
+            Body::MemoryPressure(r) if r.state == "start" => tracing::Level::WARN,
+            _ => tracing::Level::INFO,
+        },
         Kind::OomKill
         | Kind::SandboxDeath
         | Kind::ContainerExit
@@ -197,8 +215,12 @@ fn message(body: &Body) -> String {
                 (Some(cause), _, _) => format!(" (mostly {cause})"),
                 _ => String::new(),
             };
+            let warned = match r.warned_ms {
+                Some(ms) => format!(", warned {:.1} s before ({})", ms as f64 / 1000.0, r.warned_reasons.join(", ")),
+                None => String::new(),
+            };
             format!(
-                "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{filled}{trigger}",
+                "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{filled}{trigger}{warned}",
                 r.pid,
                 v(r.comm.as_deref().unwrap_or("")),
                 r.victim_role,
@@ -206,6 +228,26 @@ fn message(body: &Body) -> String {
                 r.outcome,
                 r.limit.as_deref().unwrap_or("unknown"),
             )
+        }
+        Body::MemoryPressure(r) => {
+            let share = r.unreclaimable_permille.map_or(String::new(), |p| format!(" ({:.0} %)", f64::from(p) / 10.0));
+            let limit = r.limit_bytes.map_or("no limit".to_string(), |l| format!("{} MiB", mib(l)));
+            let figures = format!(
+                "{} MiB unreclaimable of {limit}{share}, working set {} MiB",
+                mib(r.unreclaimable_bytes),
+                mib(r.working_set_bytes)
+            );
+            let eta = r.seconds_to_limit.map_or(String::new(), |s| format!(", at its limit in {s} s at this growth"));
+            match (r.state.as_str(), &r.ended, r.lasted_ms) {
+                ("start", ..) => format!("memory pressure ({}) in {}: {figures}{eta}", r.reason, describe(&r.pod)),
+                (_, ended, lasted) => format!(
+                    "memory pressure ({}) over ({}) after {:.1} s in {}: {figures}",
+                    r.reason,
+                    ended.as_deref().unwrap_or("eased"),
+                    lasted.unwrap_or(0) as f64 / 1000.0,
+                    describe(&r.pod)
+                ),
+            }
         }
         Body::SandboxDeath(r) => format!("sandbox death ({}): {}", r.cause, describe(&r.pod)),
         Body::ContainerExit(r) => {
@@ -300,6 +342,7 @@ mod tests {
             victim_rss: None,
             oom_score_adj: 0,
             trigger_container: None,
+            warned: None,
             report: OomReport {
                 outcome: Outcome::Handled,
                 role: TaskRole::ContainerChild,
@@ -371,6 +414,8 @@ mod tests {
                     container_id: "c".into(),
                     usage_bytes: 1 << 23,
                 }],
+                warned_ms: Some(12_300),
+                warned_reasons: vec!["near_limit".into(), "growing".into()],
                 outcome: "handled".into(),
             })),
             Body::SandboxDeath(SandboxDeathRecord {
@@ -404,6 +449,22 @@ mod tests {
             Body::OomStormStart(storm.clone()),
             Body::OomStormEnd(storm),
             Body::EventsDropped(LossRecord { stage: "kernel".into(), count: 2 }),
+            Body::MemoryPressure(MemoryPressureRecord {
+                pod: PodFields { pod_uid: Some("u".into()), ..PodFields::default() },
+                reason: "thrashing".into(),
+                state: "end".into(),
+                ended: Some("killed".into()),
+                lasted_ms: Some(4200),
+                unreclaimable_bytes: 1 << 25,
+                limit_bytes: Some(1 << 25),
+                unreclaimable_permille: Some(990),
+                working_set_bytes: 1 << 25,
+                seconds_to_limit: Some(3),
+                psi_some_permille: Some(250),
+                psi_full_permille: Some(80),
+                refault_bytes_per_second: 1 << 20,
+                limit_hits: 12,
+            }),
             Body::Missed(MissedRecord { count: 1 }),
         ];
         let finding = Finding::HostExits { count: 0 };

@@ -136,6 +136,19 @@ mod tests {
                 comm: "app".into(),
                 ts_ns: 0,
             }),
+            Finding::PressureLevels(crate::watchdog::PressureLevels {
+                containers: vec![crate::watchdog::finding::ContainerPressure {
+                    pod: PodRef { pod_uid: "u".into(), qos: None, container_id: Some("c".into()) },
+                    names: Names::default(),
+                    reasons: vec![crate::watchdog::pressure::PressureReason::Growing],
+                    figures: crate::watchdog::pressure::Figures {
+                        unreclaimable_permille: Some(600),
+                        seconds_to_limit: Some(30),
+                        ..Default::default()
+                    },
+                }],
+                ..Default::default()
+            }),
         ]);
         let text = metrics::render_with(&registry, &[outputs.metrics.pod_series_text().unwrap()]).unwrap();
         let exported = families(&text);

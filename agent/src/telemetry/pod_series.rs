@@ -20,7 +20,7 @@ use std::{
     sync::Arc,
 };
 
-use prometheus::{IntCounter, IntCounterVec, Registry};
+use prometheus::{GaugeVec, IntCounter, IntCounterVec, Registry};
 
 use super::{fair::FairShare, metrics::render};
 use crate::catalogue;
@@ -32,11 +32,30 @@ pub enum Family {
     PodContainerExits,
     WorkloadOomKills,
     WorkloadContainerExits,
+    /// Gauges, while a container is under memory pressure.
+    PodMemoryPressure,
+    PodUnreclaimableRatio,
+    PodSecondsToLimit,
 }
 
 impl Family {
-    const ALL: [Family; 4] =
-        [Family::PodOomKills, Family::PodContainerExits, Family::WorkloadOomKills, Family::WorkloadContainerExits];
+    const ALL: [Family; 7] = [
+        Family::PodOomKills,
+        Family::PodContainerExits,
+        Family::WorkloadOomKills,
+        Family::WorkloadContainerExits,
+        Family::PodMemoryPressure,
+        Family::PodUnreclaimableRatio,
+        Family::PodSecondsToLimit,
+    ];
+
+    /// The memory pressure gauges: set while it lasts, removed after.
+    pub const PRESSURE: [Family; 3] =
+        [Family::PodMemoryPressure, Family::PodUnreclaimableRatio, Family::PodSecondsToLimit];
+
+    fn gauge(self) -> bool {
+        Self::PRESSURE.contains(&self)
+    }
 
     fn per_workload(self) -> bool {
         matches!(self, Family::WorkloadOomKills | Family::WorkloadContainerExits)
@@ -55,6 +74,7 @@ impl Family {
         match self {
             Family::PodOomKills | Family::WorkloadOomKills => "oom_kills",
             Family::PodContainerExits | Family::WorkloadContainerExits => "container_exits",
+            Family::PodMemoryPressure | Family::PodUnreclaimableRatio | Family::PodSecondsToLimit => "memory_pressure",
         }
     }
 }
@@ -72,6 +92,7 @@ struct Capped {
 
 pub struct PodSeries {
     counters: HashMap<Family, IntCounterVec>,
+    gauges: HashMap<Family, GaugeVec>,
     family: Registry,
     /// The families as text since their last change (`None`: changed).
     text: Option<Arc<str>>,
@@ -91,6 +112,11 @@ impl PodSeries {
             (Family::WorkloadOomKills, catalogue::WORKLOAD_OOM_KILLS_TOTAL.counter_vec(&family)?),
             (Family::WorkloadContainerExits, catalogue::WORKLOAD_CONTAINER_EXITS_TOTAL.counter_vec(&family)?),
         ]);
+        let gauges = HashMap::from([
+            (Family::PodMemoryPressure, catalogue::POD_MEMORY_PRESSURE.float_gauge_vec(&family)?),
+            (Family::PodUnreclaimableRatio, catalogue::POD_MEMORY_UNRECLAIMABLE_RATIO.float_gauge_vec(&family)?),
+            (Family::PodSecondsToLimit, catalogue::POD_MEMORY_SECONDS_TO_LIMIT.float_gauge_vec(&family)?),
+        ]);
         let mut caps = HashMap::new();
         for (per_workload, max, evicted, expired) in [
             (false, max_pods, catalogue::POD_SERIES_EVICTED_TOTAL, catalogue::POD_SERIES_EXPIRED_TOTAL),
@@ -107,12 +133,58 @@ impl PodSeries {
                 caps.insert(f, capped);
             }
         }
-        Ok(Self { counters, family, text: None, caps, workload_pods: HashMap::new() })
+        Ok(Self { counters, gauges, family, text: None, caps, workload_pods: HashMap::new() })
     }
 
-    fn remove(counters: &HashMap<Family, IntCounterVec>, family: Family, labels: &[String]) -> bool {
+    fn remove(
+        counters: &HashMap<Family, IntCounterVec>,
+        gauges: &HashMap<Family, GaugeVec>,
+        family: Family,
+        labels: &[String],
+    ) -> bool {
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-        counters.get(&family).is_some_and(|c| c.remove_label_values(&labels).is_ok())
+        match family.gauge() {
+            true => gauges.get(&family).is_some_and(|g| g.remove_label_values(&labels).is_ok()),
+            false => counters.get(&family).is_some_and(|c| c.remove_label_values(&labels).is_ok()),
+        }
+    }
+
+    /// The memory pressure gauges as they stand: `now` holds each series
+    /// to set (family, labels, value, pod); every other series of those
+    /// families goes.
+    pub fn pressure(&mut self, now: Vec<(Family, Vec<String>, f64, String)>) {
+        let wanted: HashSet<(Family, Vec<String>)> = now.iter().map(|(f, l, ..)| (*f, l.clone())).collect();
+        for family in Family::PRESSURE {
+            let Some(capped) = self.caps.get_mut(&family) else { continue };
+            let gone: Vec<Vec<String>> =
+                capped.series.entries().filter(|l| !wanted.contains(&(family, (*l).clone()))).cloned().collect();
+            for labels in gone {
+                capped.series.remove(&labels);
+                Self::remove(&self.counters, &self.gauges, family, &labels);
+                self.text = None;
+            }
+        }
+        for (family, labels, value, _pod) in now {
+            let Some(capped) = self.caps.get_mut(&family) else { continue };
+            if !capped.series.contains(&labels) && capped.series.len() >= capped.max {
+                if let Some((gone, _)) = capped.series.evict() {
+                    Self::remove(&self.counters, &self.gauges, family, &gone);
+                    capped.evicted.inc();
+                }
+            }
+            let values: Vec<&str> = labels.iter().map(String::as_str).collect();
+            if let Some(Ok(g)) = self.gauges.get(&family).map(|g| g.get_metric_with_label_values(&values)) {
+                if g.get() != value {
+                    g.set(value);
+                    self.text = None;
+                }
+            }
+            let namespace = family.namespace(&labels);
+            if !capped.series.contains(&labels) {
+                self.text = None;
+            }
+            capped.series.touch(labels, namespace);
+        }
     }
 
     /// One more in `family`'s series `labels`; for a workload family,
@@ -128,7 +200,7 @@ impl PodSeries {
         let Some(capped) = self.caps.get_mut(&family) else { return };
         if !capped.series.contains(&labels) && capped.series.len() >= capped.max {
             if let Some((gone, _)) = capped.series.evict() {
-                Self::remove(&self.counters, family, &gone);
+                Self::remove(&self.counters, &self.gauges, family, &gone);
                 capped.evicted.inc();
             }
         }
@@ -164,7 +236,7 @@ impl PodSeries {
                 .collect();
             for labels in gone {
                 capped.series.remove(&labels);
-                if Self::remove(&self.counters, family, &labels) {
+                if Self::remove(&self.counters, &self.gauges, family, &labels) {
                     capped.expired.inc();
                 }
                 self.text = None;

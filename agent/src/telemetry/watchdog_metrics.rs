@@ -16,8 +16,11 @@ use crate::{
         PodRef, QosClass, Source, TaskRole,
     },
     watchdog::{
-        crashes::CrashReason, explain::OomCause, oom_limit::UnknownLimit, Finding, ModelStats, OomConstraint, OomLimit,
-        OomScope,
+        crashes::CrashReason,
+        explain::OomCause,
+        oom_limit::UnknownLimit,
+        pressure::{PressureChange, PressureEnd, PressureReason},
+        Finding, ModelStats, OomConstraint, OomLimit, OomScope, PressureLevels,
     },
 };
 
@@ -110,6 +113,22 @@ pub struct WatchdogMetrics {
     restarts: IntCounterVec,
     runtime_up: IntGaugeVec,
     correlation_evictions: IntCounter,
+    pressure_containers: IntGaugeVec,
+    pressure_started: IntCounterVec,
+    pressure_ended: IntCounterVec,
+    pressure_lead: Histogram,
+    pressure_reads: IntCounterVec,
+    pressure_watched: IntGauge,
+    kills_warned: IntCounterVec,
+}
+
+/// What the memory pressure watch read, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+enum PressureRead {
+    Screen,
+    Detail,
+    Wakeup,
 }
 
 impl WatchdogMetrics {
@@ -149,7 +168,27 @@ impl WatchdogMetrics {
             restarts: RUNTIME_RESTARTS_TOTAL.counter_vec(r)?,
             runtime_up: RUNTIME_UP.gauge_vec(r)?,
             correlation_evictions: RUNTIME_CORRELATION_EVICTIONS_TOTAL.counter(r)?,
+            pressure_containers: MEMORY_PRESSURE_CONTAINERS.gauge_vec(r)?,
+            pressure_started: MEMORY_PRESSURE_STARTED_TOTAL.counter_vec(r)?,
+            pressure_ended: MEMORY_PRESSURE_ENDED_TOTAL.counter_vec(r)?,
+            pressure_lead: MEMORY_PRESSURE_LEAD_SECONDS.histogram(r)?,
+            pressure_reads: MEMORY_PRESSURE_READS_TOTAL.counter_vec(r)?,
+            pressure_watched: MEMORY_PRESSURE_WATCHED.gauge(r)?,
+            kills_warned: OOM_KILLS_WARNED_TOTAL.counter_vec(r)?,
         };
+        for reason in PressureReason::iter() {
+            m.pressure_containers.with_label_values(&[reason.label()]);
+            m.pressure_started.with_label_values(&[reason.label()]);
+            for ended in PressureEnd::iter() {
+                m.pressure_ended.with_label_values(&[reason.label(), ended.label()]);
+            }
+        }
+        for kind in PressureRead::iter() {
+            m.pressure_reads.with_label_values(&[kind.label()]);
+        }
+        for warned in ["true", "false"] {
+            m.kills_warned.with_label_values(&[warned]);
+        }
         // Every bounded series exists from the start, so increase() sees
         // the first event.
         for role in TaskRole::iter() {
@@ -231,7 +270,22 @@ impl WatchdogMetrics {
                 let r = &kill.report;
                 let qos = qos_label(r.pod.as_ref().and_then(|p| p.qos));
                 self.oom_kills.with_label_values(&[r.role.label(), qos]).inc();
+                // A pod's workload container's kill: was it warned of?
+                if matches!(r.role, TaskRole::ContainerInit | TaskRole::ContainerChild | TaskRole::ContainerGroup) {
+                    let warned = kill.warned.as_ref();
+                    self.kills_warned.with_label_values(&[if warned.is_some() { "true" } else { "false" }]).inc();
+                    if let Some(w) = warned {
+                        self.pressure_lead.observe(w.for_ns as f64 / 1e9);
+                    }
+                }
             }
+            Finding::MemoryPressure(p) => match p.change {
+                PressureChange::Start => self.pressure_started.with_label_values(&[p.reason.label()]).inc(),
+                PressureChange::End(ended) => {
+                    self.pressure_ended.with_label_values(&[p.reason.label(), ended.label()]).inc();
+                }
+            },
+            Finding::PressureLevels(levels) => self.pressure(levels),
             Finding::OomEvent { scope, qos, fired, cause, unknown, .. } => {
                 let labels = [scope.label(), qos_label(*qos), fired.limit.label(), fired.constraint.label()];
                 self.oom_events.with_label_values(&labels).inc();
@@ -344,6 +398,52 @@ impl WatchdogMetrics {
         }
     }
 
+    /// The containers under memory pressure now: the node's counts, what
+    /// the watch read, and each one's per-pod gauges (the others' go).
+    fn pressure(&self, levels: &PressureLevels) {
+        for reason in PressureReason::iter() {
+            let n = levels.containers.iter().filter(|c| c.reasons.contains(&reason)).count();
+            self.pressure_containers.with_label_values(&[reason.label()]).set(n as i64);
+        }
+        self.pressure_watched.set(levels.watched as i64);
+        let reads = levels.reads;
+        for (kind, total) in [
+            (PressureRead::Screen, reads.screens),
+            (PressureRead::Detail, reads.details),
+            (PressureRead::Wakeup, reads.wakeups),
+        ] {
+            let c = self.pressure_reads.with_label_values(&[kind.label()]);
+            c.inc_by(total.saturating_sub(c.get()));
+        }
+        let mut now = Vec::new();
+        for c in &levels.containers {
+            let base = vec![
+                c.pod.pod_uid.clone(),
+                c.names.namespace.clone(),
+                c.names.pod.clone(),
+                c.names.container.clone(),
+                c.pod.container_id.clone().unwrap_or_default(),
+                c.names.workload.clone(),
+                c.names.workload_kind.clone(),
+            ];
+            let uid = &c.pod.pod_uid;
+            for reason in &c.reasons {
+                let mut labels = base.clone();
+                labels.push(reason.label().to_string());
+                now.push((Family::PodMemoryPressure, labels, 1.0, uid.clone()));
+            }
+            if let Some(permille) = c.figures.unreclaimable_permille {
+                now.push((Family::PodUnreclaimableRatio, base.clone(), f64::from(permille) / 1000.0, uid.clone()));
+            }
+            if let Some(secs) = c.figures.seconds_to_limit.filter(|_| c.reasons.contains(&PressureReason::Growing)) {
+                now.push((Family::PodSecondsToLimit, base, secs as f64, uid.clone()));
+            }
+        }
+        if let Ok(mut series) = self.pod_series.lock() {
+            series.pressure(now);
+        }
+    }
+
     fn model(&self, s: &ModelStats) {
         self.tracked_sandboxes.set(s.sandboxes as i64);
         self.tracked_containers.set(s.containers as i64);
@@ -402,6 +502,7 @@ mod tests {
             victim_rss: None,
             oom_score_adj: 0,
             trigger_container: None,
+            warned: None,
             report: r.clone(),
             names: names.clone(),
             ts_ns: 0,

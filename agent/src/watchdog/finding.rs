@@ -15,12 +15,13 @@ use super::{
     crashes::CrashReason,
     explain::{Explanation, OomCause},
     oom_limit::UnknownLimit,
+    pressure::{Figures, PressureChange, PressureReads, PressureReason, Warned},
     storm::StormEdge,
     Fired, OomScope,
 };
 use crate::{
     events::{kernel::OomRss, ExitStatus},
-    model::{registry::Evictions, DeathCause, ExitReason, ExitReport, LateReason, Names, OomReport, QosClass},
+    model::{registry::Evictions, DeathCause, ExitReason, ExitReport, LateReason, Names, OomReport, PodRef, QosClass},
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +81,11 @@ pub enum Finding {
     OomMatched { count: u64 },
     /// What settled unmatched between the kernel and the runtime (deltas).
     Mismatch(Expired),
+    /// A container's memory pressure rose or cleared, for one reason.
+    MemoryPressure(Box<MemoryPressure>),
+    /// Once a tick: the containers under memory pressure now, and what the
+    /// watch cost.
+    PressureLevels(PressureLevels),
 }
 
 /// Where the pipeline can lose events before the watchdog sees them.
@@ -109,6 +115,9 @@ pub struct OomKill {
     /// The container of the task that ran out of memory, where it is not
     /// the victim's: its id and names.
     pub trigger_container: Option<(String, Names)>,
+    /// Whether, how long before, and of what the victim's container was
+    /// warned (its memory pressure); `None`: it was not.
+    pub warned: Option<Warned>,
     /// When the kernel picked it (CLOCK_BOOTTIME ns).
     pub ts_ns: u64,
 }
@@ -174,4 +183,37 @@ pub struct ModelStats {
     pub named_containers: usize,
     /// Names dropped from the full cache, since start.
     pub names_evicted: u64,
+}
+
+/// An episode of a container's memory pressure started or ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryPressure {
+    pub pod: PodRef,
+    pub names: Names,
+    pub reason: PressureReason,
+    pub change: PressureChange,
+    /// When the episode started (CLOCK_BOOTTIME ns).
+    pub since_ns: u64,
+    /// When this edge was read.
+    pub ts_ns: u64,
+    pub figures: Figures,
+}
+
+/// The containers under memory pressure now.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PressureLevels {
+    pub containers: Vec<ContainerPressure>,
+    /// Reads since start.
+    pub reads: PressureReads,
+    /// Workload containers watched.
+    pub watched: usize,
+}
+
+/// One container under memory pressure: its reasons and figures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPressure {
+    pub pod: PodRef,
+    pub names: Names,
+    pub reasons: Vec<PressureReason>,
+    pub figures: Figures,
 }

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use crate::{
     events::{kernel::CgroupChange, Event},
-    watchdog::{crashes::RuntimeProcess, explain::MemoryStat},
+    watchdog::{crashes::RuntimeProcess, explain::MemoryStat, pressure::MemorySample},
 };
 
 /// The pipeline's loss counters as they stand (totals since start).
@@ -56,6 +56,19 @@ pub trait Host {
     fn memory_stat(&self, path: &str) -> Option<MemoryStat>;
     /// The memory the cgroup at `path` uses now.
     fn memory_usage(&self, path: &str) -> Option<u64>;
+    /// The memory limit of the cgroup at `path`; `None` when unlimited or
+    /// unreadable.
+    fn memory_limit(&self, path: &str) -> Option<u64>;
+    /// A full read of the cgroup at `path` for its pressure: usage, limit,
+    /// working set, limit hits, refaults, PSI.
+    fn memory_sample(&self, path: &str) -> Option<MemorySample>;
+    /// Asks the kernel to say when the memory events of the container's
+    /// cgroup `cgroup_id` at `path` change (v2 `memory.events`; nothing on
+    /// v1, which has no such file).
+    fn watch_memory(&mut self, cgroup_id: u64, path: &str);
+    fn unwatch_memory(&mut self, cgroup_id: u64);
+    /// The containers whose memory events changed since the last call.
+    fn take_memory_wakeups(&mut self) -> Vec<u64>;
     /// The id (inode) of the cgroup at `path`, if it exists.
     fn cgroup_id(&self, path: &str) -> Option<u64>;
     /// What exists at start-up, as the events that would have made it:

@@ -27,6 +27,7 @@ pub mod names;
 pub mod oom_events;
 pub mod oom_group;
 pub mod oom_limit;
+pub mod pressure;
 pub mod retiring;
 pub mod runtime_side;
 pub mod storm;
@@ -35,7 +36,10 @@ mod tests;
 
 use std::collections::HashSet;
 
-pub use finding::{ContainerExit, Finding, LateExit, LossStage, ModelStats, OomKill, PodOom, SandboxDeath};
+pub use finding::{
+    ContainerExit, Finding, LateExit, LossStage, MemoryPressure, ModelStats, OomKill, PodOom, PressureLevels,
+    SandboxDeath,
+};
 pub use host::{CgroupTree, Host, LossTotals, Tracking};
 pub use names::NAME_WAIT_NS;
 pub use oom_events::{OomEvent, OomScope};
@@ -47,6 +51,7 @@ use self::{
     names::{Awaiting, NameWait},
     oom_events::{OomEvents, GROUP_GAP_NS},
     oom_group::ModeChecks,
+    pressure::{PressureEdge, PressureSettings, PressureWatch},
     retiring::Retiring,
     runtime_side::RuntimeSide,
     storm::{Storm, StormSettings, StormState},
@@ -74,6 +79,8 @@ pub struct Settings {
     pub pod_series_ttl_ns: Option<u64>,
     /// The container runtime's side; `None`: kernel events only.
     pub runtime: Option<RuntimeSettings>,
+    /// Memory pressure warnings; `None`: off.
+    pub pressure: Option<PressureSettings>,
 }
 
 impl Default for Settings {
@@ -83,6 +90,7 @@ impl Default for Settings {
             storm: StormSettings::default(),
             pod_series_ttl_ns: Some(900 * 1_000_000_000),
             runtime: None,
+            pressure: Some(PressureSettings::default()),
         }
     }
 }
@@ -98,6 +106,9 @@ pub struct Watchdog<H> {
     names: NameWait,
     losses: LossWatch,
     retiring: Retiring,
+    pressure: Option<PressureWatch>,
+    /// Pressure edges of the current call, before they are named.
+    edges: Vec<PressureEdge>,
     /// The registry generation last reported in a `Model` finding.
     reported_generation: Option<u64>,
     tasks_seeded: usize,
@@ -106,6 +117,15 @@ pub struct Watchdog<H> {
 
 /// The findings of one call.
 pub type Findings<'a> = std::vec::Drain<'a, Finding>;
+
+/// The pod and container of a container's cgroup, live or remembered by
+/// its tombstone.
+fn pod_of_container(registry: &PodRegistry, cgroup_id: u64) -> Option<PodRef> {
+    let owner = registry.owner(cgroup_id).or_else(|| registry.tombstone(cgroup_id).map(|t| &t.owner))?;
+    let CgroupOwner::Container { pod_uid, container_id } = owner else { return None };
+    let qos = registry.sandbox(pod_uid).map(|s| s.qos);
+    Some(PodRef { pod_uid: pod_uid.clone(), qos, container_id: Some(container_id.clone()) })
+}
 
 /// Names of the pod (and container) a report is about.
 fn names_in(registry: &PodRegistry, pod: Option<&PodRef>) -> Names {
@@ -124,6 +144,8 @@ impl<H: Host> Watchdog<H> {
             modes: ModeChecks::default(),
             names: NameWait::default(),
             retiring: Retiring::new(settings.pod_series_ttl_ns),
+            pressure: settings.pressure.map(PressureWatch::new),
+            edges: Vec::new(),
             reported_generation: None,
             tasks_seeded: 0,
             out: Vec::new(),
@@ -214,6 +236,7 @@ impl<H: Host> Watchdog<H> {
         if let Some(side) = self.runtime.as_mut() {
             side.tick(&self.host, now_ns, &mut self.out);
         }
+        self.watch_pressure(now_ns);
         self.out.drain(..)
     }
 
@@ -360,6 +383,11 @@ impl<H: Host> Watchdog<H> {
             side.kernel_oom(&self.host, container, o.ts_ns, &mut self.out);
         }
         let names = self.names(r.pod.as_ref());
+        // What the kill's container was warned of: the kill ends it.
+        let warned = match (self.pressure.as_mut(), container.map(|c| c.cgroup_id)) {
+            (Some(p), Some(id)) => p.killed(id, o.ts_ns, &mut self.edges),
+            _ => None,
+        };
         self.out.push(Finding::OomKill(Box::new(OomKill {
             report: r,
             explained,
@@ -367,8 +395,49 @@ impl<H: Host> Watchdog<H> {
             victim_rss: o.rss,
             oom_score_adj: o.oom_score_adj,
             trigger_container,
+            warned,
             ts_ns: o.ts_ns,
         })));
+        self.name_edges();
+    }
+
+    /// Once a tick: the containers' memory pressure (see [`pressure`]).
+    fn watch_pressure(&mut self, now_ns: u64) {
+        let Some(p) = self.pressure.as_mut() else { return };
+        p.reconcile(&mut self.host, &self.dispatcher.registry, now_ns, &mut self.edges);
+        p.tick(&mut self.host, now_ns, &mut self.edges);
+        let levels = p.levels();
+        let (reads, watched) = (p.reads, p.watched());
+        self.name_edges();
+        let registry = &self.dispatcher.registry;
+        let containers = levels
+            .into_iter()
+            .filter_map(|l| {
+                let pod = pod_of_container(registry, l.cgroup_id)?;
+                let names = names_in(registry, Some(&pod));
+                Some(finding::ContainerPressure { pod, names, reasons: l.reasons, figures: l.figures })
+            })
+            .collect();
+        self.out.push(Finding::PressureLevels(PressureLevels { containers, reads, watched }));
+    }
+
+    /// The pressure edges found so far, with their pods' names.
+    fn name_edges(&mut self) {
+        let registry = &self.dispatcher.registry;
+        for e in self.edges.drain(..) {
+            // A container gone is named by its tombstone.
+            let Some(pod) = pod_of_container(registry, e.cgroup_id) else { continue };
+            let names = names_in(registry, Some(&pod));
+            self.out.push(Finding::MemoryPressure(Box::new(MemoryPressure {
+                pod,
+                names,
+                reason: e.reason,
+                change: e.change,
+                since_ns: e.since_ns,
+                ts_ns: e.ts_ns,
+                figures: e.figures,
+            })));
+        }
     }
 
     fn runtime_event(&mut self, event: &RuntimeEvent, now: Now) {

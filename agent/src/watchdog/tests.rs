@@ -7,7 +7,10 @@ use std::{
     collections::{BTreeMap, HashMap, HashSet},
 };
 
-use super::*;
+use super::{
+    pressure::{MemorySample, PressureChange, PressureEnd, PressureReason},
+    *,
+};
 use crate::{
     events::{
         kernel::{CgroupAttach, MemcgUse, OomRss, TaskIdentity},
@@ -70,6 +73,10 @@ struct FakeNode {
     /// The tracked-cgroup map's room.
     track_room: Option<usize>,
     wanted: RefCell<Vec<String>>,
+    /// What a full read of each container's memory says.
+    pressure: HashMap<String, MemorySample>,
+    memory_watched: HashSet<u64>,
+    memory_wakeups: Vec<u64>,
 }
 
 impl Host for FakeNode {
@@ -82,7 +89,27 @@ impl Host for FakeNode {
     }
 
     fn memory_usage(&self, path: &str) -> Option<u64> {
-        self.memory.get(path).map(|m| m.usage)
+        self.memory.get(path).map(|m| m.usage).or_else(|| self.pressure.get(path).map(|m| m.usage))
+    }
+
+    fn memory_limit(&self, path: &str) -> Option<u64> {
+        self.pressure.get(path).and_then(|m| m.limit)
+    }
+
+    fn memory_sample(&self, path: &str) -> Option<MemorySample> {
+        self.pressure.get(path).copied()
+    }
+
+    fn watch_memory(&mut self, cgroup_id: u64, _path: &str) {
+        self.memory_watched.insert(cgroup_id);
+    }
+
+    fn unwatch_memory(&mut self, cgroup_id: u64) {
+        self.memory_watched.remove(&cgroup_id);
+    }
+
+    fn take_memory_wakeups(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.memory_wakeups)
     }
 
     fn cgroup_id(&self, path: &str) -> Option<u64> {
@@ -852,4 +879,88 @@ fn every_container_init_exit_is_a_finding_with_its_reason() {
         panic!("{found:?}")
     };
     assert_eq!((e.pid, e.comm.as_str(), e.status), (20, "app", sig(9)));
+}
+
+fn pressure_edges(findings: &[Finding]) -> Vec<(String, PressureReason, PressureChange)> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::MemoryPressure(p) => Some((p.names.pod.clone(), p.reason, p.change)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn a_read(usage: u64) -> MemorySample {
+    MemorySample { usage, limit: Some(64 * MIB), ..MemorySample::default() }
+}
+
+/// A workload container growing a MiB a second is warned (named, growing,
+/// then near its limit), its gauges are said each tick, and its OOM kill
+/// carries how long before it was warned, and of what; the kill ends the
+/// episodes. The sandbox container is never watched.
+#[test]
+fn a_growing_container_is_warned_and_its_kill_says_so() {
+    let mut node = node_with_one_pod();
+    node.pressure.insert(container_path(1, 2), a_read(8 * MIB));
+    node.pressure.insert(container_path(1, 1), a_read(63 * MIB));
+    let mut wd = started(node, Settings::default());
+    let _ = wd.on_metadata(&listing(), SEC).count();
+    let mut edges = Vec::new();
+    let mut levels = None;
+    for s in 2..60u64 {
+        let usage = (8 + s) * MIB;
+        wd.host_mut().pressure.insert(container_path(1, 2), a_read(usage));
+        let found = tick(&mut wd, s * SEC);
+        for e in pressure_edges(&found) {
+            edges.push((s, e));
+        }
+        if let Some(Finding::PressureLevels(l)) = found.iter().find(|f| matches!(f, Finding::PressureLevels(_))) {
+            levels = Some(l.clone());
+        }
+        assert_eq!(wd.host().memory_watched, HashSet::from([102]), "the workload's memory.events, not the sandbox's");
+    }
+    let rose: Vec<_> = edges.iter().map(|(_, (pod, r, c))| (pod.as_str(), *r, *c)).collect();
+    assert_eq!(
+        rose,
+        [
+            ("web", PressureReason::Growing, PressureChange::Start),
+            ("web", PressureReason::NearLimit, PressureChange::Start)
+        ],
+        "{edges:?}"
+    );
+    let levels = levels.expect("levels each tick");
+    assert_eq!(levels.watched, 1);
+    assert_eq!(levels.containers.len(), 1);
+    assert_eq!(levels.containers[0].pod.container_id.as_deref(), Some(cid(2).as_str()));
+    assert_eq!(levels.containers[0].reasons, [PressureReason::NearLimit, PressureReason::Growing]);
+    // Killed at 64 MiB.
+    let found = kernel(&mut wd, oom(20, 102, "app", 20, 60 * SEC), 60 * SEC);
+    let kill = found
+        .iter()
+        .find_map(|f| match f {
+            Finding::OomKill(k) => Some(k),
+            _ => None,
+        })
+        .expect("the kill");
+    let warned = kill.warned.as_ref().expect("it was warned");
+    let growing_at = edges[0].0;
+    assert_eq!(warned.for_ns, (60 - growing_at) * SEC);
+    assert_eq!(warned.reasons, [PressureReason::NearLimit, PressureReason::Growing]);
+    let ended: Vec<_> = pressure_edges(&found).into_iter().map(|(_, r, c)| (r, c)).collect();
+    assert_eq!(
+        ended,
+        [
+            (PressureReason::NearLimit, PressureChange::End(PressureEnd::Killed)),
+            (PressureReason::Growing, PressureChange::End(PressureEnd::Killed))
+        ]
+    );
+    // With the watch off, nothing is read and no kill is said warned.
+    let mut node = node_with_one_pod();
+    node.pressure.insert(container_path(1, 2), a_read(63 * MIB));
+    let mut wd = started(node, Settings { pressure: None, ..Settings::default() });
+    for s in 2..20u64 {
+        assert!(pressure_edges(&tick(&mut wd, s * SEC)).is_empty());
+    }
+    assert!(wd.host().memory_watched.is_empty());
 }

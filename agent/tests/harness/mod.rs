@@ -344,6 +344,27 @@ impl AgentProcess {
     }
 }
 
+/// A shell command that grows anonymous memory as an application leaks:
+/// `start_mib` at once, then `mib_per_s` a second (busybox's awk, the
+/// host's static busybox or the test image's: 1 KiB strings, about
+/// 1.07 MiB per MiB asked), until the OOM killer takes it.
+pub fn grower(start_mib: u32, mib_per_s: u32) -> String {
+    format!(
+        "exec /bin/busybox awk 'BEGIN {{ s = sprintf(\"%01000d\", 0); for (n = 0; n < {start} * 1024; n++) a[n] = s n; \
+         while (1) {{ for (i = 0; i < {rate} * 1024; i++) a[n++] = s n; system(\"sleep 1\") }} }}'",
+        start = start_mib,
+        rate = mib_per_s
+    )
+}
+
+/// A shell command that holds `mib` of anonymous memory and sleeps.
+pub fn holder(mib: u32) -> String {
+    format!(
+        "exec /bin/busybox awk 'BEGIN {{ s = sprintf(\"%01000d\", 0); for (n = 0; n < {mib} * 1024; n++) a[n] = s n; \
+         system(\"sleep 1000\") }}'"
+    )
+}
+
 /// A container id made of one repeated byte: `cid(1)` = "0101…01" (64 hex).
 pub fn cid(n: u8) -> String {
     format!("{n:02x}").repeat(32)
@@ -540,6 +561,13 @@ pub fn shipped_queries() -> Vec<(String, String)> {
 /// workload families): its data is checked where a real CRI names pods.
 pub fn needs_runtime_names(expr: &str) -> bool {
     expr.contains("sandwatch_workload_")
+}
+
+/// Whether a shipped expression shows data only while a container is under
+/// memory pressure (per-pod series exist only then): the CRI's pressure
+/// test checks those panels as it warns.
+pub fn needs_live_pressure(expr: &str) -> bool {
+    expr.contains("sandwatch_pod_memory_")
 }
 
 /// A real Prometheus server on loopback, scraping `target` every second,

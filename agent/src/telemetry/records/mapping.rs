@@ -7,7 +7,7 @@ use crate::{
     events::ExitStatus,
     labels::Label as _,
     model::{Names, PodRef},
-    watchdog::{Finding, OomKill},
+    watchdog::{pressure::PressureChange, Finding, MemoryPressure, OomKill},
 };
 
 /// When a record happened: at a kernel timestamp, or now.
@@ -75,6 +75,7 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
         Finding::EventsLost { stage, count } => {
             (Stamp::Now, Body::EventsDropped(LossRecord { stage: stage.label().to_string(), count: *count }))
         }
+        Finding::MemoryPressure(p) => (Stamp::Boot(p.ts_ns), Body::MemoryPressure(memory_pressure(p))),
         Finding::TaskExit(_)
         | Finding::HostExits { .. }
         | Finding::OomEvent { .. }
@@ -88,7 +89,8 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
         | Finding::RuntimeUp { .. }
         | Finding::ExitLag { .. }
         | Finding::OomMatched { .. }
-        | Finding::Mismatch(_) => return None,
+        | Finding::Mismatch(_)
+        | Finding::PressureLevels(_) => return None,
     })
 }
 
@@ -132,7 +134,33 @@ fn oom_kill(k: &OomKill) -> OomKillRecord {
                 usage_bytes: c.usage_bytes,
             })
             .collect(),
+        warned_ms: k.warned.as_ref().map(|w| w.for_ns / 1_000_000),
+        warned_reasons: k.warned.iter().flat_map(|w| &w.reasons).map(|r| r.label().to_string()).collect(),
         outcome: r.outcome.label().to_string(),
+    }
+}
+
+fn memory_pressure(p: &MemoryPressure) -> MemoryPressureRecord {
+    let f = &p.figures;
+    let (state, ended) = match p.change {
+        PressureChange::Start => ("start", None),
+        PressureChange::End(why) => ("end", Some(why.label().to_string())),
+    };
+    MemoryPressureRecord {
+        pod: pod_fields(Some(&p.pod), &p.names),
+        reason: p.reason.label().to_string(),
+        state: state.to_string(),
+        ended,
+        lasted_ms: matches!(p.change, PressureChange::End(_)).then(|| p.ts_ns.saturating_sub(p.since_ns) / 1_000_000),
+        unreclaimable_bytes: f.unreclaimable_bytes,
+        limit_bytes: f.limit_bytes,
+        unreclaimable_permille: f.unreclaimable_permille,
+        working_set_bytes: f.working_set_bytes,
+        seconds_to_limit: f.seconds_to_limit,
+        psi_some_permille: f.psi.map(|p| p.some_avg10 / 10),
+        psi_full_permille: f.psi.map(|p| p.full_avg10 / 10),
+        refault_bytes_per_second: f.refault_bytes_per_second,
+        limit_hits: f.limit_hits,
     }
 }
 
@@ -187,6 +215,7 @@ mod tests {
             }),
             oom_score_adj: 0,
             trigger_container: None,
+            warned: None,
             report,
             names,
             ts_ns: 5,

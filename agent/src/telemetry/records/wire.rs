@@ -41,6 +41,7 @@ pub enum Body {
     OomStormStart(StormRecord),
     OomStormEnd(StormRecord),
     EventsDropped(LossRecord),
+    MemoryPressure(MemoryPressureRecord),
     /// Only in one subscriber's stream: records it missed (it read too slowly).
     Missed(MissedRecord),
 }
@@ -132,6 +133,13 @@ pub struct OomKillRecord {
     /// When the pod's limit fired: its containers, largest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pod_containers: Vec<ContainerUsage>,
+    /// How long before the kill its container was first warned of memory
+    /// pressure (ms), and of what (near_limit, thrashing, growing); absent:
+    /// it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warned_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warned_reasons: Vec<String>,
     /// The dispatcher's outcome: handled, late, unknown, host.
     pub outcome: String,
 }
@@ -219,6 +227,53 @@ pub struct LossRecord {
     pub count: u64,
 }
 
+/// A container's memory pressure started or ended, for one reason, with
+/// what the kernel said at that read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryPressureRecord {
+    #[serde(flatten)]
+    pub pod: PodFields,
+    /// near_limit, thrashing, growing.
+    pub reason: String,
+    /// start, end.
+    pub state: String,
+    /// How it ended: eased, killed, gone, unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+    /// How long the episode lasted (ms; at its end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lasted_ms: Option<u64>,
+    /// What no reclaim frees (usage less page cache: anonymous memory,
+    /// tmpfs, kernel memory), and the container's limit.
+    pub unreclaimable_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_bytes: Option<u64>,
+    /// The unreclaimable memory's share of the limit, thousandths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreclaimable_permille: Option<u32>,
+    /// The kubelet's working set (usage less inactive page cache).
+    pub working_set_bytes: u64,
+    /// At its current growth, when the unreclaimable memory meets the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_to_limit: Option<u64>,
+    /// PSI (v2): the share of the last 10 s some, or all, of its tasks
+    /// stalled on memory, thousandths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_some_permille: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_full_permille: Option<u32>,
+    /// Pages evicted in use and read back, bytes a second.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refault_bytes_per_second: u64,
+    /// Times it met its limit (or crossed memory.high) since the read before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub limit_hits: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MissedRecord {
     pub count: u64,
@@ -236,6 +291,7 @@ impl Body {
             Body::SandboxDeath(r) => Some(&r.pod),
             Body::ContainerExit(r) => Some(&r.pod),
             Body::LateExit(r) => Some(&r.pod),
+            Body::MemoryPressure(r) => Some(&r.pod),
             Body::RuntimeCrash(_)
             | Body::RuntimeRestart(_)
             | Body::OomStormStart(_)
@@ -392,6 +448,12 @@ pub(crate) mod tests {
             Body::OomStormStart(storm.clone()),
             Body::OomStormEnd(storm),
             Body::EventsDropped(LossRecord { stage: "kernel".into(), count: 3 }),
+            Body::MemoryPressure(MemoryPressureRecord {
+                reason: "near_limit".into(),
+                state: "start".into(),
+                working_set_bytes: 1 << 20,
+                ..MemoryPressureRecord::default()
+            }),
             Body::Missed(MissedRecord { count: 2 }),
         ];
         assert_eq!(bodies.len(), Kind::iter().count(), "one of each kind");
