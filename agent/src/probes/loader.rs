@@ -106,14 +106,17 @@ pub const DEFAULT_RING_BUFFER_BYTES: u32 = 1024 * 1024;
 /// Routine records wait at most this long for the reader.
 pub const DEFAULT_DRAIN_INTERVAL_MS: u32 = 25;
 
-/// OOM kills have a ring of their own: ~680 records, the victims of a
-/// group kill of a large container at once. Mapped twice, as the others.
-pub const DEFAULT_OOM_RING_BYTES: u32 = 256 * 1024;
+/// OOM kills have a ring of their own: ~340 records, each waking the
+/// reader at once (a group kill of a container of hundreds of processes
+/// comes in a burst). Mapped twice, as the others, and wholly resident:
+/// the kernel maps a ring's pages in at once (its RSS is twice its size).
+pub const DEFAULT_OOM_RING_BYTES: u32 = 128 * 1024;
 
-/// Cgroup changes have a ring of their own: ~580 records, far more than a
+/// Cgroup changes have a ring of their own: ~290 records, far more than a
 /// node's pod churn between two drains (what a tenant nests below its
-/// container sends none).
-pub const DEFAULT_CGROUP_RING_BYTES: u32 = 256 * 1024;
+/// container sends none); one lost is recovered from the tree. The two
+/// small rings together are the size of the one they replaced.
+pub const DEFAULT_CGROUP_RING_BYTES: u32 = 128 * 1024;
 
 /// The ring buffers and the flag that tells the programs their reader sleeps.
 pub struct Ring {

@@ -6,12 +6,15 @@
 //! the same size, the one whose least recent entry is oldest gives.
 //!
 //! Every operation is O(log n): the owners are kept ordered by size, and
-//! each owner's entries by when they were touched.
+//! each owner's entries by when they were touched. An entry is kept once
+//! (shared by the two indexes); an owner should be cheap to clone (an
+//! `Arc<str>`): it is kept beside each of its entries.
 
 use std::{
     cmp::Reverse,
     collections::{BTreeMap, BTreeSet, HashMap},
     hash::Hash,
+    sync::Arc,
 };
 
 /// Entries `I`, each owned by one `K`, in the order they were touched.
@@ -19,9 +22,9 @@ use std::{
 pub struct FairShare<K, I> {
     next: u64,
     /// Each entry's owner and the stamp of its last touch.
-    entries: HashMap<I, (K, u64)>,
+    entries: HashMap<Arc<I>, (K, u64)>,
     /// Each owner's entries by stamp.
-    owners: HashMap<K, BTreeMap<u64, I>>,
+    owners: HashMap<K, BTreeMap<u64, Arc<I>>>,
     /// (entries held, its oldest stamp reversed, owner): the last is the
     /// owner that gives.
     sizes: BTreeSet<(usize, Reverse<u64>, K)>,
@@ -48,11 +51,15 @@ impl<K: Ord + Hash + Clone, I: Hash + Eq + Clone> FairShare<K, I> {
 
     /// Every entry, in no order.
     pub fn entries(&self) -> impl Iterator<Item = &I> {
-        self.entries.keys()
+        self.entries.keys().map(|e| &**e)
     }
 
     /// Adds `entry` for `owner`, or makes it the owner's most recent.
     pub fn touch(&mut self, entry: I, owner: K) {
+        let entry = match self.entries.get_key_value(&entry) {
+            Some((kept, _)) => kept.clone(),
+            None => Arc::new(entry),
+        };
         self.remove(&entry);
         self.next += 1;
         let stamp = self.next;
@@ -75,15 +82,17 @@ impl<K: Ord + Hash + Clone, I: Hash + Eq + Clone> FairShare<K, I> {
     /// touched of the largest owner's. Not removed.
     pub fn victim(&self) -> Option<&I> {
         let (_, _, owner) = self.sizes.last()?;
-        self.owners.get(owner)?.values().next()
+        self.owners.get(owner)?.values().next().map(|e| &**e)
     }
 
     /// Takes the victim out, with its owner.
     pub fn evict(&mut self) -> Option<(I, K)> {
-        let entry = self.victim()?.clone();
-        let owner = self.entries.get(&entry).map(|(o, _)| o.clone())?;
+        let (_, _, owner) = self.sizes.last()?;
+        let entry = self.owners.get(owner)?.values().next()?.clone();
+        let owner = self.entries.get(&*entry).map(|(o, _)| o.clone())?;
         self.remove(&entry);
-        Some((entry, owner))
+        // Its last holder now, unless a caller kept a copy.
+        Some((Arc::try_unwrap(entry).unwrap_or_else(|e| (*e).clone()), owner))
     }
 
     /// How many entries `owner` holds.
@@ -93,7 +102,7 @@ impl<K: Ord + Hash + Clone, I: Hash + Eq + Clone> FairShare<K, I> {
 
     /// Changes `owner`'s entries with `change`, keeping its place among
     /// the owners right.
-    fn reorder(&mut self, owner: &K, change: impl FnOnce(&mut BTreeMap<u64, I>)) {
+    fn reorder(&mut self, owner: &K, change: impl FnOnce(&mut BTreeMap<u64, Arc<I>>)) {
         let held = self.owners.entry(owner.clone()).or_default();
         if let Some((&oldest, _)) = held.first_key_value() {
             self.sizes.remove(&(held.len(), Reverse(oldest), owner.clone()));

@@ -63,10 +63,10 @@ impl Family {
 
     /// The namespace a series of this family is in (empty where the
     /// runtime did not name its pod): its share of the cap.
-    fn namespace(self, labels: &[String]) -> String {
+    fn namespace(self, labels: &[String]) -> Arc<str> {
         // Per pod: pod_uid, namespace, …; per workload: namespace, ….
         let at = usize::from(!self.per_workload());
-        labels.get(at).cloned().unwrap_or_default()
+        Arc::from(labels.get(at).map_or("", String::as_str))
     }
 
     /// The `family` label of the caps' counters.
@@ -85,7 +85,7 @@ type WorkloadKey = [String; 3];
 /// One family's series under its cap, by namespace.
 struct Capped {
     max: usize,
-    series: FairShare<String, Vec<String>>,
+    series: FairShare<Arc<str>, Vec<String>>,
     evicted: IntCounter,
     expired: IntCounter,
 }
@@ -164,7 +164,7 @@ impl PodSeries {
                 self.text = None;
             }
         }
-        for (family, labels, value, _pod) in now {
+        for (family, mut labels, value, _pod) in now {
             let Some(capped) = self.caps.get_mut(&family) else { continue };
             if !capped.series.contains(&labels) && capped.series.len() >= capped.max {
                 if let Some((gone, _)) = capped.series.evict() {
@@ -183,13 +183,14 @@ impl PodSeries {
             if !capped.series.contains(&labels) {
                 self.text = None;
             }
+            labels.shrink_to_fit();
             capped.series.touch(labels, namespace);
         }
     }
 
     /// One more in `family`'s series `labels`; for a workload family,
     /// `pod_uid` is the pod it came from.
-    pub fn inc(&mut self, family: Family, labels: Vec<String>, pod_uid: &str) {
+    pub fn inc(&mut self, family: Family, mut labels: Vec<String>, pod_uid: &str) {
         self.text = None;
         if family.per_workload() {
             if let [namespace, workload, kind, ..] = labels.as_slice() {
@@ -209,6 +210,8 @@ impl PodSeries {
             c.inc();
         }
         let namespace = family.namespace(&labels);
+        // Kept for as long as the series: no room for labels never added.
+        labels.shrink_to_fit();
         capped.series.touch(labels, namespace);
     }
 

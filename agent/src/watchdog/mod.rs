@@ -405,7 +405,7 @@ impl<H: Host> Watchdog<H> {
     fn watch_pressure(&mut self, now_ns: u64) {
         let Some(p) = self.pressure.as_mut() else { return };
         p.reconcile(&mut self.host, &self.dispatcher.registry, now_ns, &mut self.edges);
-        p.tick(&mut self.host, now_ns, &mut self.edges);
+        p.tick(&mut self.host, &self.dispatcher.registry, now_ns, &mut self.edges);
         let levels = p.levels();
         let (reads, watched) = (p.reads, p.watched());
         self.name_edges();

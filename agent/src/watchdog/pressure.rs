@@ -175,10 +175,9 @@ mod limits {
     pub const GROWTH_LEAVE_SECONDS: u64 = 1200;
 }
 
-/// One watched container.
+/// One watched container (its path is the registry's).
 #[derive(Debug)]
 struct Watched {
-    path: String,
     limit: Option<u64>,
     /// Screens so far.
     screens: u32,
@@ -263,7 +262,6 @@ impl PressureWatch {
             self.watched.insert(
                 container.cgroup_id,
                 Watched {
-                    path: container.path.clone(),
                     limit: None,
                     screens: 0,
                     next_screen_ns: now_ns.saturating_add(offset),
@@ -283,8 +281,10 @@ impl PressureWatch {
     }
 
     /// One tick: the kernel's wake-ups, the screens due, the full reads
-    /// due, within their budgets; the episodes' edges in `edges`.
-    pub fn tick(&mut self, host: &mut impl Host, now_ns: u64, edges: &mut Vec<PressureEdge>) {
+    /// due, within their budgets; the episodes' edges in `edges`. The
+    /// containers' paths are `registry`'s (reconciled with first).
+    pub fn tick(&mut self, host: &mut impl Host, registry: &PodRegistry, now_ns: u64, edges: &mut Vec<PressureEdge>) {
+        let path = |id: u64| registry.container_of(id).map(|c| c.path.as_str());
         for id in host.take_memory_wakeups() {
             self.reads.wakeups += 1;
             if let Some(w) = self.watched.get_mut(&id) {
@@ -305,14 +305,15 @@ impl PressureWatch {
             w.next_screen_ns = now_ns.saturating_add(s.screen_interval_ns);
             // The limit, when not known (a new container, or unlimited at
             // the last look) or once a minute (a pod resized in place).
+            let Some(path) = path(id) else { continue };
             w.screens = w.screens.wrapping_add(1);
             if w.limit.is_none() || w.screens % LIMIT_EVERY_SCREENS == 0 {
                 self.reads.screens += 1;
-                w.limit = host.memory_limit(&w.path);
+                w.limit = host.memory_limit(path);
             }
             let Some(limit) = w.limit else { continue };
             self.reads.screens += 1;
-            if host.memory_usage(&w.path).is_some_and(|usage| permille(usage, limit) >= limits::CANDIDATE) {
+            if host.memory_usage(path).is_some_and(|usage| permille(usage, limit) >= limits::CANDIDATE) {
                 w.woken = true;
             }
         }
@@ -329,7 +330,7 @@ impl PressureWatch {
             w.woken = false;
             w.next_detail_ns = now_ns.saturating_add(s.detail_interval_ns);
             self.reads.details += 1;
-            let Some(sample) = host.memory_sample(&w.path) else { continue };
+            let Some(sample) = path(id).and_then(|p| host.memory_sample(p)) else { continue };
             w.limit = sample.limit;
             let Some(limit) = sample.limit.filter(|l| *l > 0) else {
                 close_all(id, w.detail.as_deref(), PressureEnd::Unlimited, now_ns, edges);
@@ -606,7 +607,6 @@ mod tests {
         w.watched.insert(
             7,
             Watched {
-                path: String::new(),
                 limit: Some(64 * MIB),
                 screens: 0,
                 next_screen_ns: 0,
@@ -826,20 +826,20 @@ mod tests {
         assert_eq!((w.watched(), node.watched.as_slice()), (1, &[1000][..]), "the workload, not the sandbox");
         // Its first screen (within the interval) finds it near: a full read.
         for t in 2..=12 {
-            w.tick(&mut node, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, t * SEC, &mut edges);
         }
         assert_eq!(edges.iter().map(|e| (e.reason, e.change)).collect::<Vec<_>>(), [(NearLimit, Start)]);
         assert_eq!(w.levels().len(), 1);
         // The limit lifted: the episode ends, and it is screened again.
         node.sample = Some(MemorySample { limit: None, ..sample(60 * MIB, 0) });
         edges.clear();
-        w.tick(&mut node, 13 * SEC, &mut edges);
+        w.tick(&mut node, &reg, 13 * SEC, &mut edges);
         assert_eq!(edges.iter().map(|e| e.change).collect::<Vec<_>>(), [End(PressureEnd::Unlimited)]);
         assert!(w.levels().is_empty());
         // Its limit back, under pressure again, then the container goes.
         node.sample = Some(sample(60 * MIB, 0));
         for t in 14..=30 {
-            w.tick(&mut node, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, t * SEC, &mut edges);
         }
         assert_eq!(w.levels().len(), 1);
         edges.clear();
@@ -862,11 +862,11 @@ mod tests {
         w.reconcile(&mut node, &reg, 0, &mut edges);
         // Settled after the first interval, then 60 s counted.
         for t in 1..=20 {
-            w.tick(&mut node, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, t * SEC, &mut edges);
         }
         node.reads.set((0, 0, 0));
         for t in 21..=80 {
-            w.tick(&mut node, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, t * SEC, &mut edges);
         }
         let (usage, limit, full) = node.reads.get();
         assert_eq!(w.candidates(), 50);
@@ -886,16 +886,16 @@ mod tests {
         let mut edges = Vec::new();
         w.reconcile(&mut node, &reg, 0, &mut edges);
         for t in 1..=12 {
-            w.tick(&mut node, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, t * SEC, &mut edges);
         }
         node.reads.set((0, 0, 0));
         // Every container's memory.events changed: ten full reads a tick.
         node.wakeups = (1000..1200).collect();
-        w.tick(&mut node, 13 * SEC, &mut edges);
+        w.tick(&mut node, &reg, 13 * SEC, &mut edges);
         assert_eq!(node.reads.get().2, 10);
         assert_eq!(w.reads.wakeups, 200);
         for t in 14..=32 {
-            w.tick(&mut node, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, t * SEC, &mut edges);
         }
         assert_eq!(node.reads.get().2, 200, "each woken container read once, then screened again");
         assert_eq!(w.candidates(), 0);

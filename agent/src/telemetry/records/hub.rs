@@ -67,7 +67,7 @@ struct Subscriber {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Owner {
     Node,
-    Namespace(String),
+    Namespace(Arc<str>),
 }
 
 #[derive(Default)]
@@ -161,7 +161,7 @@ impl RecordHub {
         });
         self.metrics.records.with_label_values(&[kind.label()]).inc();
         let owner = match pod {
-            Some(p) => Owner::Namespace(p.namespace.clone().unwrap_or_default()),
+            Some(p) => Owner::Namespace(Arc::from(p.namespace.as_deref().unwrap_or(""))),
             None => Owner::Node,
         };
         let Ok(mut inner) = self.inner.lock() else { return };
