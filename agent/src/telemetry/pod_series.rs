@@ -149,10 +149,26 @@ impl PodSeries {
         }
     }
 
+    /// Evicts the victim of `family`'s table when it is full, for a new
+    /// series.
+    fn make_room(
+        capped: &mut Capped,
+        counters: &HashMap<Family, IntCounterVec>,
+        gauges: &HashMap<Family, GaugeVec>,
+        family: Family,
+    ) {
+        if capped.series.len() >= capped.max {
+            if let Some((gone, _)) = capped.series.evict() {
+                Self::remove(counters, gauges, family, &gone);
+                capped.evicted.inc();
+            }
+        }
+    }
+
     /// The memory pressure gauges as they stand: `now` holds each series
-    /// to set (family, labels, value, pod); every other series of those
+    /// to set (family, labels, value); every other series of those
     /// families goes.
-    pub fn pressure(&mut self, now: Vec<(Family, Vec<String>, f64, String)>) {
+    pub fn pressure(&mut self, now: Vec<(Family, Vec<String>, f64)>) {
         let wanted: HashSet<(Family, Vec<String>)> = now.iter().map(|(f, l, ..)| (*f, l.clone())).collect();
         for family in Family::PRESSURE {
             let Some(capped) = self.caps.get_mut(&family) else { continue };
@@ -164,13 +180,11 @@ impl PodSeries {
                 self.text = None;
             }
         }
-        for (family, mut labels, value, _pod) in now {
+        for (family, mut labels, value) in now {
             let Some(capped) = self.caps.get_mut(&family) else { continue };
-            if !capped.series.contains(&labels) && capped.series.len() >= capped.max {
-                if let Some((gone, _)) = capped.series.evict() {
-                    Self::remove(&self.counters, &self.gauges, family, &gone);
-                    capped.evicted.inc();
-                }
+            if !capped.series.contains(&labels) {
+                Self::make_room(capped, &self.counters, &self.gauges, family);
+                self.text = None;
             }
             let values: Vec<&str> = labels.iter().map(String::as_str).collect();
             if let Some(Ok(g)) = self.gauges.get(&family).map(|g| g.get_metric_with_label_values(&values)) {
@@ -180,9 +194,6 @@ impl PodSeries {
                 }
             }
             let namespace = family.namespace(&labels);
-            if !capped.series.contains(&labels) {
-                self.text = None;
-            }
             labels.shrink_to_fit();
             capped.series.touch(labels, namespace);
         }
@@ -199,11 +210,8 @@ impl PodSeries {
             }
         }
         let Some(capped) = self.caps.get_mut(&family) else { return };
-        if !capped.series.contains(&labels) && capped.series.len() >= capped.max {
-            if let Some((gone, _)) = capped.series.evict() {
-                Self::remove(&self.counters, &self.gauges, family, &gone);
-                capped.evicted.inc();
-            }
+        if !capped.series.contains(&labels) {
+            Self::make_room(capped, &self.counters, &self.gauges, family);
         }
         let values: Vec<&str> = labels.iter().map(String::as_str).collect();
         if let Some(Ok(c)) = self.counters.get(&family).map(|c| c.get_metric_with_label_values(&values)) {

@@ -426,17 +426,16 @@ impl WatchdogMetrics {
                 c.names.workload.clone(),
                 c.names.workload_kind.clone(),
             ];
-            let uid = &c.pod.pod_uid;
             for reason in &c.reasons {
                 let mut labels = base.clone();
                 labels.push(reason.label().to_string());
-                now.push((Family::PodMemoryPressure, labels, 1.0, uid.clone()));
+                now.push((Family::PodMemoryPressure, labels, 1.0));
             }
             if let Some(permille) = c.figures.unreclaimable_permille {
-                now.push((Family::PodUnreclaimableRatio, base.clone(), f64::from(permille) / 1000.0, uid.clone()));
+                now.push((Family::PodUnreclaimableRatio, base.clone(), f64::from(permille) / 1000.0));
             }
             if let Some(secs) = c.figures.seconds_to_limit.filter(|_| c.reasons.contains(&PressureReason::Growing)) {
-                now.push((Family::PodSecondsToLimit, base, secs as f64, uid.clone()));
+                now.push((Family::PodSecondsToLimit, base, secs as f64));
             }
         }
         if let Ok(mut series) = self.pod_series.lock() {

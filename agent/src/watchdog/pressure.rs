@@ -37,14 +37,16 @@
 //! what they warned of; the kill's post-mortem says how long before it was
 //! warned, and of what.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use super::Host;
 pub use crate::events::memory::{MemorySample, Psi};
 use crate::model::{registry::ContainerRole, PodRegistry};
 
 /// Why a container is under memory pressure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter, strum::EnumCount)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, strum::IntoStaticStr, strum::EnumIter, strum::EnumCount,
+)]
 #[strum(serialize_all = "snake_case")]
 pub enum PressureReason {
     NearLimit,
@@ -193,8 +195,8 @@ struct Watched {
 struct Detail {
     trend: VecDeque<(u64, u64)>,
     last: Option<(u64, MemorySample)>,
-    /// Start of each reason's open episode.
-    open: HashMap<PressureReason, u64>,
+    /// Start of each reason's open episode, in the reasons' order.
+    open: BTreeMap<PressureReason, u64>,
     calm_reads: u8,
     figures: Figures,
 }
@@ -353,8 +355,7 @@ impl PressureWatch {
     pub fn killed(&mut self, cgroup_id: u64, ts_ns: u64, edges: &mut Vec<PressureEdge>) -> Option<Warned> {
         let detail = self.watched.get_mut(&cgroup_id)?.detail.as_mut()?;
         let since = detail.open.values().min().copied()?;
-        let mut reasons: Vec<PressureReason> = detail.open.keys().copied().collect();
-        reasons.sort_by_key(|r| *r as u8);
+        let reasons: Vec<PressureReason> = detail.open.keys().copied().collect();
         close_all(cgroup_id, Some(detail), PressureEnd::Killed, ts_ns, edges);
         detail.open.clear();
         detail.trend.clear();
@@ -369,8 +370,7 @@ impl PressureWatch {
             .iter()
             .filter_map(|(id, w)| {
                 let d = w.detail.as_ref().filter(|d| !d.open.is_empty())?;
-                let mut reasons: Vec<PressureReason> = d.open.keys().copied().collect();
-                reasons.sort_by_key(|r| *r as u8);
+                let reasons = d.open.keys().copied().collect();
                 Some(PressureLevel { cgroup_id: *id, reasons, figures: d.figures })
             })
             .collect();
@@ -390,9 +390,7 @@ fn permille(part: u64, of: u64) -> u64 {
 /// Ends every open episode of a container.
 fn close_all(cgroup_id: u64, detail: Option<&Detail>, end: PressureEnd, now_ns: u64, edges: &mut Vec<PressureEdge>) {
     let Some(d) = detail else { return };
-    let mut open: Vec<(PressureReason, u64)> = d.open.iter().map(|(r, s)| (*r, *s)).collect();
-    open.sort_by_key(|(r, _)| *r as u8);
-    for (reason, since_ns) in open {
+    for (&reason, &since_ns) in &d.open {
         edges.push(PressureEdge {
             cgroup_id,
             reason,
@@ -526,8 +524,7 @@ fn judge(
     change(PressureReason::Growing, growing, d);
 
     // Thrashing at its limit: at it, mostly working set, and stalling.
-    let margin = u64::from(agent_common::oom_margin_pages(crate::host::cpus().min(u64::from(u32::MAX)) as u32))
-        .saturating_mul(crate::host::page_size());
+    let margin = super::oom_limit::margin(crate::host::page_size(), crate::host::cpus());
     let at_limit = sample.usage.saturating_add(margin) >= limit || hits > 0;
     let refaults = permille(refault_rate, limit);
     // With PSI, the kernel's stalls and the kubelet's working set; without
