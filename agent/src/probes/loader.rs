@@ -98,7 +98,7 @@ fn runtime_comms(names: &[String]) -> RuntimeComms {
     comms
 }
 
-/// 2 MiB holds ~26 000 exit records, far more than an exit storm produces
+/// 1 MiB holds ~13 000 exit records, far more than an exit storm produces
 /// between two drains (see `cargo xtask bench`). The kernel maps the data
 /// pages twice, so the agent's RSS shows twice this.
 pub const DEFAULT_RING_BUFFER_BYTES: u32 = 1024 * 1024;

@@ -68,8 +68,8 @@ pub struct Senders {
 }
 
 /// OOM kills, or cgroup changes, queued for the decoder, at most: more
-/// than a full ring of either holds (256 KiB: ~680 OOM kills, ~580 cgroup
-/// records), so that one drain of it never overflows its channel.
+/// than a full ring of either holds (128 KiB each: ~340 OOM kills, ~290
+/// cgroup records), so that one drain of it never overflows its channel.
 pub const SMALL_RING_CHANNEL: usize = 1024;
 
 /// When the reader drains.
