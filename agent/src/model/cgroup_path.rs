@@ -57,22 +57,15 @@ pub fn parse(path: &str) -> Option<PodCgroup> {
 pub fn owner_path(path: &str) -> Option<&str> {
     let (_, owned) = parse_counted(path)?;
     // The end of the `owned`-th non-empty component.
-    let mut seen = 0;
-    let mut end = 0;
-    for (i, part) in path.split('/').scan(0, |at, part| {
-        let start = *at;
-        *at += part.len() + 1;
-        Some((start, part))
-    }) {
-        if part.is_empty() {
-            continue;
-        }
-        seen += 1;
-        end = i + part.len();
-        if seen == owned {
-            break;
-        }
-    }
+    let (end, _) = path
+        .split('/')
+        .scan(0, |at, part| {
+            let end = *at + part.len();
+            *at = end + 1;
+            Some((end, part))
+        })
+        .filter(|(_, part)| !part.is_empty())
+        .nth(owned.checked_sub(1)?)?;
     Some(&path[..end])
 }
 
