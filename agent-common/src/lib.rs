@@ -35,6 +35,9 @@ pub const FLAG_TASK_UNKNOWN: u32 = 1 << 0;
 pub const FLAG_TRUNCATED: u32 = 1 << 1;
 /// Header flag: the kernel's tracepoint lacks the rss/uid fields (before 6.8).
 pub const FLAG_NO_RSS: u32 = 1 << 2;
+/// Header flag (OOM kills): the levels are the victim's memory cgroups,
+/// not the allocating task's (the OOM killer's decision was not seen).
+pub const FLAG_LEVELS_OF_VICTIM: u32 = 1 << 4;
 /// Header flag: the task is in no tracked cgroup — every task of a
 /// tracked cgroup is in the task table, or its cgroup was read off it — so
 /// it is a host task. (A pod's task the table lost is `FLAG_TASK_UNKNOWN`.)
@@ -172,6 +175,58 @@ pub struct OomKillEvent {
     /// container's that the walk up gave out before reaching it: no level
     /// read is the container's, and none at its limit says "global".
     pub levels_cut: u32,
+    /// The OOM killer's own decision, read off its `struct oom_control` on
+    /// the kill path (`oom_constraint::*`; `UNREAD` where this kernel let
+    /// no program see it). Where it was read, `levels` start at the memory
+    /// cgroup the killer ran for (`oom_memcg_id`; 0: none, the machine's
+    /// memory), not at the task that happened to run it.
+    pub constraint: u32,
+    pub _pad: u32,
+    pub oom_memcg_id: u64,
+}
+
+/// The OOM killer's constraint as an OOM record carries it (the kernel's
+/// `enum oom_constraint`, whose values the loader reads from BTF, mapped
+/// onto these).
+pub mod oom_constraint {
+    /// The kernel's decision was not read: the levels are the allocating
+    /// task's, and which limit fired is judged from their page counters.
+    pub const UNREAD: u32 = 0;
+    /// `CONSTRAINT_NONE`: the machine's memory (a global OOM).
+    pub const NONE: u32 = 1;
+    /// `CONSTRAINT_CPUSET`: the memory nodes of the allocating task's cpuset.
+    pub const CPUSET: u32 = 2;
+    /// `CONSTRAINT_MEMORY_POLICY`: the nodes of a memory policy (mbind).
+    pub const MEMORY_POLICY: u32 = 3;
+    /// `CONSTRAINT_MEMCG`: a memory cgroup's limit.
+    pub const MEMCG: u32 = 4;
+}
+
+/// Where the OOM record reads the killer's decision: `struct oom_control`'s
+/// `memcg` and `constraint`, and the values of `enum oom_constraint`'s
+/// `CONSTRAINT_NONE`, `_CPUSET`, `_MEMORY_POLICY` and `_MEMCG`, from the
+/// kernel's BTF. `memcg` is `ABSENT` where any is missing: the decision is
+/// not read.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OomControlOffsets {
+    pub memcg: u32,
+    pub constraint: u32,
+    pub none: u32,
+    pub cpuset: u32,
+    pub memory_policy: u32,
+    pub memcg_value: u32,
+}
+
+impl OomControlOffsets {
+    pub const UNSET: Self = Self {
+        memcg: ABSENT,
+        constraint: ABSENT,
+        none: ABSENT,
+        cpuset: ABSENT,
+        memory_policy: ABSENT,
+        memcg_value: ABSENT,
+    };
 }
 
 /// Levels of memory cgroups an OOM record carries: a container, a
@@ -347,6 +402,11 @@ pub struct VictimIdentity {
     /// `FLAG_TASK_UNTRACKED` (a host task) or `FLAG_TASK_UNKNOWN` (its task
     /// could not be read).
     pub flags: u32,
+    /// Its memory cgroup (`struct mem_cgroup *`, 0 when unreadable): the
+    /// OOM killer picked it below the cgroup it ran for, so where the
+    /// killer's own decision is not seen, that cgroup is on this chain
+    /// (and not always on the chain of the task that ran the kill).
+    pub memcg: u64,
 }
 
 /// Process names (comm, NUL-padded) of container runtimes: their exits are
@@ -380,9 +440,10 @@ pub struct ProbeConfig {
     /// The same for records in `CGROUP_CHANGES` (OOM kills, in a ring of
     /// their own, always wake it).
     pub cgroup_wakeup_bytes: u32,
-    /// 1 where the OOM tracepoint passes the victim's task (cgroup v2, the
-    /// kernel's `mark_victim` with its task): the victim is named from it,
-    /// so no program runs at fork.
+    /// 1 where the OOM tracepoint passes the victim's task (the kernel's
+    /// `mark_victim` with its task, 6.9 on): its own program reads the
+    /// victim's identity (off the task on v2, from the task table on v1)
+    /// and memory cgroup, and the OOM record waits for it.
     pub victim_task: u32,
     /// Pages under its limit a memory cgroup whose limit fired can read at
     /// the kill (the agent's `oom_limit::margin`): a cgroup nested below a
@@ -460,6 +521,8 @@ pub mod names {
     pub const MEMCG_OFFSETS: &str = "MEMCG_OFFSETS";
     pub const OOM_SCRATCH: &str = "OOM_SCRATCH";
     pub const PROBE_CONFIG: &str = "PROBE_CONFIG";
+    pub const OOM_CONTROL_OFFSETS: &str = "OOM_CONTROL_OFFSETS";
+    pub const OOM_CONTROLS: &str = "OOM_CONTROLS";
     pub const READER: &str = "READER";
     pub const POD_PIDS: &str = "POD_PIDS";
 
@@ -473,18 +536,24 @@ pub mod names {
     pub const PROG_MKDIR: &str = "cgroup_mkdir";
     pub const PROG_RMDIR: &str = "cgroup_rmdir";
     pub const PROG_ATTACH: &str = "cgroup_attach_task";
+    /// At the entry of the kernel's `out_of_memory` (a BPF trampoline):
+    /// where the OOM killer's own decision is found.
+    pub const PROG_OOM_CONTROL: &str = "oom_control";
+    /// The kernel function it is attached to.
+    pub const OOM_CONTROL_FUNCTION: &str = "out_of_memory";
 }
 
 // Layouts are part of the kernel/user contract: any change must be deliberate.
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 16);
 const _: () = assert!(core::mem::size_of::<ExitEvent>() == 72);
-const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136 + 40 * MEMCG_LEVELS + 8);
+const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136 + 40 * MEMCG_LEVELS + 8 + 16);
+const _: () = assert!(core::mem::size_of::<OomControlOffsets>() == 24);
 const _: () = assert!(core::mem::size_of::<MemcgOffsets>() == 32);
 const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
 const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 80);
 const _: () = assert!(core::mem::size_of::<TrackedCgroup>() == 8);
-const _: () = assert!(core::mem::size_of::<VictimIdentity>() == 24);
+const _: () = assert!(core::mem::size_of::<VictimIdentity>() == 32);
 const _: () = assert!(core::mem::size_of::<RuntimeComms>() == COMM_LEN * MAX_RUNTIME_COMMS + 8);
 const _: () = assert!(core::mem::align_of::<RuntimeComms>() == 8 && core::mem::offset_of!(RuntimeComms, names) == 0);
 
@@ -498,6 +567,7 @@ mod pod {
     unsafe impl aya::Pod for TracepointOffsets {}
     unsafe impl aya::Pod for TaskOffsets {}
     unsafe impl aya::Pod for MemcgOffsets {}
+    unsafe impl aya::Pod for OomControlOffsets {}
     unsafe impl aya::Pod for ProbeConfig {}
     unsafe impl aya::Pod for RuntimeComms {}
 }

@@ -1,8 +1,8 @@
 //! Maps and load-time globals shared by the programs.
 
 use agent_common::{
-    unstreamed, MemcgOffsets, OomKillEvent, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets,
-    TrackedCgroup, VictimIdentity, KIND_SLOTS, PIDS_PER_SLOT,
+    unstreamed, MemcgOffsets, OomControlOffsets, OomKillEvent, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets,
+    TracepointOffsets, TrackedCgroup, VictimIdentity, KIND_SLOTS, PIDS_PER_SLOT,
 };
 use aya_ebpf::{
     macros::map,
@@ -114,6 +114,14 @@ pub static IDENTITIES: LruHashMap<u32, VictimIdentity> = LruHashMap::with_max_en
 #[map]
 pub static PENDING_OOM: LruHashMap<u32, OomKillEvent> = LruHashMap::with_max_entries(256, 0);
 
+/// thread id → the `struct oom_control *` of the OOM kill it runs (its
+/// `out_of_memory` call, seen at entry): `mark_victim`, which the killer
+/// calls further down the same call, reads the kernel's decision off it.
+/// The OOM killer runs one kill at a time (under `oom_lock`); an entry is
+/// overwritten by the thread's next call and only ever read inside one.
+#[map]
+pub static OOM_CONTROLS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(64, 0);
+
 /// Where an OOM record is put together: with its memory cgroups' levels it
 /// is larger than the 512-byte BPF stack holds with anything else.
 #[map]
@@ -135,6 +143,9 @@ pub static TASK_OFFSETS: Global<TaskOffsets> = Global::new(TaskOffsets::UNSET);
 
 #[unsafe(no_mangle)]
 pub static MEMCG_OFFSETS: Global<MemcgOffsets> = Global::new(MemcgOffsets::UNSET);
+
+#[unsafe(no_mangle)]
+pub static OOM_CONTROL_OFFSETS: Global<OomControlOffsets> = Global::new(OomControlOffsets::UNSET);
 
 #[unsafe(no_mangle)]
 pub static PROBE_CONFIG: Global<ProbeConfig> = Global::new(ProbeConfig::UNSET);

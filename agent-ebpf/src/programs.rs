@@ -1,9 +1,9 @@
 //! One thin entry per hook; each `try_*` copies fixed-size fields only.
 
 use agent_common::{
-    tracked, unstreamed, CgroupEvent, EventHeader, EventKind, ExitEvent, MemcgLevel, MemcgOffsets, OomKillEvent,
-    TaskInfo, TaskOffsets, TrackedCgroup, VictimIdentity, ABSENT, COMM_LEN, FLAG_NO_RSS, FLAG_TASK_UNKNOWN,
-    FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MAX_RUNTIME_COMMS, MEMCG_LEVELS, MEMCG_WALK,
+    oom_constraint, tracked, unstreamed, CgroupEvent, EventHeader, EventKind, ExitEvent, MemcgLevel, MemcgOffsets,
+    OomKillEvent, TaskInfo, TaskOffsets, TrackedCgroup, VictimIdentity, ABSENT, COMM_LEN, FLAG_LEVELS_OF_VICTIM,
+    FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MAX_RUNTIME_COMMS, MEMCG_LEVELS, MEMCG_WALK,
 };
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -11,16 +11,17 @@ use aya_ebpf::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task,
         bpf_ktime_get_boot_ns, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes,
     },
-    macros::{raw_tracepoint, tracepoint},
-    programs::{RawTracePointContext, TracePointContext},
+    macros::{fentry, raw_tracepoint, tracepoint},
+    programs::{FEntryContext, RawTracePointContext, TracePointContext},
     EbpfContext,
 };
 use aya_log_ebpf::warn;
 
 use crate::maps::{
     cgroup_wakeup, count, global_field, global_ptr, mark_pod_task, pod_task_mark, routine_wakeup, Mark, CGROUP_CHANGES,
-    DROPPED, EMITTED, ENDED, EVENTS, IDENTITIES, MEMCG_OFFSETS, NESTING, OOM_KILLS, OOM_SCRATCH, PENDING_OOM,
-    PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED, URGENT_WAKEUP,
+    DROPPED, EMITTED, ENDED, EVENTS, IDENTITIES, MEMCG_OFFSETS, NESTING, OOM_CONTROLS, OOM_CONTROL_OFFSETS, OOM_KILLS,
+    OOM_SCRATCH, PENDING_OOM, PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS, TRACKED, UNSTREAMED,
+    URGENT_WAKEUP,
 };
 
 /// Why a probe gave up on a record; logged through aya-log.
@@ -57,6 +58,19 @@ pub fn mark_victim_task(ctx: RawTracePointContext) -> u32 {
     if let Err(e) = try_mark_victim_task(&ctx) {
         warn!(&ctx, "mark_victim_task: error {}", e);
     }
+    0
+}
+
+/// The OOM killer's entry, `bool out_of_memory(struct oom_control *oc)`
+/// (a BPF trampoline, where the kernel has them): its control says which
+/// memory cgroup the kill is for, whichever task runs it (a runtime
+/// lowering a container's `memory.max` runs its kill inside the write).
+/// `mark_victim` reads it further down the same call.
+#[fentry(function = "out_of_memory")]
+pub fn oom_control(ctx: FEntryContext) -> u32 {
+    let oc: *const u8 = ctx.arg(0);
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let _ = OOM_CONTROLS.insert(&tid, &(oc as u64), 0);
     0
 }
 
@@ -595,15 +609,7 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
             None => None,
         }
     } else {
-        Some(match unsafe { TASKS.get(&victim_pid) }.copied() {
-            Some(t) => VictimIdentity { cgroup_id: t.cgroup_id, start_ns: t.start_ns, tgid: t.tgid, flags: 0 },
-            // A pod's task the table lost (full): unknown, never the host's.
-            None if pod_task_mark(victim_pid) == Mark::Set => {
-                count(&UNSTREAMED, unstreamed::TASK_TABLE_MISSES);
-                VictimIdentity { cgroup_id: 0, start_ns: 0, tgid: 0, flags: FLAG_TASK_UNKNOWN }
-            }
-            None => VictimIdentity { cgroup_id: 0, start_ns: 0, tgid: 0, flags: FLAG_TASK_UNTRACKED },
-        })
+        Some(table_identity(victim_pid, 0))
     };
     let trigger_cgroup_id = current_place(pid_tgid).cgroup_id();
     let total_vm = field::<u64>(ctx, tp.mv_total_vm)?;
@@ -638,35 +644,128 @@ fn try_mark_victim(ctx: &TracePointContext) -> ProbeResult {
         // at hand.
         ev.victim_comm = ev.trigger_comm;
     }
-    let (count, cut) = memcg_levels(&mut ev.levels);
-    ev.level_count = count;
-    ev.levels_cut = u32::from(cut);
+    // Which limit fired: the kernel's own decision where it was seen.
+    let decision = oom_decision(trigger_tid);
+    ev.constraint = decision.constraint;
+    ev.oom_memcg_id = 0;
+    ev.level_count = 0;
+    ev.levels_cut = 0;
+    match decision.constraint {
+        oom_constraint::MEMCG => {
+            ev.oom_memcg_id = memcg_id(decision.memcg, &MEMCG_OFFSETS.load());
+            let (count, cut) = memcg_levels(&mut ev.levels, decision.memcg, true);
+            ev.level_count = count;
+            ev.levels_cut = u32::from(cut);
+        }
+        // Not seen: the page counters, from the victim's memory cgroup
+        // where its program said it (the record may wait for it).
+        oom_constraint::UNREAD => {
+            if let Some(identity) = victim {
+                unread_levels(ev, &identity);
+            }
+        }
+        // No memory cgroup's limit: no level to read.
+        _ => {}
+    }
     match victim {
         Some(identity) => submit_oom(ev, &identity),
         None => PENDING_OOM.insert(&victim_pid, ev, 0).map_err(i64::from),
     }
 }
 
-/// The page counters of the current task's memory cgroup and of each one
-/// above it, as they stand: this runs inside the OOM killer, after the
-/// charge that failed, before the victim frees anything. Of the cgroups a
-/// container nests below its own (a tenant's, any number), only the
-/// innermost is kept, and the innermost of the others at its limit (the
+/// The levels of a kill whose deciding cgroup the kernel did not show:
+/// from the victim's memory cgroup (picked below the one that fired) where
+/// its identity has it, else from the allocating task's.
+#[inline(always)]
+fn unread_levels(ev: &mut OomKillEvent, identity: &VictimIdentity) {
+    let (start, flag) =
+        if identity.memcg != 0 { (identity.memcg as *const u8, FLAG_LEVELS_OF_VICTIM) } else { (current_memcg(), 0) };
+    let (count, cut) = memcg_levels(&mut ev.levels, start, false);
+    ev.level_count = count;
+    ev.levels_cut = u32::from(cut);
+    ev.header.flags |= flag;
+}
+
+/// What the task table says of thread `pid`: its process and container,
+/// a pod's task it lost (unknown, never the host's), or a host task.
+#[inline(always)]
+fn table_identity(pid: u32, memcg: u64) -> VictimIdentity {
+    // SAFETY: values copied out immediately.
+    match unsafe { TASKS.get(&pid) }.copied() {
+        Some(t) => VictimIdentity { cgroup_id: t.cgroup_id, start_ns: t.start_ns, tgid: t.tgid, flags: 0, memcg },
+        None if pod_task_mark(pid) == Mark::Set => {
+            count(&UNSTREAMED, unstreamed::TASK_TABLE_MISSES);
+            VictimIdentity { cgroup_id: 0, start_ns: 0, tgid: 0, flags: FLAG_TASK_UNKNOWN, memcg }
+        }
+        None => VictimIdentity { cgroup_id: 0, start_ns: 0, tgid: 0, flags: FLAG_TASK_UNTRACKED, memcg },
+    }
+}
+
+/// The OOM killer's decision for the kill thread `tid` runs, read off its
+/// `struct oom_control` (seen at `out_of_memory`'s entry): its constraint
+/// (`oom_constraint::*`; `UNREAD` where it was not seen) and, for a memory
+/// cgroup's limit, that cgroup.
+#[derive(Clone, Copy)]
+struct Decision {
+    constraint: u32,
+    memcg: *const u8,
+}
+
+#[inline(always)]
+fn oom_decision(tid: u32) -> Decision {
+    let unread = Decision { constraint: oom_constraint::UNREAD, memcg: core::ptr::null() };
+    let memcg_at = global_field!(OOM_CONTROL_OFFSETS, memcg);
+    if memcg_at == ABSENT {
+        return unread;
+    }
+    // SAFETY: the value is copied out immediately.
+    let Some(oc) = (unsafe { OOM_CONTROLS.get(&tid) }).copied() else { return unread };
+    let oc = oc as *const u8;
+    let Ok(memcg) = member::<*const u8>(oc, memcg_at) else { return unread };
+    if !memcg.is_null() {
+        return Decision { constraint: oom_constraint::MEMCG, memcg };
+    }
+    // Set by the killer before it picks a victim; the designated
+    // initialisers of its callers leave it `CONSTRAINT_NONE` (0) where it
+    // marks a dying task without choosing.
+    let Ok(raw) = member::<u32>(oc, global_field!(OOM_CONTROL_OFFSETS, constraint)) else { return unread };
+    let constraint = if raw == global_field!(OOM_CONTROL_OFFSETS, cpuset) {
+        oom_constraint::CPUSET
+    } else if raw == global_field!(OOM_CONTROL_OFFSETS, memory_policy) {
+        oom_constraint::MEMORY_POLICY
+    } else {
+        oom_constraint::NONE
+    };
+    Decision { constraint, memcg: core::ptr::null() }
+}
+
+/// The current task's memory cgroup (`task->cgroups->subsys[memory]`);
+/// null when it cannot be read.
+#[inline(always)]
+fn current_memcg() -> *const u8 {
+    // SAFETY: helper without arguments; the task is only probe-read.
+    task_memcg(unsafe { bpf_get_current_task() } as *const u8)
+}
+
+/// The page counters of memory cgroup `start` and of each one above it,
+/// as they stand: this runs inside the OOM killer, after the charge that
+/// failed, before the victim frees anything. `start` is the cgroup the
+/// killer ran for where its decision was read (`decided`), else the
+/// allocating task's. Of the cgroups a container nests below its own (a
+/// tenant's, any number), only `start` is kept, and, where the killer's
+/// decision is not known, the innermost of the others at its limit (the
 /// one that fired, if any did): the container's and those above it fit
 /// behind them. Returns how many levels were read, and whether the walk
 /// gave out before reaching the container.
 #[inline(always)]
-fn memcg_levels(levels: &mut [MemcgLevel; MEMCG_LEVELS]) -> (u32, bool) {
+fn memcg_levels(levels: &mut [MemcgLevel; MEMCG_LEVELS], start: *const u8, decided: bool) -> (u32, bool) {
     let mo: MemcgOffsets = MEMCG_OFFSETS.load();
-    if mo.memory == ABSENT {
+    if mo.memory == ABSENT || start.is_null() {
         return (0, false);
     }
-    // SAFETY: the current task, only ever probe-read.
-    let task = unsafe { bpf_get_current_task() } as *const u8;
-    let Ok(css_set) = member::<*const u8>(task, global_field!(TASK_OFFSETS, task_cgroups)) else { return (0, false) };
-    let Ok(innermost) = member::<*const u8>(css_set, mo.css_set_memory) else { return (0, false) };
-    // The container the task's memory cgroup is nested below, if it is:
-    // walk up the nested ones to it, noting the innermost at its limit.
+    let innermost = start;
+    // The container the memory cgroup is nested below, if it is: walk up
+    // the nested ones to it, noting the innermost at its limit.
     let mut next = innermost;
     let mut fired: *const u8 = core::ptr::null();
     let mut cut = false;
@@ -685,7 +784,7 @@ fn memcg_levels(levels: &mut [MemcgLevel; MEMCG_LEVELS]) -> (u32, bool) {
                 cut = false;
                 break;
             }
-            if fired.is_null() && at_limit(&read_level(m, &mo), margin) {
+            if !decided && fired.is_null() && at_limit(&read_level(m, &mo), margin) {
                 fired = m;
             }
             m = parent_memcg(m, &mo);
@@ -799,35 +898,58 @@ fn submit_oom(ev: &mut OomKillEvent, identity: &VictimIdentity) -> ProbeResult {
 }
 
 /// The victim's own program (where `mark_victim` passes its task): who it
-/// is — its cgroup on v2, its process and start — read off the task at the
-/// kill, into the record the tracepoint's program left, or left for it.
-/// An identity that cannot be read still lets the record go out, with its
-/// victim unknown.
+/// is — its cgroup (off the task on v2, from the task table on v1), process
+/// and start — and its memory cgroup, read off the task at the kill, into
+/// the record the tracepoint's program left, or left for it. An identity
+/// that cannot be read still lets the record go out, with its victim
+/// unknown.
 fn try_mark_victim_task(ctx: &RawTracePointContext) -> ProbeResult {
     let to = TASK_OFFSETS.load();
     let task: *const u8 = ctx.arg(0);
     let pid: u32 = member(task, to.pid)?;
-    let identity = victim_identity(task, &to).unwrap_or(VictimIdentity {
-        cgroup_id: 0,
-        start_ns: 0,
-        tgid: 0,
-        flags: FLAG_TASK_UNKNOWN,
-    });
+    let memcg = task_memcg(task) as u64;
+    let identity = if PROBE_CONFIG.load().unified != 0 {
+        victim_identity(task, &to, memcg).unwrap_or(VictimIdentity {
+            cgroup_id: 0,
+            start_ns: 0,
+            tgid: 0,
+            flags: FLAG_TASK_UNKNOWN,
+            memcg,
+        })
+    } else {
+        table_identity(pid, memcg)
+    };
     if let Some(pending) = PENDING_OOM.get_ptr_mut(&pid) {
         // SAFETY: the map's value, completed and copied into the ring
         // before it is removed.
-        let result = submit_oom(unsafe { &mut *pending }, &identity);
+        let pending = unsafe { &mut *pending };
+        if pending.constraint == oom_constraint::UNREAD {
+            unread_levels(pending, &identity);
+        }
+        let result = submit_oom(pending, &identity);
         let _ = PENDING_OOM.remove(&pid);
         return result;
     }
     IDENTITIES.insert(&pid, &identity, 0).map_err(i64::from)
 }
 
+/// A task's memory cgroup (`task->cgroups->subsys[memory]`); null when it
+/// cannot be read.
+#[inline(always)]
+fn task_memcg(task: *const u8) -> *const u8 {
+    let at = global_field!(MEMCG_OFFSETS, css_set_memory);
+    if at == ABSENT {
+        return core::ptr::null();
+    }
+    let css_set: *const u8 = member(task, global_field!(TASK_OFFSETS, task_cgroups)).unwrap_or(core::ptr::null());
+    member(css_set, at).unwrap_or(core::ptr::null())
+}
+
 /// A task's cgroup on v2 (`task->cgroups->dfl_cgrp->kn->id`, or the
 /// container's it is nested below), process and the start of its leader
 /// (which names the process in exit records).
 #[inline(always)]
-fn victim_identity(task: *const u8, to: &TaskOffsets) -> Result<VictimIdentity, i64> {
+fn victim_identity(task: *const u8, to: &TaskOffsets, memcg: u64) -> Result<VictimIdentity, i64> {
     let css_set: *const u8 = member(task, to.task_cgroups)?;
     let cgrp: *const u8 = member(css_set, to.css_dfl_cgrp)?;
     let kn: *const u8 = member(cgrp, to.cgroup_kn)?;
@@ -835,7 +957,13 @@ fn victim_identity(task: *const u8, to: &TaskOffsets) -> Result<VictimIdentity, 
     let owner = owner_of(cgrp, id);
     let (cgroup_id, flags) = if owner.id != 0 { (owner.id, 0) } else { (id, FLAG_TASK_UNTRACKED) };
     let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
-    Ok(VictimIdentity { cgroup_id, start_ns: member(leader, to.start_boottime)?, tgid: member(task, to.tgid)?, flags })
+    Ok(VictimIdentity {
+        cgroup_id,
+        start_ns: member(leader, to.start_boottime)?,
+        tgid: member(task, to.tgid)?,
+        flags,
+        memcg,
+    })
 }
 
 /// Where a cgroup is: its hierarchy, level and id.

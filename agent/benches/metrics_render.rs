@@ -83,6 +83,7 @@ fn build(pods: usize, cap: usize) -> (prometheus::Registry, WatchdogMetrics) {
         programs_attached: 6,
         kernel_release: "bench",
         kernel_path: KernelPath::VictimTask,
+        oom_decision: "oom_control",
         settings: &MetricsSettings { max_pod_series: cap, ..MetricsSettings::default() },
     })
     .expect("metrics");

@@ -116,6 +116,8 @@ catalogue! {
         "Exits the kernel counted instead of streaming, by reason (thread: not the last thread of its process; host: a process in no pod cgroup and no runtime).";
     KERNEL_PATH = Gauge, "sandwatch_kernel_path", ["path"],
         "How the kernel programs name an OOM victim after it is gone: fork_table (a program at every fork keeps a task table; cgroup v1, and v2 kernels whose OOM tracepoint lacks the victim's task) or victim_task (read off the victim's task at the kill: one program per process).";
+    OOM_DECISION_SOURCE = Gauge, "sandwatch_oom_decision_source", ["source"],
+        "Where which limit fired on an OOM kill is read from on this kernel (1 for the one in use): oom_control (the OOM killer's own control, read on the kill path), victim_memcg (the page counters of the victim's memory cgroups: the kernel lets no program see the control), allocating_task_memcg (those of the task that ran the kill: a kill run for another cgroup can read as the node's).";
     PROGRAMS_ATTACHED = Gauge, "sandwatch_programs_attached", [],
         "eBPF programs loaded and attached by this agent.";
     READER_ASLEEP = Gauge, "sandwatch_reader_asleep", [],

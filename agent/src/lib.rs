@@ -76,6 +76,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             programs_attached: attached,
             kernel_release: &host::kernel_release(),
             kernel_path: pipeline.probes.path(),
+            oom_decision: pipeline.probes.oom_decision().label(),
             settings: &settings.metrics,
         })?;
     let sources = RuntimeSources::start(&settings, &runtime_metrics, &shutdown);

@@ -95,6 +95,7 @@ impl Watch {
             programs_attached: pipeline.probes.programs_attached(),
             kernel_release: "test",
             kernel_path: pipeline.probes.path(),
+            oom_decision: pipeline.probes.oom_decision().label(),
             settings: &settings.metrics,
         })
         .expect("metrics");
@@ -680,6 +681,125 @@ async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
     drop(own);
     drop(held);
     drop(swap);
+}
+
+const UID_ELSEWHERE: &str = "5d2a7c1e-000b-4a6d-8e9f-0a1b2c3d4e5f";
+
+/// Which limit fired is the kernel's own word, not read off the task that
+/// happened to run the OOM killer: that task may be in another cgroup
+/// than the one the kill was for.
+/// - cgroup v2 (the VMs): a container holding 64 MiB under its 128 MiB
+///   limit is lowered to 32 MiB by a host process (the test, as runc's
+///   `update` does for a pod resized in place): the kernel reclaims, then
+///   kills inside the write, in the writer's context, whose own chain is
+///   at no limit (before: `node`, `global`, the critical alert).
+/// - cgroup v1 (the host): a process whose leader sits in a sub-cgroup of
+///   its container held to 32 MiB, while its allocating thread sits in the
+///   container's own cgroup: the process charges its memory owner's (the
+///   leader's) cgroup, and the killer runs in the thread's (before: a
+///   node OOM, from the thread's chain).
+/// Each reads `container`, `memcg`, against the kernel's own OOM report.
+#[tokio::test(flavor = "current_thread")]
+async fn a_kill_run_from_another_cgroup_reads_the_cgroup_the_killer_ran_for() {
+    let mut watch = Watch::start();
+    let decision = watch.pipeline.probes.oom_decision().clone();
+    eprintln!("which limit fired is read from: {decision:?}");
+    if cfg!(feature = "vm") {
+        // Every kernel of the VM matrix (Debian's 5.10 to 7.2) has BPF
+        // trampolines: the OOM killer's own control is read.
+        assert_eq!(
+            decision,
+            sandwatch::probes::OomDecision::Kernel,
+            "a Debian kernel lets a program see the killer's control"
+        );
+    }
+    let mut pod = KubePod::build("elsewhere", UID_ELSEWHERE, false, 2);
+    let (pid, fired_path, expect_limit) = if pod.cg.layout.is_unified() {
+        pod.cg.set_memory_limit(&pod.paths[A], 128 << 20);
+        // It holds 64 MiB, then blocks opening a FIFO no one writes: no
+        // process of its own charges anything after (a `sleep` it forked
+        // would, and could run the kill itself, racing the write).
+        let hush = pod.tmp.join("hush");
+        let c = std::ffi::CString::new(hush.to_string_lossy().as_bytes()).expect("path");
+        // SAFETY: mkfifo on a path the pod owns.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        pod.start_init(
+            A,
+            &format!(
+                "exec /bin/busybox awk 'BEGIN {{ s = sprintf(\"%01000d\", 0); for (n = 0; n < 64 * 1024; n++) a[n] = s n; \
+                 getline x < \"{}\" }}'",
+                hush.display()
+            ),
+        );
+        pod.trigger(A);
+        let current = pod.cg.layout.dir(&pod.paths[A]).join("memory.current");
+        let held = || std::fs::read_to_string(&current).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0);
+        // Held, and done allocating (its use no longer grows).
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut last = 0;
+        loop {
+            let now = held();
+            if now >= 64 << 20 && now == last {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the holder never held 64 MiB: {now}");
+            last = now;
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        // The writer is this test, in no pod: the kill runs in its context.
+        let max = pod.cg.layout.dir(&pod.paths[A]).join("memory.max");
+        std::fs::write(&max, (32u64 << 20).to_string()).expect("lower memory.max");
+        (pod.init_pid(A), pod.paths[A].clone(), 32u64 << 20)
+    } else {
+        pod.cg.set_memory_limit(&pod.paths[A], 256 << 20);
+        let sub = pod.nest_chain(A, 1);
+        std::fs::write(sub.join("memory.limit_in_bytes"), (32u64 << 20).to_string()).expect("limit the sub-cgroup");
+        // The leader moves itself alone (v1's `tasks`) after its thread
+        // is made; the thread then allocates from the container's cgroup.
+        let script = r#"
+import os, sys, threading
+go = threading.Event()
+held = []
+def grow():
+    go.wait()
+    while True:
+        held.append(b'x' * (1 << 20))
+t = threading.Thread(target=grow)
+t.start()
+open(sys.argv[1], 'w').write(str(os.getpid()))
+go.set()
+t.join()
+"#;
+        std::fs::write(pod.tmp.join("charge.py"), script).expect("script");
+        let tasks = sub.join("tasks");
+        pod.start_init(
+            A,
+            &format!("exec /usr/bin/python3 {} {}", pod.tmp.join("charge.py").display(), tasks.display()),
+        );
+        pod.trigger(A);
+        let rel = format!("{}/n0", pod.paths[A]);
+        (pod.init_pid(A), rel, 32u64 << 20)
+    };
+    let reports = watch.until(Duration::from_secs(30), |rs| oom_of(rs, pid).is_some()).await;
+    let oom = oom_of(&reports, pid).unwrap_or_else(|| panic!("no OOM kill of {pid}: {reports:?}"));
+    let (constraint, memcg) = kernel_oom_report(pid).expect("the kernel's report of the kill");
+    assert_eq!((constraint.as_str(), memcg.as_str()), ("CONSTRAINT_MEMCG", fired_path.as_str()), "the kernel's word");
+    if pod.cg.layout.is_unified() {
+        // Kept in the record: the task that ran the kill (the writer).
+        let trigger = oom.trigger.as_ref().expect("the writer ran the kill");
+        assert_eq!(trigger.tgid, std::process::id(), "{oom:?}");
+    }
+    let fired = watch.fired.iter().find(|(p, _)| *p == pid).map(|(_, f)| (f.limit, f.constraint));
+    assert_eq!(fired, Some((OomLimit::Container, OomConstraint::Memcg)), "{oom:?}");
+    let explained = watch.explained.iter().find(|(p, _)| *p == pid).map(|(_, e)| e.clone()).expect("explained");
+    assert_ne!(
+        explained.decided_by,
+        watchdog::explain::DecidedBy::AllocatingTaskMemcg,
+        "judged from the chain of the task that ran the kill: {explained:?}"
+    );
+    assert_eq!(explained.limit_bytes, Some(expect_limit), "{explained:?}");
+    assert_eq!(explained.cause, watchdog::explain::OomCause::Anon, "{explained:?}");
+    drop(pod);
 }
 
 const UID_NESTED: &str = "5d2a7c1e-0009-4a6d-8e9f-0a1b2c3d4e5f";

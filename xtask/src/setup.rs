@@ -41,6 +41,9 @@ const TEST_PACKAGES: &[&str] = &[
     // musl-gcc: ring (rustls's cryptography) has C and assembly that the
     // image's static musl build compiles.
     "musl-tools",
+    // Debian's own python3 (/usr/bin/python3): a test's process whose
+    // threads sit in different memory cgroups (cgroup v1).
+    "python3",
 ];
 
 /// (command, Debian package): curl for the HTTPS probe of the TLS test,

@@ -3,8 +3,8 @@
 //! [`DecodeError`] with a bounded label, never a panic.
 
 use agent_common::{
-    CgroupEvent, EventHeader, EventKind, ExitEvent, MemcgLevel, OomKillEvent, CGROUP_PATH_LEN, COMM_LEN, FLAG_NO_RSS,
-    FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MEMCG_LEVELS,
+    oom_constraint, CgroupEvent, EventHeader, EventKind, ExitEvent, MemcgLevel, OomKillEvent, CGROUP_PATH_LEN,
+    COMM_LEN, FLAG_LEVELS_OF_VICTIM, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MEMCG_LEVELS,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::EnumDiscriminants)]
@@ -101,6 +101,47 @@ pub struct OomKill {
     /// The walk up gave out among cgroups nested below the container's:
     /// the levels stop short of it.
     pub levels_cut: bool,
+    /// The OOM killer's own decision, where this kernel let the programs
+    /// read it: then `levels` start at the cgroup it names. `None`: the
+    /// levels are the victim's (`levels_of_victim`) or the allocating
+    /// task's.
+    pub decision: Option<KernelDecision>,
+    pub levels_of_victim: bool,
+}
+
+/// What the OOM killer itself said it ran for (`struct oom_control`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelDecision {
+    /// A memory cgroup's limit (`CONSTRAINT_MEMCG`): that cgroup's id.
+    Memcg { cgroup_id: u64 },
+    /// The machine's memory (`CONSTRAINT_NONE`).
+    Global,
+    /// The memory nodes of the allocating task's cpuset.
+    Cpuset,
+    /// The nodes of a memory policy.
+    MemoryPolicy,
+}
+
+impl KernelDecision {
+    fn from_record(constraint: u32, memcg_id: u64) -> Option<Self> {
+        match constraint {
+            oom_constraint::MEMCG => Some(Self::Memcg { cgroup_id: memcg_id }),
+            oom_constraint::NONE => Some(Self::Global),
+            oom_constraint::CPUSET => Some(Self::Cpuset),
+            oom_constraint::MEMORY_POLICY => Some(Self::MemoryPolicy),
+            _ => None,
+        }
+    }
+
+    fn to_record(decision: Option<Self>) -> (u32, u64) {
+        match decision {
+            None => (oom_constraint::UNREAD, 0),
+            Some(Self::Memcg { cgroup_id }) => (oom_constraint::MEMCG, cgroup_id),
+            Some(Self::Global) => (oom_constraint::NONE, 0),
+            Some(Self::Cpuset) => (oom_constraint::CPUSET, 0),
+            Some(Self::MemoryPolicy) => (oom_constraint::MEMORY_POLICY, 0),
+        }
+    }
 }
 
 /// A memory cgroup's usage and limit as the kernel counted them at an OOM
@@ -336,6 +377,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                     r.levels[..n].iter().map(|l| MemcgUse::from_pages(l, page)).collect()
                 },
                 levels_cut: r.levels_cut != 0,
+                decision: KernelDecision::from_record(r.constraint, r.oom_memcg_id),
+                levels_of_victim: r.header.flags & FLAG_LEVELS_OF_VICTIM != 0,
             }))
         }
         EventKind::CgroupMkdir | EventKind::CgroupRmdir | EventKind::CgroupAttach => {
@@ -410,6 +453,9 @@ pub fn encode(event: &Event) -> Vec<u8> {
             if o.rss.is_none() {
                 flags |= FLAG_NO_RSS;
             }
+            if o.levels_of_victim {
+                flags |= FLAG_LEVELS_OF_VICTIM;
+            }
             let v = o.victim.unwrap_or(TaskIdentity { tgid: 0, cgroup_id: 0, start_ns: 0 });
             let rss = o.rss.unwrap_or(OomRss {
                 total_vm_kb: 0,
@@ -446,6 +492,9 @@ pub fn encode(event: &Event) -> Vec<u8> {
                 },
                 level_count: o.levels.len().min(MEMCG_LEVELS) as u32,
                 levels_cut: u32::from(o.levels_cut),
+                constraint: KernelDecision::to_record(o.decision).0,
+                _pad: 0,
+                oom_memcg_id: KernelDecision::to_record(o.decision).1,
             })
         }
         Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => cgroup_record(header, c, 0, 0, ""),
@@ -536,6 +585,8 @@ mod tests {
                 },
             ],
             levels_cut: true,
+            decision: Some(KernelDecision::Memcg { cgroup_id: 77 }),
+            levels_of_victim: false,
         })
     }
 

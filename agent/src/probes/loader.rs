@@ -5,12 +5,12 @@
 use std::{collections::HashMap, path::Path};
 
 use agent_common::{
-    names, tracked, unstreamed, MemcgOffsets, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets, TracepointOffsets,
-    TrackedCgroup, ABSENT, COMM_LEN, MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
+    names, tracked, unstreamed, MemcgOffsets, OomControlOffsets, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets,
+    TracepointOffsets, TrackedCgroup, ABSENT, COMM_LEN, MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
 };
 use aya::{
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
-    programs::{RawTracePoint, TracePoint},
+    programs::{FEntry, RawTracePoint, TracePoint},
     util::KernelVersion,
     Ebpf, EbpfLoader,
 };
@@ -152,6 +152,7 @@ pub struct Probes {
     /// The attached programs, by name.
     hooks: Vec<&'static str>,
     path: KernelPath,
+    decision: OomDecision,
 }
 
 /// Cgroups the tracked-cgroup map can hold: every pod and container of a
@@ -272,6 +273,53 @@ fn memcg_offsets(btf: &Btf, v1: bool) -> Result<MemcgOffsets, BtfError> {
     })
 }
 
+/// Where the OOM record reads the killer's own decision (`struct
+/// oom_control`, and the values of `enum oom_constraint`). All or nothing.
+fn oom_control_offsets(btf: &Btf) -> Result<OomControlOffsets, BtfError> {
+    let o = btf.member_offsets(&[("oom_control", "memcg"), ("oom_control", "constraint")])?;
+    let value = |name: &str| {
+        btf.enumerator("oom_constraint", name)
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| BtfError::NoMember("oom_constraint".into(), name.into()))
+    };
+    Ok(OomControlOffsets {
+        memcg: o[0],
+        constraint: o[1],
+        none: value("CONSTRAINT_NONE")?,
+        cpuset: value("CONSTRAINT_CPUSET")?,
+        memory_policy: value("CONSTRAINT_MEMORY_POLICY")?,
+        memcg_value: value("CONSTRAINT_MEMCG")?,
+    })
+}
+
+/// Where which limit fired on an OOM kill is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OomDecision {
+    /// The OOM killer's own control, read on the kill path: the memory
+    /// cgroup it ran for, and its constraint.
+    Kernel,
+    /// This kernel lets no program see it (the reason), but its OOM
+    /// tracepoint passes the victim's task: the page counters of the
+    /// victim's memory cgroups (the one that fired is among them).
+    VictimCounters(String),
+    /// Neither: the page counters of the allocating task's memory
+    /// cgroups, which a kill run for another cgroup is not among.
+    TaskCounters(String),
+}
+
+impl OomDecision {
+    /// The bounded label of `sandwatch_oom_decision_source`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Kernel => "oom_control",
+            Self::VictimCounters(_) => "victim_memcg",
+            Self::TaskCounters(_) => "allocating_task_memcg",
+        }
+    }
+
+    pub const LABELS: [&'static str; 3] = ["oom_control", "victim_memcg", "allocating_task_memcg"];
+}
+
 /// Whether the OOM victim is named from its own task, so that no program
 /// need run at fork: on cgroup v2 (where an exit's cgroup comes from the
 /// exiting task too), where `mark_victim`'s raw tracepoint passes the
@@ -279,7 +327,15 @@ fn memcg_offsets(btf: &Btf, v1: bool) -> Result<MemcgOffsets, BtfError> {
 /// it; the kernel's BTF prototype says, not its version), and where BTF
 /// has the offsets to read the task's cgroup.
 fn victim_from_task(unified: bool, passes_task: bool, task: &TaskOffsets) -> bool {
-    unified && passes_task && task.task_cgroups != ABSENT && task.css_dfl_cgrp != ABSENT
+    unified && victim_program(passes_task, task)
+}
+
+/// Whether the victim's own program runs at the kill (the OOM tracepoint
+/// passes its task): on v2 it names the victim; on v1 and v2 it reads the
+/// victim's memory cgroup, whose chain holds the cgroup that fired where
+/// the OOM killer's own decision is not seen.
+fn victim_program(passes_task: bool, task: &TaskOffsets) -> bool {
+    passes_task && task.task_cgroups != ABSENT && task.css_dfl_cgrp != ABSENT
 }
 
 /// Which hooks name an OOM victim after it is gone.
@@ -332,6 +388,10 @@ impl Probes {
         let task: TaskOffsets = task_offsets(&btf)?;
         let passes_task = btf.tracepoint_passes("mark_victim", 0, "task_struct");
         let layout = CgroupLayout::detect()?;
+        let oom_control = oom_control_offsets(&btf).unwrap_or_else(|e| {
+            log::warn!("the OOM killer's own decision cannot be read on this kernel ({e})");
+            OomControlOffsets::UNSET
+        });
         let memcg = memcg_offsets(&btf, !layout.is_unified()).unwrap_or_else(|e| {
             log::warn!("which limit fired on an OOM kill cannot be read on this kernel ({e}): every kill says unknown");
             MemcgOffsets::UNSET
@@ -345,7 +405,7 @@ impl Probes {
         let config = ProbeConfig {
             tracked_hierarchy: layout.hierarchy_id(),
             unified: u32::from(layout.is_unified()),
-            victim_task: u32::from(path == KernelPath::VictimTask),
+            victim_task: u32::from(victim_program(passes_task, &task)),
             // A sixteenth of the buffer: a burst wakes the reader long
             // before the buffer is full; quieter traffic waits for its timer.
             wakeup_bytes: rb / 16,
@@ -379,6 +439,7 @@ impl Probes {
                     .override_global(names::TP_OFFSETS, &tp_offsets, true)
                     .override_global(names::TASK_OFFSETS, &task, true)
                     .override_global(names::MEMCG_OFFSETS, &memcg, true)
+                    .override_global(names::OOM_CONTROL_OFFSETS, &oom_control, true)
                     .override_global(names::PROBE_CONFIG, &config, true)
                     .override_global(names::RUNTIME_COMMS, &comms, true)
                     .map_max_entries(names::EVENTS, rb)
@@ -408,19 +469,42 @@ impl Probes {
             hooks.push(name);
         }
         // The victim's identity: from the table kept at fork, or its task.
-        let identity = match path {
-            KernelPath::ForkTable => (names::PROG_FORK, "sched_process_fork"),
-            KernelPath::VictimTask => (names::PROG_OOM_TASK, "mark_victim"),
-        };
+        // The victim's identity: from the table kept at fork, or its task;
+        // its own program also reads its memory cgroup where it can.
+        let victim_task = config.victim_task != 0;
+        let identity = [
+            (path == KernelPath::ForkTable).then_some((names::PROG_FORK, "sched_process_fork")),
+            victim_task.then_some((names::PROG_OOM_TASK, "mark_victim")),
+        ];
         // The cgroup programs read the cgroup's struct: where it sits.
-        for (name, tracepoint) in [
-            identity,
+        for (name, tracepoint) in identity.into_iter().flatten().chain([
             (names::PROG_MKDIR, "cgroup_mkdir"),
             (names::PROG_RMDIR, "cgroup_rmdir"),
             (names::PROG_ATTACH, "cgroup_attach_task"),
-        ] {
+        ]) {
             attach_raw_tracepoint(&mut ebpf, name, tracepoint)?;
             hooks.push(name);
+        }
+        let attached = match oom_control.memcg {
+            ABSENT => Err("this kernel's BTF lacks struct oom_control".to_string()),
+            _ => attach_oom_control(&mut ebpf),
+        };
+        let decision = match attached {
+            Ok(()) => {
+                hooks.push(names::PROG_OOM_CONTROL);
+                OomDecision::Kernel
+            }
+            Err(why) if victim_task => OomDecision::VictimCounters(why),
+            Err(why) => OomDecision::TaskCounters(why),
+        };
+        match &decision {
+            OomDecision::Kernel => {}
+            OomDecision::VictimCounters(why) => log::warn!(
+                "which limit fired on an OOM kill is judged from the page counters of the victim's memory cgroups, not the OOM killer's own decision: {why}"
+            ),
+            OomDecision::TaskCounters(why) => log::warn!(
+                "which limit fired on an OOM kill is judged from the page counters of the allocating task's memory cgroups (a kill run for another cgroup can read as the node's), not the OOM killer's own decision: {why}"
+            ),
         }
         let tracker = CgroupTracker::new(&mut ebpf, layout.clone(), pod_pids, path)?;
         // Hand the memory that loading took (the kernel's BTF above all)
@@ -442,7 +526,7 @@ impl Probes {
         let oom_kills = ring_of(&mut ebpf, names::OOM_KILLS)?;
         let cgroups = ring_of(&mut ebpf, names::CGROUP_CHANGES)?;
         let ring = Ring { events, oom_kills, cgroups, asleep: ReaderFlag(asleep) };
-        Ok(Self { ebpf, ring: Some(ring), logger, tracker: Some(tracker), layout, hooks, path })
+        Ok(Self { ebpf, ring: Some(ring), logger, tracker: Some(tracker), layout, hooks, path, decision })
     }
 
     /// The tracked-cgroup map and the task table, once: the watchdog feeds
@@ -477,6 +561,11 @@ impl Probes {
     /// How OOM victims are named on this kernel.
     pub fn path(&self) -> KernelPath {
         self.path
+    }
+
+    /// Where which limit fired is read from on this kernel.
+    pub fn oom_decision(&self) -> &OomDecision {
+        &self.decision
     }
 
     /// Per-kind kernel counters, read at scrape time.
@@ -686,6 +775,37 @@ fn attach_tracepoint(ebpf: &mut Ebpf, name: &'static str, category: &str) -> Res
     prog.load().map_err(err)?;
     prog.attach(category, name).map_err(err)?;
     Ok(())
+}
+
+/// The program at the OOM killer's entry (a BPF trampoline). It needs the
+/// kernel's BTF as aya parses it (~12 MiB, dropped here and handed back
+/// by the trim that ends loading; the rest of loading avoids it); why it
+/// cannot attach, in one line.
+fn attach_oom_control(ebpf: &mut Ebpf) -> Result<(), String> {
+    let btf = aya::Btf::from_sys_fs().map_err(|e| format!("the kernel's BTF cannot be parsed ({e})"))?;
+    let prog: &mut FEntry = ebpf
+        .program_mut(names::PROG_OOM_CONTROL)
+        .ok_or_else(|| format!("program {} is missing from the object", names::PROG_OOM_CONTROL))?
+        .try_into()
+        .map_err(|e| format!("{e}"))?;
+    let attached = prog
+        .load(names::OOM_CONTROL_FUNCTION, &btf)
+        .and_then(|()| prog.attach().map(|_| ()))
+        .map_err(|e| format!("a program at {}() cannot attach ({})", names::OOM_CONTROL_FUNCTION, one_line(&e)));
+    drop(btf);
+    attached
+}
+
+/// An error and its sources on one line.
+fn one_line(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 fn attach_raw_tracepoint(ebpf: &mut Ebpf, name: &'static str, tracepoint: &str) -> Result<(), LoadError> {

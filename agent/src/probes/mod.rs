@@ -11,5 +11,6 @@ pub mod scan;
 pub mod tracefs;
 
 pub use loader::{
-    CgroupTracker, KernelCounters, KernelPath, LoadError, ProbeOptions, Probes, ReaderFlag, Ring, Unstreamed,
+    CgroupTracker, KernelCounters, KernelPath, LoadError, OomDecision, ProbeOptions, Probes, ReaderFlag, Ring,
+    Unstreamed,
 };

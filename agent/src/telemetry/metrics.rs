@@ -48,6 +48,9 @@ pub struct Subject<'a> {
     pub programs_attached: usize,
     pub kernel_release: &'a str,
     pub kernel_path: crate::probes::KernelPath,
+    /// Where which limit fired is read from on this kernel
+    /// (`OomDecision::label`).
+    pub oom_decision: &'static str,
     pub settings: &'a MetricsSettings,
 }
 
@@ -55,6 +58,7 @@ impl Metrics {
     pub fn register(subject: Subject<'_>) -> Result<Self, prometheus::Error> {
         let registry = registry(subject.stats, subject.kernel, subject.programs_attached, subject.kernel_release)?;
         kernel_path(&registry, subject.kernel_path)?;
+        oom_decision(&registry, subject.oom_decision)?;
         Ok(Self {
             runtime: RuntimeMetrics::register(&registry)?,
             http: HttpMetrics::register(&registry)?,
@@ -86,6 +90,16 @@ fn kernel_path(registry: &Registry, path: crate::probes::KernelPath) -> Result<(
     for p in crate::probes::KernelPath::iter() {
         let label: &str = p.into();
         gauge.with_label_values(&[label]).set(i64::from(p == path));
+    }
+    Ok(())
+}
+
+/// `sandwatch_oom_decision_source{source}`: 1 for where this kernel lets
+/// the agent read which limit fired, 0 for the others.
+fn oom_decision(registry: &Registry, source: &str) -> Result<(), prometheus::Error> {
+    let gauge = catalogue::OOM_DECISION_SOURCE.gauge_vec(registry)?;
+    for label in crate::probes::OomDecision::LABELS {
+        gauge.with_label_values(&[label]).set(i64::from(label == source));
     }
     Ok(())
 }

@@ -94,6 +94,7 @@ mod tests {
                 programs_attached: 6,
                 kernel_release: "test",
                 kernel_path: crate::probes::KernelPath::VictimTask,
+                oom_decision: "oom_control",
                 settings: &settings,
             })
             .unwrap();

@@ -17,7 +17,7 @@
 use super::{oom_limit, Fired, Host};
 pub use crate::events::kernel::MemoryStat;
 use crate::{
-    events::kernel::OomKill as KernelOomKill,
+    events::kernel::{KernelDecision, OomKill as KernelOomKill},
     model::{registry::Container, PodRegistry},
 };
 
@@ -95,10 +95,34 @@ pub struct ContainerUse {
     pub usage_bytes: u64,
 }
 
+/// Where which limit fired was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum DecidedBy {
+    /// The OOM killer's own control: the cgroup it ran for.
+    OomControl,
+    /// The page counters of the victim's memory cgroups.
+    VictimMemcg,
+    /// The page counters of the allocating task's memory cgroups.
+    AllocatingTaskMemcg,
+}
+
+impl DecidedBy {
+    pub fn of(o: &KernelOomKill) -> Self {
+        match (o.decision, o.levels_of_victim) {
+            (Some(_), _) => Self::OomControl,
+            (None, true) => Self::VictimMemcg,
+            (None, false) => Self::AllocatingTaskMemcg,
+        }
+    }
+}
+
 /// One kill's explanation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explanation {
     pub fired: Fired,
+    /// What said which limit fired.
+    pub decided_by: DecidedBy,
     pub unknown: Option<oom_limit::UnknownLimit>,
     /// The usage and limit of the cgroup whose limit fired, at the kill.
     pub usage_bytes: Option<u64>,
@@ -113,6 +137,7 @@ pub struct Explanation {
 impl Explanation {
     pub const UNKNOWN: Explanation = Explanation {
         fired: Fired::UNKNOWN,
+        decided_by: DecidedBy::AllocatingTaskMemcg,
         unknown: None,
         usage_bytes: None,
         limit_bytes: None,
@@ -150,14 +175,18 @@ pub fn explain(host: &impl Host, registry: &PodRegistry, o: &KernelOomKill, now_
     let index = |p: &Place| oom_limit::Placed {
         container: o.levels.iter().position(|l| l.cgroup_id == p.container.cgroup_id),
         pod: p.pod_cgroup.and_then(|id| o.levels.iter().position(|l| l.cgroup_id == id)),
+        known: true,
     };
-    // The victim's place, or where the task that ran out of memory is.
+    let among = |p: &oom_limit::Placed| p.container.is_some() || p.pod.is_some();
+    // The victim's place (the kernel's decision is always the victim's:
+    // it was picked below the cgroup that fired), or, where only the
+    // allocating task's counters were read, wherever they are.
     let (placed, at) = match (&victim, &trigger) {
-        (Some(v), _) if index(v) != oom_limit::Placed::default() => (index(v), victim.as_ref()),
+        (Some(v), _) if o.decision.is_some() || among(&index(v)) => (index(v), victim.as_ref()),
         (_, Some(t)) => (index(t), trigger.as_ref()),
         _ => (oom_limit::Placed::default(), victim.as_ref()),
     };
-    let judged = oom_limit::judge(&o.levels, o.levels_cut, placed, margin);
+    let judged = oom_limit::judge(&o.levels, o.levels_cut, o.decision, placed, margin);
     let level = judged.level.and_then(|i| o.levels.get(i));
     // The counter that was at its limit: memory, or (v1) memory + swap.
     let (usage_bytes, limit_bytes) = match level {
@@ -170,10 +199,16 @@ pub fn explain(host: &impl Host, registry: &PodRegistry, o: &KernelOomKill, now_
     // Whose memory to read: the cgroup whose limit fired, else the pod.
     let path: Option<String> = at.and_then(|p| match (judged.fired.limit, judged.level) {
         (oom_limit::OomLimit::Container, _) => Some(p.container.path.clone()),
-        (oom_limit::OomLimit::Node, Some(i)) => {
-            let above = i.checked_sub(placed.pod? + 1)?;
-            oom_limit::above_pod(p.pod_path).into_iter().nth(above)
-        }
+        (oom_limit::OomLimit::Node, Some(i)) => match o.decision {
+            // The kernel named the cgroup: the one above the pod with its id.
+            Some(KernelDecision::Memcg { cgroup_id }) => {
+                oom_limit::above_pod(p.pod_path).into_iter().find(|path| host.cgroup_id(path) == Some(cgroup_id))
+            }
+            _ => {
+                let above = i.checked_sub(placed.pod? + 1)?;
+                oom_limit::above_pod(p.pod_path).into_iter().nth(above)
+            }
+        },
         _ => Some(p.pod_path.to_string()),
     });
     let victim_anon = o.rss.map(|r| r.anon_rss_kb.saturating_mul(1024));
@@ -196,6 +231,7 @@ pub fn explain(host: &impl Host, registry: &PodRegistry, o: &KernelOomKill, now_
     }
     Explanation {
         fired: judged.fired,
+        decided_by: DecidedBy::of(o),
         unknown: judged.unknown,
         usage_bytes,
         limit_bytes,

@@ -2,10 +2,26 @@
 //! node's (a limit above the pods — the kubelet's allocatable — or none at
 //! all: a global OOM, which means the kubelet's eviction did not keep up).
 //!
-//! The kernel's OOM tracepoint does not say; its OOM report does (in the
-//! kernel log, which the agent does not read). The OOM program reads, at
-//! the kill, the page counters of the memory cgroup of the task that ran
-//! out of memory and of each one above it. A charge is tried from the
+//! The kernel's OOM tracepoint does not say; the OOM killer's own control
+//! (`struct oom_control`) does, and its OOM report in the kernel log
+//! prints it. Where the kernel lets a program see that control on the kill
+//! path (a BPF trampoline at `out_of_memory`: every kernel of the tested
+//! matrix), the OOM program reads the memory cgroup the killer ran for and
+//! its constraint, and the page counters from that cgroup up: the verdict
+//! is the kernel's, whichever task ran the kill. That is not always the
+//! victim's own: a runtime that lowers a container's `memory.max` below
+//! its usage (a pod resized in place) runs the kill inside its write, from
+//! the host's cgroup; on cgroup v1 a thread charges its process's memory
+//! owner's cgroup while the killer runs in its own. The decision is placed
+//! against the victim's container and pod: the container's cgroup or one
+//! it nests, the container's; the pod's, the pod's; above it, the node's;
+//! no memory cgroup, `global` (or the `cpuset` or `memory_policy` that
+//! constrained the allocation).
+//!
+//! Where the kernel offers no such program (no trampolines), the OOM
+//! program reads, at the kill, the page counters of the memory cgroup of
+//! the task that ran out of memory and of each one above it, and the limit
+//! is judged from them. A charge is tried from the
 //! innermost cgroup up, and the OOM killer acts on the first whose limit it
 //! failed at; the kernel calls the OOM killer only for charges of a few
 //! pages (8 at most: larger ones fail instead), after reclaim failed. So
@@ -19,7 +35,7 @@
 //! kernel's counters could not be read or the limit cannot be placed, and
 //! then with why. Pure: the kernel reads, the watchdog places.
 
-use crate::events::kernel::MemcgUse;
+use crate::events::kernel::{KernelDecision, MemcgUse};
 
 /// Whose memory limit the OOM killer acted on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
@@ -35,16 +51,21 @@ pub enum OomLimit {
     Unknown,
 }
 
-/// The kernel's OOM constraint, as far as cgroup counters tell it.
+/// The kernel's OOM constraint: its own word where it was read, else as
+/// far as cgroup counters tell it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
 #[strum(serialize_all = "snake_case")]
 pub enum OomConstraint {
     /// A memory cgroup's limit (`CONSTRAINT_MEMCG`).
     Memcg,
-    /// No cgroup's limit: the machine's memory (`CONSTRAINT_NONE`; an OOM
-    /// constrained by a cpuset or a memory policy reads so too: cgroup
-    /// counters do not tell them apart).
+    /// No cgroup's limit: the machine's memory (`CONSTRAINT_NONE`; judged
+    /// from counters, an OOM constrained by a cpuset or a memory policy
+    /// reads so too: counters do not tell them apart).
     Global,
+    /// The memory nodes of the allocating task's cpuset (`CONSTRAINT_CPUSET`).
+    Cpuset,
+    /// The nodes of a memory policy (`CONSTRAINT_MEMORY_POLICY`).
+    MemoryPolicy,
     Unknown,
 }
 
@@ -85,11 +106,13 @@ pub enum UnknownLimit {
 }
 
 /// Where the victim's (or the triggering task's) container and pod are
-/// among the levels read at the kill: their indexes, innermost first.
+/// among the levels read at the kill: their indexes, innermost first;
+/// `known` when that container is one of a known pod's at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Placed {
     pub container: Option<usize>,
     pub pod: Option<usize>,
+    pub known: bool,
 }
 
 /// The verdict on one kill: which limit, and at which level it fired.
@@ -118,11 +141,64 @@ pub fn at_limit(l: &MemcgUse, margin: u64) -> bool {
     near(l.usage_bytes, l.limit_bytes) || near(l.memsw_usage_bytes, l.memsw_limit_bytes)
 }
 
-/// Which limit fired, from the levels read at the kill (innermost first;
-/// `cut` when the walk gave out among cgroups nested below the
-/// container's), `placed` against the victim's container and pod; `margin`
-/// as [`margin`] says.
-pub fn judge(levels: &[MemcgUse], cut: bool, placed: Placed, margin: u64) -> Judged {
+/// Which limit fired: the kernel's own `decision` where it was read (the
+/// levels then start at the cgroup it ran for), else judged from the
+/// levels read at the kill (the allocating task's, innermost first; `cut`
+/// when the walk gave out among cgroups nested below the container's);
+/// `placed` against the victim's container and pod; `margin` as
+/// [`margin`] says.
+pub fn judge(levels: &[MemcgUse], cut: bool, decision: Option<KernelDecision>, placed: Placed, margin: u64) -> Judged {
+    match decision {
+        Some(decision) => decided(levels, cut, decision, placed),
+        None => from_counters(levels, cut, placed, margin),
+    }
+}
+
+/// The kernel's decision, placed: the levels start at the cgroup whose
+/// limit fired, so the victim's container among them means it fired at
+/// the container or one it nests; its pod first, at the pod; neither, above
+/// the pod.
+fn decided(levels: &[MemcgUse], cut: bool, decision: KernelDecision, placed: Placed) -> Judged {
+    let node = |constraint| Judged { fired: Fired { limit: OomLimit::Node, constraint }, level: None, unknown: None };
+    let memcg =
+        |limit, level| Judged { fired: Fired { limit, constraint: OomConstraint::Memcg }, level, unknown: None };
+    match decision {
+        KernelDecision::Global => node(OomConstraint::Global),
+        KernelDecision::Cpuset => node(OomConstraint::Cpuset),
+        KernelDecision::MemoryPolicy => node(OomConstraint::MemoryPolicy),
+        KernelDecision::Memcg { .. } if levels.is_empty() => Judged {
+            fired: Fired { limit: OomLimit::Unknown, constraint: OomConstraint::Memcg },
+            level: None,
+            unknown: Some(UnknownLimit::NoCounters),
+        },
+        // Nested below a container's deeper than the walk: a container's
+        // own cgroup fired, but which one the levels cannot say.
+        KernelDecision::Memcg { .. } if cut => match placed.container {
+            Some(_) => memcg(OomLimit::Container, Some(0)),
+            None => Judged {
+                fired: Fired { limit: OomLimit::Unknown, constraint: OomConstraint::Memcg },
+                level: Some(0),
+                unknown: Some(UnknownLimit::NestedTooDeep),
+            },
+        },
+        KernelDecision::Memcg { .. } => match placed {
+            Placed { container: Some(_), .. } => memcg(OomLimit::Container, Some(0)),
+            Placed { pod: Some(0), .. } => memcg(OomLimit::Pod, Some(0)),
+            // The victim's pod is known, and the cgroup that fired is
+            // neither its container's nor its pod's: one above the pod.
+            Placed { pod: None, container: None, known: true } => memcg(OomLimit::Node, Some(0)),
+            _ => Judged {
+                fired: Fired { limit: OomLimit::Unknown, constraint: OomConstraint::Memcg },
+                level: Some(0),
+                unknown: Some(UnknownLimit::Unplaced),
+            },
+        },
+    }
+}
+
+/// Which limit fired, judged from the page counters of the allocating
+/// task's memory cgroups, innermost first.
+fn from_counters(levels: &[MemcgUse], cut: bool, placed: Placed, margin: u64) -> Judged {
     let memcg =
         |limit, level| Judged { fired: Fired { limit, constraint: OomConstraint::Memcg }, level, unknown: None };
     let unknown = |why| Judged { fired: Fired::UNKNOWN, level: None, unknown: Some(why) };
@@ -196,14 +272,14 @@ mod tests {
         ]
     }
 
-    const PLACED: Placed = Placed { container: Some(0), pod: Some(1) };
+    const PLACED: Placed = Placed { container: Some(0), pod: Some(1), known: true };
 
     #[test]
     fn the_innermost_level_at_its_limit_fired_and_is_placed_against_the_pod() {
         use OomConstraint::{Global, Memcg};
         use OomLimit::{Container, Node, Pod};
         let verdict = |levels: &[MemcgUse], placed| {
-            let j = judge(levels, false, placed, MARGIN);
+            let j = judge(levels, false, None, placed, MARGIN);
             (j.fired.limit, j.fired.constraint, j.level)
         };
         let full = 48 * MIB;
@@ -242,7 +318,10 @@ mod tests {
         // A cgroup of its own inside the container, at its limit: the container's.
         let mut nested = vec![level(9, MIB, Some(MIB))];
         nested.extend(chain((2 * MIB, Some(full)), (2 * MIB, None), (2 * MIB, None)));
-        assert_eq!(verdict(&nested, Placed { container: Some(1), pod: Some(2) }), (Container, Memcg, Some(0)));
+        assert_eq!(
+            verdict(&nested, Placed { container: Some(1), pod: Some(2), known: true }),
+            (Container, Memcg, Some(0))
+        );
     }
 
     #[test]
@@ -259,29 +338,87 @@ mod tests {
         let mut levels = chain((40 * MIB, Some(48 * MIB)), (40 * MIB, Some(96 * MIB)), (40 * MIB, None));
         levels[0].memsw_usage_bytes = 48 * MIB;
         levels[0].memsw_limit_bytes = Some(48 * MIB);
-        let j = judge(&levels, false, PLACED, MARGIN);
+        let j = judge(&levels, false, None, PLACED, MARGIN);
         assert_eq!((j.fired.limit, j.level), (OomLimit::Container, Some(0)));
     }
 
     #[test]
     fn unknown_only_without_counters_or_a_place_and_says_which() {
-        assert_eq!(judge(&[], false, PLACED, MARGIN).unknown, Some(UnknownLimit::NoCounters));
+        assert_eq!(judge(&[], false, None, PLACED, MARGIN).unknown, Some(UnknownLimit::NoCounters));
         let levels = chain((48 * MIB, Some(48 * MIB)), (MIB, None), (MIB, None));
-        let j = judge(&levels, false, Placed::default(), MARGIN);
+        let j = judge(&levels, false, None, Placed::default(), MARGIN);
         assert_eq!((j.fired, j.unknown), (Fired::UNKNOWN, Some(UnknownLimit::Unplaced)));
         // A global OOM needs no place.
         let global = chain((MIB, None), (MIB, None), (MIB, None));
-        assert_eq!(judge(&global, false, Placed::default(), MARGIN).fired.constraint, OomConstraint::Global);
+        assert_eq!(judge(&global, false, None, Placed::default(), MARGIN).fired.constraint, OomConstraint::Global);
         // Cut short among a container's nested cgroups, none at its limit:
         // no global OOM can be said (a tenant nesting deep must not make its
         // own kills read as the node's).
         let nested = vec![level(9, MIB, None), level(8, MIB, None)];
-        let j = judge(&nested, true, Placed::default(), MARGIN);
+        let j = judge(&nested, true, None, Placed::default(), MARGIN);
         assert_eq!((j.fired, j.unknown), (Fired::UNKNOWN, Some(UnknownLimit::NestedTooDeep)));
         // One of them at its limit fired, wherever the walk ended.
         let nested = vec![level(9, MIB, None), level(8, MIB, Some(MIB))];
-        let j = judge(&nested, true, Placed { container: None, pod: None }, MARGIN);
+        let j = judge(&nested, true, None, Placed { container: None, pod: None, known: false }, MARGIN);
         assert_eq!(j.unknown, Some(UnknownLimit::Unplaced), "at its limit, but not placed against the container");
+    }
+
+    /// Guards: the verdict taken from the task that ran the OOM killer.
+    /// A runtime lowering a container's `memory.max` runs the kill inside
+    /// its write: its own chain (the host's) is at no limit, and the
+    /// counters alone read a node OOM that never happened.
+    #[test]
+    fn the_kernels_own_decision_names_the_cgroup_whatever_task_ran_the_kill() {
+        let decided = |levels: &[MemcgUse], decision, placed| {
+            let j = judge(levels, false, Some(decision), placed, MARGIN);
+            (j.fired.limit, j.fired.constraint, j.level, j.unknown)
+        };
+        // Lowered to 32 MiB under 64 MiB of use: the container's own limit,
+        // though the usage is far past it.
+        let lowered = chain((64 * MIB, Some(32 * MIB)), (64 * MIB, None), (64 * MIB, None));
+        assert_eq!(
+            decided(&lowered, KernelDecision::Memcg { cgroup_id: 1 }, PLACED),
+            (OomLimit::Container, OomConstraint::Memcg, Some(0), None)
+        );
+        // The pod's: the levels start at the pod, the container is below.
+        let pod = vec![level(2, 64 * MIB, Some(64 * MIB)), level(3, 64 * MIB, None), level(4, 64 * MIB, None)];
+        let at_pod = Placed { container: None, pod: Some(0), known: true };
+        assert_eq!(
+            decided(&pod, KernelDecision::Memcg { cgroup_id: 2 }, at_pod),
+            (OomLimit::Pod, OomConstraint::Memcg, Some(0), None)
+        );
+        // Above the pod: the kubelet's allocatable.
+        let above = vec![level(4, 900 * MIB, Some(900 * MIB))];
+        let beside = Placed { container: None, pod: None, known: true };
+        assert_eq!(
+            decided(&above, KernelDecision::Memcg { cgroup_id: 4 }, beside),
+            (OomLimit::Node, OomConstraint::Memcg, Some(0), None)
+        );
+        // A cgroup a tenant nests below its container: the container's.
+        let nested = vec![level(9, 32 * MIB, Some(32 * MIB)), level(1, 40 * MIB, Some(256 * MIB))];
+        let below = Placed { container: Some(1), pod: None, known: true };
+        assert_eq!(
+            decided(&nested, KernelDecision::Memcg { cgroup_id: 9 }, below),
+            (OomLimit::Container, OomConstraint::Memcg, Some(0), None)
+        );
+        // Global only where the kernel says so, whatever the counters read.
+        let full = chain((48 * MIB, Some(48 * MIB)), (48 * MIB, None), (48 * MIB, None));
+        assert_eq!(decided(&full, KernelDecision::Global, PLACED), (OomLimit::Node, OomConstraint::Global, None, None));
+        assert_eq!(decided(&[], KernelDecision::Cpuset, PLACED), (OomLimit::Node, OomConstraint::Cpuset, None, None));
+        assert_eq!(
+            decided(&[], KernelDecision::MemoryPolicy, PLACED).1,
+            OomConstraint::MemoryPolicy,
+            "a memory policy's nodes"
+        );
+        // A memcg the kernel named that no known pod holds: unplaced.
+        assert_eq!(
+            decided(&lowered, KernelDecision::Memcg { cgroup_id: 1 }, Placed::default()).3,
+            Some(UnknownLimit::Unplaced)
+        );
+        assert_eq!(
+            decided(&[], KernelDecision::Memcg { cgroup_id: 1 }, PLACED),
+            (OomLimit::Unknown, OomConstraint::Memcg, None, Some(UnknownLimit::NoCounters))
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{
     events::{
-        kernel::{CgroupAttach, MemcgUse, OomRss, TaskIdentity},
+        kernel::{CgroupAttach, KernelDecision, MemcgUse, OomRss, TaskIdentity},
         ExitStatus,
     },
     model::{
@@ -235,6 +235,8 @@ fn oom(pid: u32, cgroup_id: u64, comm: &str, trigger: u32, ts_ns: u64) -> Event 
         trigger_comm: "dd".into(),
         levels: Vec::new(),
         levels_cut: false,
+        decision: None,
+        levels_of_victim: false,
     })
 }
 
@@ -839,6 +841,56 @@ fn each_oom_kill_says_whose_limit_fired() {
         found.iter().any(|f| matches!(f, Finding::OomEvent { unknown: Some(UnknownLimit::NoCounters), .. })),
         "{found:?}"
     );
+}
+
+/// Guards: the verdict read off the task that ran the OOM killer. A
+/// runtime lowering a container's `memory.max` below its usage (a pod
+/// resized in place) runs the kill inside its write, from the host's
+/// cgroup: no level of its own chain is at a limit, and the counters read
+/// a node OOM that never happened (the critical alert fires). The kernel's
+/// own decision names the container, and its memory is read from there.
+#[test]
+fn a_kill_run_by_a_runtime_lowering_the_limit_reads_the_container() {
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    wd.host_mut()
+        .memory
+        .insert(container_path(1, 2), MemoryStat { usage: 64 * MIB, anon: 63 * MIB, file: MIB, shmem: 0, kernel: 0 });
+    // The writer (pid 900, the host's root cgroup) ran the kill for the
+    // container, whose usage is past its new 32 MiB.
+    let levels = vec![
+        level(102, 64 * MIB, Some(32 * MIB)),
+        level(100, 64 * MIB, None),
+        level(3, 64 * MIB, None),
+        level(2, 64 * MIB, None),
+        level(1, 64 * MIB, None),
+    ];
+    let event = |levels: &[MemcgUse], decision, ts_ns| match oom(21, 102, "app", 900, ts_ns) {
+        Event::OomKill(o) => {
+            Event::OomKill(KernelOomKill { levels: levels.to_vec(), trigger_cgroup_id: 1, decision, ..o })
+        }
+        other => other,
+    };
+    let found = kernel(&mut wd, event(&levels, Some(KernelDecision::Memcg { cgroup_id: 102 }), 2 * SEC), 2 * SEC);
+    assert_eq!(limits(&found), [(OomLimit::Container, OomConstraint::Memcg)]);
+    let kill = found.iter().find_map(|f| match f {
+        Finding::OomKill(k) => Some(k),
+        _ => None,
+    });
+    let explained = &kill.expect("the kill").explained;
+    assert_eq!((explained.usage_bytes, explained.limit_bytes), (Some(64 * MIB), Some(32 * MIB)));
+    assert_eq!(explained.cause, OomCause::Anon, "{explained:?}");
+    // The writer's own counters alone (no trampoline on this kernel): its
+    // chain is the host's root, at no limit.
+    let found = kernel(&mut wd, event(&[level(1, 900 * MIB, None)], None, 3 * SEC), 3 * SEC);
+    assert_eq!(limits(&found), [(OomLimit::Node, OomConstraint::Global)]);
+    // Where the kernel says no memory cgroup, it is global whatever the
+    // counters read.
+    let full = match oom_at(22, 22, 4 * SEC, &[102]) {
+        Event::OomKill(o) => Event::OomKill(KernelOomKill { decision: Some(KernelDecision::Global), ..o }),
+        other => other,
+    };
+    let found = kernel(&mut wd, full, 4 * SEC);
+    assert_eq!(limits(&found), [(OomLimit::Node, OomConstraint::Global)]);
 }
 
 /// (role, reason) of each container exit found.

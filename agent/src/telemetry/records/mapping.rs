@@ -116,6 +116,7 @@ fn oom_kill(k: &OomKill) -> OomKillRecord {
         oom_score_adj: k.victim_rss.map(|_| k.oom_score_adj),
         limit: Some(e.fired.limit.label().to_string()),
         constraint: Some(e.fired.constraint.label().to_string()),
+        decided_by: Some(e.decided_by.label().to_string()),
         limit_unknown: e.unknown.map(|u| u.label().to_string()),
         usage_bytes: e.usage_bytes,
         limit_bytes: e.limit_bytes,

@@ -104,9 +104,13 @@ pub struct OomKillRecord {
     /// Whose limit fired: container, pod, node or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
-    /// The OOM's constraint: memcg, global or unknown.
+    /// The OOM's constraint: memcg, global, cpuset, memory_policy or unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraint: Option<String>,
+    /// What said which limit fired: oom_control (the OOM killer's own
+    /// control), victim_memcg or allocating_task_memcg (page counters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
     /// Why the limit is unknown: no_counters, unplaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_unknown: Option<String>,
