@@ -148,6 +148,16 @@ catalogue! {
         "OOM kills per workload (Deployment, StatefulSet, DaemonSet, CronJob, Job, or the bare Pod) across its pods' replacements. Capped series.";
 
     // telemetry/watchdog_metrics.rs: memory pressure
+    MEMORY_LIMIT_CHANGES_TOTAL = Counter, "sandwatch_memory_limit_changes_total", ["limit", "direction", "scope"],
+        "Changes of pods' and containers' memory limits (limit: memory_max, memory_high, swap; direction: lowered, raised, set, lifted; scope: pod, container), from the kernel's notice of a write, the runtime's update, a read, or the limit the kernel counted at an OOM kill.";
+    MEMORY_LIMIT_READS_TOTAL = Counter, "sandwatch_memory_limit_reads_total", ["reason"],
+        "Reads of cgroups' memory limits, by what asked for them: start (a cgroup first known), kernel_notice (a limit file written), runtime (a container update), timer (a cgroup the kernel cannot tell of, once a minute).";
+    MEMORY_LIMITS_WATCHED = Gauge, "sandwatch_memory_limits_watched", [],
+        "Pods' and workload containers' cgroups whose memory limits are followed.";
+    MEMORY_WATCHES_REFUSED_TOTAL = Counter, "sandwatch_memory_watches_refused_total", [],
+        "Cgroups whose limit files the kernel refused to watch (inotify: its watch or instance limit, or the cgroup gone): their limits are read once a minute instead.";
+    OOM_KILLS_AFTER_LIMIT_DECREASE_TOTAL = Counter, "sandwatch_oom_kills_after_limit_decrease_total", ["limit"],
+        "OOM kills whose limit (container, pod) was lowered in the 10 minutes before the kill.";
     MEMORY_PRESSURE_CONTAINERS = Gauge, "sandwatch_memory_pressure_containers", ["reason"],
         "Workload containers under memory pressure now, by reason (near_limit, thrashing, growing).";
     MEMORY_PRESSURE_ENDED_TOTAL = Counter, "sandwatch_memory_pressure_ended_total", ["reason", "ended"],

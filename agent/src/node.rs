@@ -23,59 +23,100 @@ use crate::{
     runtime::{cri::MetadataRequests, metrics::RuntimeMetrics},
     stats::PipelineStats,
     watchdog::crashes::RuntimeProcess,
-    watchdog::{explain::MemoryStat, host::Tracking, pressure::MemorySample, CgroupTree, Host, LossTotals},
+    watchdog::{
+        explain::MemoryStat, host::Tracking, limits::MemoryLimits, pressure::MemorySample, CgroupTree, Host,
+        LossTotals, MemoryWakeups,
+    },
 };
 
-/// The containers' `memory.events` files the kernel says changed (cgroup
-/// v2; v1 has no such file, and its containers are only screened).
+/// What the kernel says of pods' and containers' cgroups: writes to their
+/// limit files (inotify on the cgroup's directory names the file written:
+/// the kubelet's and the runtime's writes alike) and, for containers on
+/// v2, changes of `memory.events` (the kernel raises them; a watch on the
+/// file itself keeps its inode, which the kernel's notice needs).
 struct MemoryWatches {
     inotify: Inotify,
-    by_watch: HashMap<i32, u64>,
-    by_cgroup: HashMap<u64, i32>,
+    by_watch: HashMap<i32, (u64, Watched)>,
+    by_cgroup: HashMap<u64, Vec<i32>>,
+    limit_files: &'static [&'static str],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watched {
+    Directory,
+    Events,
 }
 
 impl MemoryWatches {
     fn new(layout: &CgroupLayout) -> Option<Self> {
-        if !layout.is_unified() {
-            return None;
-        }
         match Inotify::new() {
-            Ok(inotify) => Some(Self { inotify, by_watch: HashMap::new(), by_cgroup: HashMap::new() }),
+            Ok(inotify) => Some(Self {
+                inotify,
+                by_watch: HashMap::new(),
+                by_cgroup: HashMap::new(),
+                limit_files: layout.limit_files(),
+            }),
             Err(e) => {
-                log::warn!("containers' memory events are read on a timer only: inotify is unavailable ({e})");
+                log::warn!("memory limits and events are read on a timer only: inotify is unavailable ({e})");
                 None
             }
         }
     }
 
-    fn watch(&mut self, cgroup_id: u64, file: &std::path::Path) {
-        // A container without the memory controller, or gone already: it
-        // is screened on its timer.
-        if let Ok(wd) = self.inotify.watch(file) {
-            self.by_watch.insert(wd, cgroup_id);
-            self.by_cgroup.insert(cgroup_id, wd);
+    /// Whether the kernel will say when its limit files are written.
+    fn watch(&mut self, cgroup_id: u64, dir: &std::path::Path, events: bool) -> bool {
+        let mut wds = Vec::new();
+        // A cgroup gone already, or without the memory controller: read on
+        // its timer.
+        let limits = match self.inotify.watch(dir) {
+            Ok(wd) => {
+                self.by_watch.insert(wd, (cgroup_id, Watched::Directory));
+                wds.push(wd);
+                true
+            }
+            Err(_) => false,
+        };
+        if events {
+            if let Ok(wd) = self.inotify.watch(&dir.join("memory.events")) {
+                self.by_watch.insert(wd, (cgroup_id, Watched::Events));
+                wds.push(wd);
+            }
         }
+        self.by_cgroup.insert(cgroup_id, wds);
+        limits
     }
 
     fn unwatch(&mut self, cgroup_id: u64) {
-        if let Some(wd) = self.by_cgroup.remove(&cgroup_id) {
+        for wd in self.by_cgroup.remove(&cgroup_id).unwrap_or_default() {
             self.by_watch.remove(&wd);
             self.inotify.unwatch(wd);
         }
     }
 
-    fn changed(&mut self) -> Vec<u64> {
+    fn changed(&mut self) -> MemoryWakeups {
         let changes = self.inotify.changes();
-        if changes.overflowed {
-            return self.by_cgroup.keys().copied().collect();
+        let mut woken = MemoryWakeups { overflowed: changes.overflowed, ..MemoryWakeups::default() };
+        for (wd, name) in &changes.watches {
+            match self.by_watch.get(wd) {
+                Some(&(id, Watched::Events)) => woken.events.push(id),
+                Some(&(id, Watched::Directory)) if self.limit_files.contains(&name.as_str()) => woken.limits.push(id),
+                // The directory's own `memory.events` is read from the
+                // file's watch; anything else written there says nothing.
+                _ => {}
+            }
         }
-        changes.watches.iter().filter_map(|wd| self.by_watch.get(wd).copied()).collect()
+        for ids in [&mut woken.events, &mut woken.limits] {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        woken
     }
 }
 
 pub struct NodeHost {
     layout: CgroupLayout,
-    /// v2: the kernel says when a container's `memory.events` changes.
+    /// The kernel says when a cgroup's limits are written and (v2) when a
+    /// container's `memory.events` changes.
     memory_watches: Option<MemoryWatches>,
     tracker: Option<CgroupTracker>,
     stats: Arc<PipelineStats>,
@@ -139,10 +180,15 @@ impl Host for NodeHost {
         self.layout.memory_sample(path)
     }
 
-    fn watch_memory(&mut self, cgroup_id: u64, path: &str) {
-        if let Some(w) = self.memory_watches.as_mut() {
-            w.watch(cgroup_id, &self.layout.dir(path).join("memory.events"));
-        }
+    fn memory_limits(&self, path: &str) -> Option<MemoryLimits> {
+        self.layout.memory_limits(path)
+    }
+
+    fn watch_memory(&mut self, cgroup_id: u64, path: &str, events: bool) -> bool {
+        // v1 has no `memory.events`.
+        let events = events && self.layout.is_unified();
+        let dir = self.layout.dir(path);
+        self.memory_watches.as_mut().is_some_and(|w| w.watch(cgroup_id, &dir, events))
     }
 
     fn unwatch_memory(&mut self, cgroup_id: u64) {
@@ -151,7 +197,7 @@ impl Host for NodeHost {
         }
     }
 
-    fn take_memory_wakeups(&mut self) -> Vec<u64> {
+    fn take_memory_wakeups(&mut self) -> MemoryWakeups {
         self.memory_watches.as_mut().map(MemoryWatches::changed).unwrap_or_default()
     }
 

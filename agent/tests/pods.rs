@@ -74,6 +74,10 @@ struct Watch {
     explained: Vec<(u32, Explanation)>,
     /// The memory pressure edges found.
     pressure: Vec<MemoryPressure>,
+    /// The limit changes found.
+    limits: Vec<sandwatch::watchdog::LimitChanged>,
+    /// Each OOM kill's word on a limit lowered before it (victim pid).
+    lowered: Vec<(u32, Option<sandwatch::watchdog::limits::Lowered>)>,
     /// The node's other pods, before the test made its own: node-wide
     /// gauges count them too.
     node: NodePods,
@@ -116,6 +120,8 @@ impl Watch {
             warned: Vec::new(),
             explained: Vec::new(),
             pressure: Vec::new(),
+            limits: Vec::new(),
+            lowered: Vec::new(),
             node,
         }
     }
@@ -145,8 +151,10 @@ impl Watch {
                     self.fired.push((k.report.victim.pid, k.explained.fired));
                     self.warned.push((k.report.victim.pid, k.warned.clone()));
                     self.explained.push((k.report.victim.pid, k.explained.clone()));
+                    self.lowered.push((k.report.victim.pid, k.lowered));
                 }
                 Finding::MemoryPressure(p) => self.pressure.push((**p).clone()),
+                Finding::LimitChange(l) => self.limits.push((**l).clone()),
                 _ => {}
             }
         }
@@ -684,6 +692,7 @@ async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
 }
 
 const UID_ELSEWHERE: &str = "5d2a7c1e-000b-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_LIMITS: &str = "5d2a7c1e-000c-4a6d-8e9f-0a1b2c3d4e5f";
 
 /// Which limit fired is the kernel's own word, not read off the task that
 /// happened to run the OOM killer: that task may be in another cgroup
@@ -746,6 +755,10 @@ async fn a_kill_run_from_another_cgroup_reads_the_cgroup_the_killer_ran_for() {
             last = now;
             std::thread::sleep(Duration::from_millis(300));
         }
+        // The agent knows the container and its limit (the first tick
+        // after it appeared reads it).
+        watch.until(Duration::from_millis(300), |_| false).await;
+        watch.tick();
         // The writer is this test, in no pod: the kill runs in its context.
         let max = pod.cg.layout.dir(&pod.paths[A]).join("memory.max");
         std::fs::write(&max, (32u64 << 20).to_string()).expect("lower memory.max");
@@ -799,6 +812,64 @@ t.join()
     );
     assert_eq!(explained.limit_bytes, Some(expect_limit), "{explained:?}");
     assert_eq!(explained.cause, watchdog::explain::OomCause::Anon, "{explained:?}");
+    if pod.cg.layout.is_unified() {
+        // The kill says the limit was lowered, from what to what: it came
+        // before the write's own notice, so the kernel's limit at the kill
+        // said it.
+        let lowered =
+            watch.lowered.iter().find(|(p, _)| *p == pid).and_then(|(_, l)| *l).expect("lowered before the kill");
+        assert_eq!((lowered.from, lowered.to), (Some(128 << 20), Some(32 << 20)), "{lowered:?}");
+        assert!(lowered.ago_ns < 2_000_000_000, "{lowered:?}");
+        // One change of the container's limit, however many said it.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        watch.tick();
+        let changes: Vec<_> =
+            watch.limits.iter().filter(|l| l.pod.container_id.as_deref() == Some(&harness::cid(2)[..])).collect();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+    }
+    drop(pod);
+}
+
+/// Limits that move are facts, from the kernel's notice of the write (no
+/// polling): a container's limit lowered and raised, and (v2) its
+/// `memory.high` set as the kubelet's MemoryQoS does, and its pod's limit
+/// raised, each read within a tick of the write, named, in the order they
+/// were written.
+#[tokio::test(flavor = "current_thread")]
+async fn limits_written_to_a_pods_cgroups_are_seen_from_the_kernels_notice() {
+    use sandwatch::watchdog::limits::{Direction, LimitKind, SeenBy};
+    let mut watch = Watch::start();
+    let pod = KubePod::build("limits", UID_LIMITS, false, 2);
+    watch.until(Duration::from_millis(300), |_| false).await;
+    watch.tick();
+    let dir = pod.cg.layout.dir(&pod.paths[A]);
+    let pod_dir = pod.cg.layout.dir(&pod.pod_path);
+    let v2 = pod.cg.layout.is_unified();
+    let max_file = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
+    std::fs::write(dir.join(max_file), (24u64 << 20).to_string()).expect("lower");
+    watch.tick();
+    std::fs::write(dir.join(max_file), (40u64 << 20).to_string()).expect("raise");
+    watch.tick();
+    if v2 {
+        std::fs::write(dir.join("memory.high"), (30u64 << 20).to_string()).expect("memory.high");
+    }
+    std::fs::write(pod_dir.join(max_file), (512u64 << 20).to_string()).expect("the pod's");
+    watch.tick();
+    let seen: Vec<_> = watch
+        .limits
+        .iter()
+        .filter(|l| l.pod.pod_uid == UID_LIMITS)
+        .map(|l| (l.change.kind, l.change.direction, l.change.from, l.change.to, l.change.seen_by, l.change.pod_level))
+        .collect();
+    let mut want = vec![
+        (LimitKind::MemoryMax, Direction::Lowered, Some(32 << 20), Some(24 << 20), SeenBy::KernelNotice, false),
+        (LimitKind::MemoryMax, Direction::Raised, Some(24 << 20), Some(40 << 20), SeenBy::KernelNotice, false),
+    ];
+    if v2 {
+        want.push((LimitKind::MemoryHigh, Direction::Set, None, Some(30 << 20), SeenBy::KernelNotice, false));
+    }
+    want.push((LimitKind::MemoryMax, Direction::Set, None, Some(512 << 20), SeenBy::KernelNotice, true));
+    assert_eq!(seen, want);
     drop(pod);
 }
 

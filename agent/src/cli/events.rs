@@ -435,6 +435,19 @@ impl Table {
             };
             lines.push(("asked", format!("pid {pid} {}{container}", r.trigger_comm.as_deref().unwrap_or("?"))));
         }
+        if let Some(ms) = r.lowered_ms {
+            let limit = |b: Option<u64>| b.map_or_else(|| "none".to_string(), human);
+            lines.push((
+                "lowered",
+                format!(
+                    "{} lowered from {} to {}, {:.1} s before",
+                    r.lowered_limit.as_deref().unwrap_or("limit"),
+                    limit(r.lowered_from_bytes),
+                    limit(r.lowered_to_bytes),
+                    ms as f64 / 1000.0
+                ),
+            ));
+        }
         lines.push((
             "warned",
             match r.warned_ms {
@@ -607,6 +620,18 @@ fn row_of(body: &Body) -> Row<'_> {
                 ..Row::default()
             }
         }
+        Body::LimitChange(r) => {
+            let limit = |b: Option<u64>| b.map_or_else(|| "none".to_string(), human);
+            Row {
+                pod: Some(&r.pod),
+                memory: (None, r.to_bytes),
+                detail: with_workload(
+                    format!("{} {} {} {} -> {}", r.scope, r.limit, r.direction, limit(r.from_bytes), limit(r.to_bytes)),
+                    &r.pod,
+                ),
+                ..Row::default()
+            }
+        }
         Body::Missed(r) => {
             Row { detail: format!("{} records missed: this client read too slowly", r.count), ..Row::default() }
         }
@@ -655,6 +680,7 @@ fn paint(kind: &str, text: &str) -> String {
         "late_exit" | "events_dropped" | "missed" => "33",
         "runtime_restart" | "oom_storm_end" => "32",
         "memory_pressure" => "35",
+        "limit_change" => "36",
         _ => return text.to_string(),
     };
     format!("\x1b[{code}m{text}\x1b[0m")

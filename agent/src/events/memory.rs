@@ -24,6 +24,9 @@ pub struct MemorySample {
     pub limit_hits: Option<u64>,
     /// Times the usage went over `memory.high` (v2 `high`).
     pub high_hits: Option<u64>,
+    /// `memory.high` (v2), where set: above it the kernel throttles the
+    /// container (it reclaims in its own context and stalls).
+    pub high: Option<u64>,
     /// Pages evicted while in use and read back since the cgroup was made
     /// (`workingset_refault_anon` + `_file`).
     pub refaults: u64,
@@ -44,6 +47,46 @@ impl MemorySample {
     /// OOM kill comes of.
     pub fn unreclaimable(&self) -> u64 {
         self.usage.saturating_sub(self.file.saturating_sub(self.shmem))
+    }
+}
+
+/// A cgroup's memory limits as cgroupfs shows them; `None`: unlimited
+/// (or, for `high`, none on cgroup v1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryLimits {
+    /// v2 `memory.max`, v1 `memory.limit_in_bytes`.
+    pub max: Option<u64>,
+    /// v2 `memory.high` (the kubelet's MemoryQoS sets it).
+    pub high: Option<u64>,
+    /// v2 `memory.swap.max`; v1 `memory.memsw.limit_in_bytes` (memory and
+    /// swap together, which runc holds to the memory limit).
+    pub swap: Option<u64>,
+}
+
+/// Which of a cgroup's memory limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum LimitKind {
+    MemoryMax,
+    MemoryHigh,
+    Swap,
+}
+
+impl MemoryLimits {
+    pub fn get(&self, kind: LimitKind) -> Option<u64> {
+        match kind {
+            LimitKind::MemoryMax => self.max,
+            LimitKind::MemoryHigh => self.high,
+            LimitKind::Swap => self.swap,
+        }
+    }
+
+    /// What moved from `self` to `now`: (which, from, to), in kind order.
+    pub fn changes(&self, now: &MemoryLimits) -> Vec<(LimitKind, Option<u64>, Option<u64>)> {
+        <LimitKind as strum::IntoEnumIterator>::iter()
+            .filter(|&k| self.get(k) != now.get(k))
+            .map(|k| (k, self.get(k), now.get(k)))
+            .collect()
     }
 }
 

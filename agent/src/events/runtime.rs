@@ -96,6 +96,12 @@ pub enum RuntimeEvent {
         container_id: String,
         published_ns: u64,
     },
+    /// A container's record changed: for a CRI `UpdateContainerResources`
+    /// (a pod resized in place), before runc writes its new limits.
+    ContainerUpdate {
+        container_id: String,
+        published_ns: u64,
+    },
     /// The CRI's names of a container just created, read from its record
     /// (a sandbox that fails to start is never listed by the CRI).
     ContainerNamed(Snapshot),
@@ -113,6 +119,7 @@ pub enum Topic {
     TaskDelete,
     ContainerCreate,
     ContainerDelete,
+    ContainerUpdate,
 }
 
 impl Topic {
@@ -126,6 +133,7 @@ impl Topic {
             Topic::TaskDelete => "/tasks/delete",
             Topic::ContainerCreate => "/containers/create",
             Topic::ContainerDelete => "/containers/delete",
+            Topic::ContainerUpdate => "/containers/update",
         }
     }
 
@@ -145,6 +153,7 @@ impl RuntimeEvent {
             RuntimeEvent::TaskDelete { .. } => Topic::TaskDelete,
             RuntimeEvent::ContainerCreate { .. } | RuntimeEvent::ContainerNamed(_) => Topic::ContainerCreate,
             RuntimeEvent::ContainerDelete { .. } => Topic::ContainerDelete,
+            RuntimeEvent::ContainerUpdate { .. } => Topic::ContainerUpdate,
         }
     }
 }

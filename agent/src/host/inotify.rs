@@ -19,8 +19,10 @@ pub struct Inotify {
 /// What the queue held since the last read.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
-    /// The watches whose files changed (each once).
-    pub watches: Vec<i32>,
+    /// The watches whose files changed, with the name of the file for a
+    /// watch on a directory (empty for a watch on the file itself): each
+    /// once.
+    pub watches: Vec<(i32, String)>,
     /// The kernel's queue overflowed: any watched file may have changed.
     pub overflowed: bool,
 }
@@ -36,7 +38,8 @@ impl Inotify {
         Ok(Self { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
 
-    /// Watches `file` for modifications; its watch descriptor.
+    /// Watches `file` for modifications (a directory: of the files in
+    /// it, each named); its watch descriptor.
     pub fn watch(&self, file: &Path) -> std::io::Result<i32> {
         let path = CString::new(file.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
         // SAFETY: a NUL-terminated path for the call.
@@ -73,7 +76,7 @@ impl Inotify {
 }
 
 /// The events in `bytes` (`struct inotify_event`s: wd, mask, cookie, len,
-/// then `len` bytes of name).
+/// then `len` bytes of name, NUL-padded).
 fn parse(bytes: &[u8], changes: &mut Changes) {
     const HEADER: usize = 16;
     let mut at = 0;
@@ -83,7 +86,9 @@ fn parse(bytes: &[u8], changes: &mut Changes) {
         if mask & libc::IN_Q_OVERFLOW != 0 {
             changes.overflowed = true;
         } else if mask & libc::IN_MODIFY != 0 {
-            changes.watches.push(wd);
+            let name = bytes.get(at + HEADER..at + HEADER + len).unwrap_or(&[]);
+            let name = name.split(|b| *b == 0).next().unwrap_or(&[]);
+            changes.watches.push((wd, String::from_utf8_lossy(name).into_owned()));
         }
         at += HEADER + len;
     }
@@ -93,26 +98,28 @@ fn parse(bytes: &[u8], changes: &mut Changes) {
 mod tests {
     use super::*;
 
-    fn event(wd: i32, mask: u32, name_len: u32) -> Vec<u8> {
+    fn event(wd: i32, mask: u32, name: &str) -> Vec<u8> {
+        let len = if name.is_empty() { 0 } else { (name.len() + 1).next_multiple_of(16) };
         let mut e = Vec::new();
-        for word in [wd as u32, mask, 0, name_len] {
+        for word in [wd as u32, mask, 0, len as u32] {
             e.extend_from_slice(&word.to_ne_bytes());
         }
-        e.extend(std::iter::repeat_n(0u8, name_len as usize));
+        e.extend_from_slice(name.as_bytes());
+        e.extend(std::iter::repeat_n(0u8, len - name.len()));
         e
     }
 
     #[test]
-    fn events_are_read_by_their_watch_and_an_overflow_is_said() {
-        let mut bytes = event(3, libc::IN_MODIFY, 0);
-        bytes.extend(event(5, libc::IN_IGNORED, 16));
-        bytes.extend(event(-1, libc::IN_Q_OVERFLOW, 0));
-        bytes.extend(event(4, libc::IN_MODIFY, 0));
+    fn events_are_read_by_their_watch_and_name_and_an_overflow_is_said() {
+        let mut bytes = event(3, libc::IN_MODIFY, "");
+        bytes.extend(event(5, libc::IN_IGNORED, "memory.events"));
+        bytes.extend(event(-1, libc::IN_Q_OVERFLOW, ""));
+        bytes.extend(event(4, libc::IN_MODIFY, "memory.max"));
         // A cut record is not read past.
         bytes.extend_from_slice(&[1, 2, 3]);
         let mut changes = Changes::default();
         parse(&bytes, &mut changes);
-        assert_eq!(changes, Changes { watches: vec![3, 4], overflowed: true });
+        assert_eq!(changes, Changes { watches: vec![(3, String::new()), (4, "memory.max".into())], overflowed: true });
     }
 
     #[test]
@@ -127,11 +134,16 @@ mod tests {
         assert_eq!(inotify.changes(), Changes::default(), "nothing yet");
         std::fs::write(&a, "1").unwrap();
         std::fs::write(&a, "2").unwrap();
-        assert_eq!(inotify.changes().watches, [wa]);
+        assert_eq!(inotify.changes().watches, [(wa, String::new())]);
         inotify.unwatch(wa);
         std::fs::write(&a, "3").unwrap();
         std::fs::write(&b, "1").unwrap();
-        assert_eq!(inotify.changes().watches, [wb], "an unwatched file says nothing");
+        assert_eq!(inotify.changes().watches, [(wb, String::new())], "an unwatched file says nothing");
+        // A watch on the directory names the file written.
+        let wd = inotify.watch(&dir).unwrap();
+        std::fs::write(&a, "4").unwrap();
+        let changes = inotify.changes().watches;
+        assert!(changes.contains(&(wd, "a".to_string())), "{changes:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

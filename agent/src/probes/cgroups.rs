@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::events::memory::{MemorySample, Psi};
+use crate::events::memory::{MemoryLimits, MemorySample, Psi};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
@@ -165,6 +165,34 @@ impl CgroupLayout {
         }
     }
 
+    /// A cgroup's memory limits (`None` when unreadable or gone).
+    pub fn memory_limits(&self, path: &str) -> Option<MemoryLimits> {
+        let dir = self.dir(path);
+        let read = |file: &str| std::fs::read_to_string(dir.join(file)).ok();
+        let limit = |file: &str| read(file).and_then(|t| parse_memory_limit(&t));
+        Some(match self.mode {
+            CgroupMode::V1Memory { .. } => MemoryLimits {
+                max: parse_memory_limit(&read("memory.limit_in_bytes")?),
+                high: None,
+                swap: limit("memory.memsw.limit_in_bytes"),
+            },
+            CgroupMode::V2 => MemoryLimits {
+                max: parse_memory_limit(&read("memory.max")?),
+                high: limit("memory.high"),
+                swap: limit("memory.swap.max"),
+            },
+        })
+    }
+
+    /// The files whose writes change a cgroup's memory limits: the names a
+    /// watch on its directory reports.
+    pub fn limit_files(&self) -> &'static [&'static str] {
+        match self.mode {
+            CgroupMode::V1Memory { .. } => &["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"],
+            CgroupMode::V2 => &["memory.max", "memory.high", "memory.swap.max"],
+        }
+    }
+
     /// A full read of a cgroup's memory for its pressure (usage, limit,
     /// working set, limit hits, refaults, PSI); `None` when unreadable or
     /// gone.
@@ -188,6 +216,7 @@ impl CgroupLayout {
                     shmem: field("total_shmem"),
                     limit_hits: Some(fails),
                     high_hits: None,
+                    high: None,
                     refaults: field("total_workingset_refault_anon") + field("total_workingset_refault_file"),
                     psi: None,
                 }
@@ -202,6 +231,7 @@ impl CgroupLayout {
                     shmem: field("shmem"),
                     limit_hits: stat_field(&events, "max"),
                     high_hits: stat_field(&events, "high"),
+                    high: read("memory.high").and_then(|t| parse_memory_limit(&t)),
                     // Before 5.9 one count for both.
                     refaults: stat_field(&stat, "workingset_refault")
                         .unwrap_or_else(|| field("workingset_refault_anon") + field("workingset_refault_file")),

@@ -6,7 +6,7 @@
 use std::{collections::HashMap, path::PathBuf};
 
 use containerd_client::{
-    events::{ContainerCreate, ContainerDelete, TaskCreate, TaskDelete, TaskExit, TaskOom, TaskStart},
+    events::{ContainerCreate, ContainerDelete, ContainerUpdate, TaskCreate, TaskDelete, TaskExit, TaskOom, TaskStart},
     services::v1::{
         containers_client::ContainersClient, events_client::EventsClient, version_client::VersionClient,
         GetContainerRequest, SubscribeRequest,
@@ -84,6 +84,10 @@ pub fn decode(env: &Envelope) -> Result<Option<RuntimeEvent>, EnvelopeError> {
         },
         Topic::ContainerDelete => RuntimeEvent::ContainerDelete {
             container_id: ContainerDelete::decode(bytes).map_err(bad)?.id,
+            published_ns,
+        },
+        Topic::ContainerUpdate => RuntimeEvent::ContainerUpdate {
+            container_id: ContainerUpdate::decode(bytes).map_err(bad)?.id,
             published_ns,
         },
     }))

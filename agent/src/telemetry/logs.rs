@@ -142,6 +142,15 @@ macro_rules! record_line {
             pod_containers = $f.s("pod_containers"),
             warned_ms = $f.n("warned_ms"),
             warned_reasons = $f.s("warned_reasons"),
+            lowered_limit = $f.s("lowered_limit"),
+            lowered_from_bytes = $f.n("lowered_from_bytes"),
+            lowered_to_bytes = $f.n("lowered_to_bytes"),
+            lowered_ms = $f.n("lowered_ms"),
+            direction = $f.s("direction"),
+            from_bytes = $f.n("from_bytes"),
+            to_bytes = $f.n("to_bytes"),
+            seen_by = $f.s("seen_by"),
+            scope = $f.s("scope"),
             state = $f.s("state"),
             ended = $f.s("ended"),
             lasted_ms = $f.n("lasted_ms"),
@@ -196,6 +205,7 @@ fn level(body: &Body) -> tracing::Level {
         | Kind::ContainerExit
         | Kind::RuntimeRestart
         | Kind::OomStormEnd
+        | Kind::LimitChange
         | Kind::Missed => tracing::Level::INFO,
     }
 }
@@ -220,8 +230,18 @@ fn message(body: &Body) -> String {
                 Some(ms) => format!(", warned {:.1} s before ({})", ms as f64 / 1000.0, r.warned_reasons.join(", ")),
                 None => String::new(),
             };
+            let lowered = match r.lowered_ms {
+                Some(ms) => format!(
+                    ", {} lowered from {} to {} {:.1} s before",
+                    r.lowered_limit.as_deref().unwrap_or("limit"),
+                    limit_text(r.lowered_from_bytes),
+                    limit_text(r.lowered_to_bytes),
+                    ms as f64 / 1000.0
+                ),
+                None => String::new(),
+            };
             format!(
-                "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{filled}{trigger}{warned}",
+                "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{filled}{lowered}{trigger}{warned}",
                 r.pid,
                 v(r.comm.as_deref().unwrap_or("")),
                 r.victim_role,
@@ -269,8 +289,23 @@ fn message(body: &Body) -> String {
         Body::OomStormStart(r) => format!("OOM storm: {} OOM events in the last {} s", r.count, r.window_seconds),
         Body::OomStormEnd(r) => format!("OOM storm over: {} OOM events in the last {} s", r.count, r.window_seconds),
         Body::EventsDropped(r) => format!("{} events lost at the {} stage in the last second", r.count, r.stage),
+        Body::LimitChange(r) => format!(
+            "{} of the {} {} from {} to {} (seen by {}): {}",
+            r.limit,
+            r.scope,
+            r.direction,
+            limit_text(r.from_bytes),
+            limit_text(r.to_bytes),
+            r.seen_by,
+            describe(&r.pod)
+        ),
         Body::Missed(r) => format!("{} records missed", r.count),
     }
+}
+
+/// A limit as a person reads it: MiB, or none.
+fn limit_text(bytes: Option<u64>) -> String {
+    bytes.map_or_else(|| "none".to_string(), |b| format!("{} MiB", mib(b)))
 }
 
 /// Bytes as MiB with one decimal.
@@ -344,6 +379,7 @@ mod tests {
             oom_score_adj: 0,
             trigger_container: None,
             warned: None,
+            lowered: None,
             report: OomReport {
                 outcome: Outcome::Handled,
                 role: TaskRole::ContainerChild,
@@ -418,6 +454,10 @@ mod tests {
                 }],
                 warned_ms: Some(12_300),
                 warned_reasons: vec!["near_limit".into(), "growing".into()],
+                lowered_limit: Some("memory_max".into()),
+                lowered_from_bytes: Some(128 << 20),
+                lowered_to_bytes: Some(32 << 20),
+                lowered_ms: Some(4_000),
                 outcome: "handled".into(),
             })),
             Body::SandboxDeath(SandboxDeathRecord {

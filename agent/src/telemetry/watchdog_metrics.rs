@@ -18,6 +18,7 @@ use crate::{
     watchdog::{
         crashes::CrashReason,
         explain::OomCause,
+        limits::{Direction as LimitDirection, LimitKind},
         oom_limit::UnknownLimit,
         pressure::{PressureChange, PressureEnd, PressureReason},
         Finding, ModelStats, OomConstraint, OomLimit, OomScope, PressureLevels,
@@ -120,6 +121,21 @@ pub struct WatchdogMetrics {
     pressure_reads: IntCounterVec,
     pressure_watched: IntGauge,
     kills_warned: IntCounterVec,
+    limit_changes: IntCounterVec,
+    limit_reads: IntCounterVec,
+    limits_watched: IntGauge,
+    watches_refused: prometheus::IntCounter,
+    kills_after_decrease: IntCounterVec,
+}
+
+/// What asked for a read of a cgroup's memory limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+enum LimitRead {
+    Start,
+    KernelNotice,
+    Runtime,
+    Timer,
 }
 
 /// What the memory pressure watch read, by kind.
@@ -175,7 +191,25 @@ impl WatchdogMetrics {
             pressure_reads: MEMORY_PRESSURE_READS_TOTAL.counter_vec(r)?,
             pressure_watched: MEMORY_PRESSURE_WATCHED.gauge(r)?,
             kills_warned: OOM_KILLS_WARNED_TOTAL.counter_vec(r)?,
+            limit_changes: MEMORY_LIMIT_CHANGES_TOTAL.counter_vec(r)?,
+            limit_reads: MEMORY_LIMIT_READS_TOTAL.counter_vec(r)?,
+            limits_watched: MEMORY_LIMITS_WATCHED.gauge(r)?,
+            watches_refused: MEMORY_WATCHES_REFUSED_TOTAL.counter(r)?,
+            kills_after_decrease: OOM_KILLS_AFTER_LIMIT_DECREASE_TOTAL.counter_vec(r)?,
         };
+        for limit in LimitKind::iter() {
+            for direction in LimitDirection::iter() {
+                for scope in ["pod", "container"] {
+                    m.limit_changes.with_label_values(&[limit.label(), direction.label(), scope]);
+                }
+            }
+        }
+        for reason in LimitRead::iter() {
+            m.limit_reads.with_label_values(&[reason.label()]);
+        }
+        for limit in [OomLimit::Container, OomLimit::Pod] {
+            m.kills_after_decrease.with_label_values(&[limit.label()]);
+        }
         for reason in PressureReason::iter() {
             m.pressure_containers.with_label_values(&[reason.label()]);
             m.pressure_started.with_label_values(&[reason.label()]);
@@ -271,6 +305,9 @@ impl WatchdogMetrics {
                 let qos = qos_label(r.pod.as_ref().and_then(|p| p.qos));
                 self.oom_kills.with_label_values(&[r.role.label(), qos]).inc();
                 // A pod's workload container's kill: was it warned of?
+                if kill.lowered.is_some() {
+                    self.kills_after_decrease.with_label_values(&[kill.explained.fired.limit.label()]).inc();
+                }
                 if matches!(r.role, TaskRole::ContainerInit | TaskRole::ContainerChild | TaskRole::ContainerGroup) {
                     let warned = kill.warned.as_ref();
                     self.kills_warned.with_label_values(&[if warned.is_some() { "true" } else { "false" }]).inc();
@@ -286,6 +323,24 @@ impl WatchdogMetrics {
                 }
             },
             Finding::PressureLevels(levels) => self.pressure(levels),
+            Finding::LimitChange(l) => {
+                let c = &l.change;
+                let scope = if c.pod_level { "pod" } else { "container" };
+                self.limit_changes.with_label_values(&[c.kind.label(), c.direction.label(), scope]).inc();
+            }
+            Finding::LimitsWatched { watched, reads } => {
+                self.limits_watched.set(*watched as i64);
+                for (reason, total) in [
+                    (LimitRead::Start, reads.start),
+                    (LimitRead::KernelNotice, reads.kernel_notice),
+                    (LimitRead::Runtime, reads.runtime),
+                    (LimitRead::Timer, reads.timer),
+                ] {
+                    let c = self.limit_reads.with_label_values(&[reason.label()]);
+                    c.inc_by(total.saturating_sub(c.get()));
+                }
+                self.watches_refused.inc_by(reads.watches_refused.saturating_sub(self.watches_refused.get()));
+            }
             Finding::OomEvent { scope, qos, fired, cause, unknown, .. } => {
                 let labels = [scope.label(), qos_label(*qos), fired.limit.label(), fired.constraint.label()];
                 self.oom_events.with_label_values(&labels).inc();
@@ -502,6 +557,7 @@ mod tests {
             oom_score_adj: 0,
             trigger_container: None,
             warned: None,
+            lowered: None,
             report: r.clone(),
             names: names.clone(),
             ts_ns: 0,

@@ -14,6 +14,7 @@ use super::{
     correlation::Expired,
     crashes::CrashReason,
     explain::{Explanation, OomCause},
+    limits::{LimitChange, LimitReads, Lowered},
     oom_limit::UnknownLimit,
     pressure::{Figures, PressureChange, PressureReads, PressureReason, Warned},
     storm::StormEdge,
@@ -86,6 +87,10 @@ pub enum Finding {
     /// Once a tick: the containers under memory pressure now, and what the
     /// watch cost.
     PressureLevels(PressureLevels),
+    /// A pod's or container's memory limit moved.
+    LimitChange(Box<LimitChanged>),
+    /// Once a tick: the cgroups whose limits are watched, and what it cost.
+    LimitsWatched { watched: usize, reads: LimitReads },
 }
 
 /// Where the pipeline can lose events before the watchdog sees them.
@@ -118,8 +123,20 @@ pub struct OomKill {
     /// Whether, how long before, and of what the victim's container was
     /// warned (its memory pressure); `None`: it was not.
     pub warned: Option<Warned>,
+    /// The limit that fired was lowered shortly before (within
+    /// `limits::LOWERED_WINDOW_NS`): from what, to what, how long before.
+    pub lowered: Option<Lowered>,
     /// When the kernel picked it (CLOCK_BOOTTIME ns).
     pub ts_ns: u64,
+}
+
+/// A memory limit moved, with the pod (and container) it is of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitChanged {
+    /// The pod; its container, unless the pod's own limit moved.
+    pub pod: PodRef,
+    pub names: Names,
+    pub change: LimitChange,
 }
 
 /// A sandbox death with the process that died.

@@ -7,8 +7,20 @@ use std::collections::HashSet;
 
 use crate::{
     events::{kernel::CgroupChange, Event},
-    watchdog::{crashes::RuntimeProcess, explain::MemoryStat, pressure::MemorySample},
+    watchdog::{crashes::RuntimeProcess, explain::MemoryStat, limits::MemoryLimits, pressure::MemorySample},
 };
+
+/// What the kernel said of the watched cgroups since the last look.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryWakeups {
+    /// Containers whose memory events changed (v2 `memory.events`: the
+    /// usage met `memory.max`, crossed `memory.high`, an OOM).
+    pub events: Vec<u64>,
+    /// Pods and containers whose limit files were written.
+    pub limits: Vec<u64>,
+    /// The kernel's queue overflowed: any of them may have changed.
+    pub overflowed: bool,
+}
 
 /// The pipeline's loss counters as they stand (totals since start).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,13 +74,16 @@ pub trait Host {
     /// A full read of the cgroup at `path` for its pressure: usage, limit,
     /// working set, limit hits, refaults, PSI.
     fn memory_sample(&self, path: &str) -> Option<MemorySample>;
-    /// Asks the kernel to say when the memory events of the container's
-    /// cgroup `cgroup_id` at `path` change (v2 `memory.events`; nothing on
-    /// v1, which has no such file).
-    fn watch_memory(&mut self, cgroup_id: u64, path: &str);
+    /// The memory limits of the cgroup at `path`; `None` when unreadable.
+    fn memory_limits(&self, path: &str) -> Option<MemoryLimits>;
+    /// Asks the kernel to say when the limit files of the cgroup
+    /// `cgroup_id` at `path` are written, and with `events` when its
+    /// memory events change (v2 `memory.events`; v1 has no such file);
+    /// false when it cannot (it is read on a timer then).
+    fn watch_memory(&mut self, cgroup_id: u64, path: &str, events: bool) -> bool;
     fn unwatch_memory(&mut self, cgroup_id: u64);
-    /// The containers whose memory events changed since the last call.
-    fn take_memory_wakeups(&mut self) -> Vec<u64>;
+    /// What the kernel said since the last call.
+    fn take_memory_wakeups(&mut self) -> MemoryWakeups;
     /// The id (inode) of the cgroup at `path`, if it exists.
     fn cgroup_id(&self, path: &str) -> Option<u64>;
     /// What exists at start-up, as the events that would have made it:

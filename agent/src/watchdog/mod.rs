@@ -22,6 +22,7 @@ pub mod crashes;
 pub mod explain;
 pub mod finding;
 pub mod host;
+pub mod limits;
 pub mod losses;
 pub mod names;
 pub mod oom_events;
@@ -37,16 +38,17 @@ mod tests;
 use std::collections::HashSet;
 
 pub use finding::{
-    ContainerExit, Finding, LateExit, LossStage, MemoryPressure, ModelStats, OomKill, PodOom, PressureLevels,
-    SandboxDeath,
+    ContainerExit, Finding, LateExit, LimitChanged, LossStage, MemoryPressure, ModelStats, OomKill, PodOom,
+    PressureLevels, SandboxDeath,
 };
-pub use host::{CgroupTree, Host, LossTotals, Tracking};
+pub use host::{CgroupTree, Host, LossTotals, MemoryWakeups, Tracking};
 pub use names::NAME_WAIT_NS;
 pub use oom_events::{OomEvent, OomScope};
 pub use oom_limit::{Fired, OomConstraint, OomLimit};
 pub use runtime_side::RuntimeSettings;
 
 use self::{
+    limits::{LimitChange, LimitWatch, SeenBy},
     losses::LossWatch,
     names::{Awaiting, NameWait},
     oom_events::{OomEvents, GROUP_GAP_NS},
@@ -109,6 +111,9 @@ pub struct Watchdog<H> {
     pressure: Option<PressureWatch>,
     /// Pressure edges of the current call, before they are named.
     edges: Vec<PressureEdge>,
+    limits: LimitWatch,
+    /// Limit changes of the current call, before they are named.
+    limit_changes: Vec<LimitChange>,
     /// The registry generation last reported in a `Model` finding.
     reported_generation: Option<u64>,
     tasks_seeded: usize,
@@ -146,6 +151,8 @@ impl<H: Host> Watchdog<H> {
             retiring: Retiring::new(settings.pod_series_ttl_ns),
             pressure: settings.pressure.map(PressureWatch::new),
             edges: Vec::new(),
+            limits: LimitWatch::default(),
+            limit_changes: Vec::new(),
             reported_generation: None,
             tasks_seeded: 0,
             out: Vec::new(),
@@ -236,7 +243,7 @@ impl<H: Host> Watchdog<H> {
         if let Some(side) = self.runtime.as_mut() {
             side.tick(&self.host, now_ns, &mut self.out);
         }
-        self.watch_pressure(now_ns);
+        self.watch_memory(now_ns);
         self.out.drain(..)
     }
 
@@ -388,6 +395,7 @@ impl<H: Host> Watchdog<H> {
             (Some(p), Some(id)) => p.killed(id, o.ts_ns, &mut self.edges),
             _ => None,
         };
+        let lowered = self.lowered_before_kill(o, &explained);
         self.out.push(Finding::OomKill(Box::new(OomKill {
             report: r,
             explained,
@@ -396,16 +404,63 @@ impl<H: Host> Watchdog<H> {
             oom_score_adj: o.oom_score_adj,
             trigger_container,
             warned,
+            lowered,
             ts_ns: o.ts_ns,
         })));
         self.name_edges();
+        self.name_limit_changes();
     }
 
-    /// Once a tick: the containers' memory pressure (see [`pressure`]).
-    fn watch_pressure(&mut self, now_ns: u64) {
+    /// Whether the limit that fired was lowered shortly before the kill.
+    /// The limit the kernel counted at the kill is its own word: where it
+    /// is not the one last read, the limit moved since (a kill run inside
+    /// the write that lowered it comes before the write's notice).
+    fn lowered_before_kill(&mut self, o: &KernelOomKill, explained: &explain::Explanation) -> Option<limits::Lowered> {
+        let registry = &self.dispatcher.registry;
+        let victim = o.victim.map(|v| v.cgroup_id);
+        let fired = match explained.fired.limit {
+            OomLimit::Container => victim.and_then(|id| registry.container_of(id)).map(|c| c.cgroup_id),
+            OomLimit::Pod => victim.and_then(|id| match registry.owner(id)? {
+                CgroupOwner::Container { pod_uid, .. } => registry.sandbox(pod_uid)?.cgroup_id,
+                CgroupOwner::Pod { .. } => None,
+            }),
+            _ => None,
+        }?;
+        if let Some(level) = o.levels.iter().find(|l| l.cgroup_id == fired) {
+            self.limits.observed(
+                fired,
+                limits::LimitKind::MemoryMax,
+                level.limit_bytes,
+                SeenBy::OomKill,
+                o.ts_ns,
+                &mut self.limit_changes,
+            );
+        }
+        self.limits.lowered_before(fired, o.ts_ns)
+    }
+
+    /// Once a tick: the pods' and containers' memory limits (see
+    /// [`limits`]) and the containers' memory pressure (see [`pressure`]),
+    /// from what the kernel said since the last tick.
+    fn watch_memory(&mut self, now_ns: u64) {
+        let registry = &self.dispatcher.registry;
+        self.limits.reconcile(&mut self.host, registry, now_ns, self.pressure.is_some());
+        let woken = self.host.take_memory_wakeups();
+        if woken.overflowed {
+            self.limits.notices_lost(now_ns);
+        }
+        for &id in &woken.limits {
+            self.limits.reread(&self.host, id, SeenBy::KernelNotice, now_ns, &mut self.limit_changes);
+        }
+        for (id, by) in self.limits.due(now_ns) {
+            self.limits.reread(&self.host, id, by, now_ns, &mut self.limit_changes);
+        }
+        self.name_limit_changes();
+        self.out.push(Finding::LimitsWatched { watched: self.limits.watched(), reads: self.limits.reads });
         let Some(p) = self.pressure.as_mut() else { return };
-        p.reconcile(&mut self.host, &self.dispatcher.registry, now_ns, &mut self.edges);
-        p.tick(&mut self.host, &self.dispatcher.registry, now_ns, &mut self.edges);
+        let registry = &self.dispatcher.registry;
+        p.reconcile(registry, now_ns, &mut self.edges);
+        p.tick(&mut self.host, registry, &woken.events, woken.overflowed, now_ns, &mut self.edges);
         let levels = p.levels();
         let (reads, watched) = (p.reads, p.watched());
         self.name_edges();
@@ -419,6 +474,25 @@ impl<H: Host> Watchdog<H> {
             })
             .collect();
         self.out.push(Finding::PressureLevels(PressureLevels { containers, reads, watched }));
+    }
+
+    /// The limit changes found so far, with their pods' names.
+    fn name_limit_changes(&mut self) {
+        let registry = &self.dispatcher.registry;
+        for change in self.limit_changes.drain(..) {
+            let pod = match registry.owner(change.cgroup_id) {
+                Some(CgroupOwner::Pod { pod_uid }) => {
+                    let qos = registry.sandbox(pod_uid).map(|s| s.qos);
+                    PodRef { pod_uid: pod_uid.clone(), qos, container_id: None }
+                }
+                _ => match pod_of_container(registry, change.cgroup_id) {
+                    Some(pod) => pod,
+                    None => continue,
+                },
+            };
+            let names = names_in(registry, Some(&pod));
+            self.out.push(Finding::LimitChange(Box::new(finding::LimitChanged { pod, names, change })));
+        }
     }
 
     /// The pressure edges found so far, with their pods' names.
@@ -469,6 +543,12 @@ impl<H: Host> Watchdog<H> {
                 side.task_oom(container_id, now.boot_of_wall(*published_ns), &mut self.out);
             }
             RuntimeEvent::ContainerNamed(snapshot) => self.metadata(snapshot, now.boot_ns),
+            // Its limits may be about to move (a CRI `UpdateContainerResources`).
+            RuntimeEvent::ContainerUpdate { container_id, .. } => {
+                if let Some(id) = self.dispatcher.registry.container_cgroup(container_id) {
+                    self.limits.runtime_updated(id, now.boot_ns);
+                }
+            }
             RuntimeEvent::TaskDelete { .. }
             | RuntimeEvent::ContainerCreate { .. }
             | RuntimeEvent::ContainerDelete { .. } => {}

@@ -234,16 +234,11 @@ impl PressureWatch {
         self.watched.values().filter(|w| w.detail.is_some()).count()
     }
 
-    /// Follows the registry's workload containers: new ones are watched
-    /// (and the kernel asked to wake us when their events change), gone
-    /// ones end their episodes.
-    pub fn reconcile(
-        &mut self,
-        host: &mut impl Host,
-        registry: &PodRegistry,
-        now_ns: u64,
-        edges: &mut Vec<PressureEdge>,
-    ) {
+    /// Follows the registry's workload containers: new ones are watched,
+    /// gone ones end their episodes. (The kernel is asked to say when their
+    /// memory events change by the limits' watch, which owns the cgroups'
+    /// notices: see [`super::limits`].)
+    pub fn reconcile(&mut self, registry: &PodRegistry, now_ns: u64, edges: &mut Vec<PressureEdge>) {
         if self.generation == Some(registry.generation()) {
             return;
         }
@@ -260,7 +255,6 @@ impl PressureWatch {
             // Spread the screens over the interval.
             let offset =
                 container.cgroup_id.wrapping_mul(0x9e37_79b9_7f4a_7c15) % self.settings.screen_interval_ns.max(1);
-            host.watch_memory(container.cgroup_id, &container.path);
             self.watched.insert(
                 container.cgroup_id,
                 Watched {
@@ -276,22 +270,34 @@ impl PressureWatch {
         let gone: Vec<u64> = self.watched.keys().filter(|id| !live.contains(id)).copied().collect();
         for id in gone {
             if let Some(w) = self.watched.remove(&id) {
-                host.unwatch_memory(id);
                 close_all(id, w.detail.as_deref(), PressureEnd::Gone, now_ns, edges);
             }
         }
     }
 
-    /// One tick: the kernel's wake-ups, the screens due, the full reads
-    /// due, within their budgets; the episodes' edges in `edges`. The
-    /// containers' paths are `registry`'s (reconciled with first).
-    pub fn tick(&mut self, host: &mut impl Host, registry: &PodRegistry, now_ns: u64, edges: &mut Vec<PressureEdge>) {
+    /// One tick: the kernel's wake-ups (`woken`: the containers whose
+    /// memory events changed; `all`: any may have), the screens due, the
+    /// full reads due, within their budgets; the episodes' edges in
+    /// `edges`. The containers' paths are `registry`'s (reconciled with
+    /// first).
+    pub fn tick(
+        &mut self,
+        host: &mut impl Host,
+        registry: &PodRegistry,
+        woken: &[u64],
+        all: bool,
+        now_ns: u64,
+        edges: &mut Vec<PressureEdge>,
+    ) {
         let path = |id: u64| registry.container_of(id).map(|c| c.path.as_str());
-        for id in host.take_memory_wakeups() {
+        for id in woken {
             self.reads.wakeups += 1;
-            if let Some(w) = self.watched.get_mut(&id) {
+            if let Some(w) = self.watched.get_mut(id) {
                 w.woken = true;
             }
+        }
+        if all {
+            self.watched.values_mut().for_each(|w| w.woken = true);
         }
         let s = self.settings;
         // Screens: usage only, against the last known limit.
@@ -712,8 +718,6 @@ mod tests {
         sample: Option<MemorySample>,
         /// Per container (by path), where it differs.
         by_path: HashMap<String, MemorySample>,
-        watched: Vec<u64>,
-        wakeups: Vec<u64>,
         reads: std::cell::Cell<(u64, u64, u64)>,
     }
 
@@ -774,14 +778,15 @@ mod tests {
         fn seed_tasks(&mut self, _: &HashSet<u64>) -> usize {
             0
         }
-        fn watch_memory(&mut self, id: u64, _: &str) {
-            self.watched.push(id);
+        fn memory_limits(&self, _: &str) -> Option<super::super::limits::MemoryLimits> {
+            None
         }
-        fn unwatch_memory(&mut self, id: u64) {
-            self.watched.retain(|w| *w != id);
+        fn watch_memory(&mut self, _: u64, _: &str, _: bool) -> bool {
+            true
         }
-        fn take_memory_wakeups(&mut self) -> Vec<u64> {
-            std::mem::take(&mut self.wakeups)
+        fn unwatch_memory(&mut self, _: u64) {}
+        fn take_memory_wakeups(&mut self) -> super::super::MemoryWakeups {
+            super::super::MemoryWakeups::default()
         }
         fn losses(&self) -> super::super::LossTotals {
             super::super::LossTotals::default()
@@ -819,31 +824,31 @@ mod tests {
         let mut node = Node { sample: Some(sample(60 * MIB, 0)), ..Node::default() };
         let mut w = PressureWatch::default();
         let mut edges = Vec::new();
-        w.reconcile(&mut node, &reg, SEC, &mut edges);
-        assert_eq!((w.watched(), node.watched.as_slice()), (1, &[1000][..]), "the workload, not the sandbox");
+        w.reconcile(&reg, SEC, &mut edges);
+        assert_eq!(w.watched(), 1, "the workload, not the sandbox");
         // Its first screen (within the interval) finds it near: a full read.
         for t in 2..=12 {
-            w.tick(&mut node, &reg, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
         }
         assert_eq!(edges.iter().map(|e| (e.reason, e.change)).collect::<Vec<_>>(), [(NearLimit, Start)]);
         assert_eq!(w.levels().len(), 1);
         // The limit lifted: the episode ends, and it is screened again.
         node.sample = Some(MemorySample { limit: None, ..sample(60 * MIB, 0) });
         edges.clear();
-        w.tick(&mut node, &reg, 13 * SEC, &mut edges);
+        w.tick(&mut node, &reg, &[], false, 13 * SEC, &mut edges);
         assert_eq!(edges.iter().map(|e| e.change).collect::<Vec<_>>(), [End(PressureEnd::Unlimited)]);
         assert!(w.levels().is_empty());
         // Its limit back, under pressure again, then the container goes.
         node.sample = Some(sample(60 * MIB, 0));
         for t in 14..=30 {
-            w.tick(&mut node, &reg, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
         }
         assert_eq!(w.levels().len(), 1);
         edges.clear();
         reg.cgroup_removed(1000, 31 * SEC);
-        w.reconcile(&mut node, &reg, 31 * SEC, &mut edges);
+        w.reconcile(&reg, 31 * SEC, &mut edges);
         assert_eq!(edges.iter().map(|e| e.change).collect::<Vec<_>>(), [End(PressureEnd::Gone)]);
-        assert_eq!((w.watched(), node.watched.len()), (0, 0));
+        assert_eq!(w.watched(), 0);
     }
 
     #[test]
@@ -856,14 +861,14 @@ mod tests {
         }
         let mut w = PressureWatch::default();
         let mut edges = Vec::new();
-        w.reconcile(&mut node, &reg, 0, &mut edges);
+        w.reconcile(&reg, 0, &mut edges);
         // Settled after the first interval, then 60 s counted.
         for t in 1..=20 {
-            w.tick(&mut node, &reg, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
         }
         node.reads.set((0, 0, 0));
         for t in 21..=80 {
-            w.tick(&mut node, &reg, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
         }
         let (usage, limit, full) = node.reads.get();
         assert_eq!(w.candidates(), 50);
@@ -881,18 +886,18 @@ mod tests {
         let mut node = Node { sample: Some(sample(8 * MIB, 0)), ..Node::default() };
         let mut w = PressureWatch::new(PressureSettings { max_details: 10, ..PressureSettings::default() });
         let mut edges = Vec::new();
-        w.reconcile(&mut node, &reg, 0, &mut edges);
+        w.reconcile(&reg, 0, &mut edges);
         for t in 1..=12 {
-            w.tick(&mut node, &reg, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
         }
         node.reads.set((0, 0, 0));
         // Every container's memory.events changed: ten full reads a tick.
-        node.wakeups = (1000..1200).collect();
-        w.tick(&mut node, &reg, 13 * SEC, &mut edges);
+        let woken: Vec<u64> = (1000..1200).collect();
+        w.tick(&mut node, &reg, &woken, false, 13 * SEC, &mut edges);
         assert_eq!(node.reads.get().2, 10);
         assert_eq!(w.reads.wakeups, 200);
         for t in 14..=32 {
-            w.tick(&mut node, &reg, t * SEC, &mut edges);
+            w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
         }
         assert_eq!(node.reads.get().2, 200, "each woken container read once, then screened again");
         assert_eq!(w.candidates(), 0);

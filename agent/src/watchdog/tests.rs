@@ -8,6 +8,7 @@ use std::{
 };
 
 use super::{
+    limits::{Direction, LimitKind, Lowered, MemoryLimits, SeenBy, LOWERED_WINDOW_NS},
     pressure::{MemorySample, PressureChange, PressureEnd, PressureReason},
     *,
 };
@@ -75,8 +76,19 @@ struct FakeNode {
     wanted: RefCell<Vec<String>>,
     /// What a full read of each container's memory says.
     pressure: HashMap<String, MemorySample>,
+    /// Cgroups whose limits the kernel is asked to tell of, and of those
+    /// whose memory events too.
     memory_watched: HashSet<u64>,
+    events_watched: HashSet<u64>,
     memory_wakeups: Vec<u64>,
+    /// Each cgroup's memory limits, by path.
+    limits: HashMap<String, MemoryLimits>,
+    /// Cgroups whose limit files the kernel says were written.
+    limit_wakeups: Vec<u64>,
+    /// The kernel refuses every watch.
+    unwatchable: bool,
+    /// The kernel's notice queue overflowed.
+    overflow: bool,
 }
 
 impl Host for FakeNode {
@@ -100,16 +112,29 @@ impl Host for FakeNode {
         self.pressure.get(path).copied()
     }
 
-    fn watch_memory(&mut self, cgroup_id: u64, _path: &str) {
+    fn memory_limits(&self, path: &str) -> Option<MemoryLimits> {
+        self.limits.get(path).copied()
+    }
+
+    fn watch_memory(&mut self, cgroup_id: u64, _path: &str, events: bool) -> bool {
         self.memory_watched.insert(cgroup_id);
+        if events {
+            self.events_watched.insert(cgroup_id);
+        }
+        !self.unwatchable
     }
 
     fn unwatch_memory(&mut self, cgroup_id: u64) {
         self.memory_watched.remove(&cgroup_id);
+        self.events_watched.remove(&cgroup_id);
     }
 
-    fn take_memory_wakeups(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.memory_wakeups)
+    fn take_memory_wakeups(&mut self) -> MemoryWakeups {
+        MemoryWakeups {
+            events: std::mem::take(&mut self.memory_wakeups),
+            limits: std::mem::take(&mut self.limit_wakeups),
+            overflowed: std::mem::take(&mut self.overflow),
+        }
     }
 
     fn cgroup_id(&self, path: &str) -> Option<u64> {
@@ -970,7 +995,7 @@ fn a_growing_container_is_warned_and_its_kill_says_so() {
         if let Some(Finding::PressureLevels(l)) = found.iter().find(|f| matches!(f, Finding::PressureLevels(_))) {
             levels = Some(l.clone());
         }
-        assert_eq!(wd.host().memory_watched, HashSet::from([102]), "the workload's memory.events, not the sandbox's");
+        assert_eq!(wd.host().events_watched, HashSet::from([102]), "the workload's memory.events, not the sandbox's");
     }
     let rose: Vec<_> = edges.iter().map(|(_, (pod, r, c))| (pod.as_str(), *r, *c)).collect();
     assert_eq!(
@@ -1014,5 +1039,169 @@ fn a_growing_container_is_warned_and_its_kill_says_so() {
     for s in 2..20u64 {
         assert!(pressure_edges(&tick(&mut wd, s * SEC)).is_empty());
     }
-    assert!(wd.host().memory_watched.is_empty());
+    assert!(wd.host().events_watched.is_empty(), "limits are followed, memory events are not");
+}
+
+/// The limit changes found, as (limit, direction, from, to, seen by, pod level).
+fn limit_changes(found: &[Finding]) -> Vec<(LimitKind, Direction, Option<u64>, Option<u64>, SeenBy, bool)> {
+    found
+        .iter()
+        .filter_map(|f| match f {
+            Finding::LimitChange(l) => {
+                let c = &l.change;
+                Some((c.kind, c.direction, c.from, c.to, c.seen_by, c.pod_level))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn limits_of(max: u64, high: Option<u64>) -> MemoryLimits {
+    MemoryLimits { max: Some(max), high, swap: None }
+}
+
+fn kill_of(found: &[Finding]) -> Option<&OomKill> {
+    found.iter().find_map(|f| match f {
+        Finding::OomKill(k) => Some(&**k),
+        _ => None,
+    })
+}
+
+/// Guards: a limit change nobody reports, or one reported by polling. The
+/// pod's and its workload's limits are read once, then again only when the
+/// kernel says a limit file was written: the container's lowered, its
+/// `memory.high` set, the pod's raised are each a finding, named; a tick
+/// without a notice reads nothing.
+#[test]
+fn limits_move_as_the_kernel_says_and_are_not_polled() {
+    let mut node = node_with_one_pod();
+    node.limits.insert(container_path(1, 2), limits_of(128 * MIB, None));
+    node.limits.insert(pod_path(1), limits_of(256 * MIB, None));
+    let mut wd = started(node, Settings::default());
+    let found = tick(&mut wd, 2 * SEC);
+    assert!(limit_changes(&found).is_empty(), "the first read is where they stand: {found:?}");
+    assert_eq!(wd.host().memory_watched, HashSet::from([100, 102]), "the pod and its workload, not the sandbox");
+    for t in 3..=100 {
+        assert!(limit_changes(&tick(&mut wd, t * SEC)).is_empty());
+    }
+    let reads = wd.limits.reads;
+    assert_eq!((reads.start, reads.timer, reads.kernel_notice), (2, 0, 0), "no polling: {reads:?}");
+    // The kubelet resizes the pod in place: its container lowered, with a
+    // memory.high, and the pod raised.
+    wd.host_mut().limits.insert(container_path(1, 2), limits_of(32 * MIB, Some(24 * MIB)));
+    wd.host_mut().limits.insert(pod_path(1), limits_of(512 * MIB, None));
+    wd.host_mut().limit_wakeups = vec![100, 102];
+    let found = tick(&mut wd, 101 * SEC);
+    assert_eq!(
+        limit_changes(&found),
+        [
+            (LimitKind::MemoryMax, Direction::Raised, Some(256 * MIB), Some(512 * MIB), SeenBy::KernelNotice, true),
+            (LimitKind::MemoryMax, Direction::Lowered, Some(128 * MIB), Some(32 * MIB), SeenBy::KernelNotice, false),
+            (LimitKind::MemoryHigh, Direction::Set, None, Some(24 * MIB), SeenBy::KernelNotice, false),
+        ]
+    );
+    let named = found.iter().find_map(|f| match f {
+        Finding::LimitChange(l) if !l.change.pod_level => Some(l),
+        _ => None,
+    });
+    assert_eq!(named.and_then(|l| l.pod.container_id.clone()), Some(cid(2)));
+    // A write that changes nothing says nothing.
+    wd.host_mut().limit_wakeups = vec![102];
+    assert!(limit_changes(&tick(&mut wd, 102 * SEC)).is_empty());
+}
+
+/// Guards: a kill soon after a decrease that does not say so. A kill 30 s
+/// after the container's limit was lowered says from what, to what and how
+/// long before, and counts; a kill eleven minutes later does not. A kill
+/// run inside the write that lowered it (before the write's own notice)
+/// says so from the limit the kernel counted at the kill.
+#[test]
+fn a_kill_after_a_decrease_says_the_limit_was_lowered() {
+    let mut node = node_with_one_pod();
+    node.limits.insert(container_path(1, 2), limits_of(64 * MIB, None));
+    let mut wd = started(node, Settings::default());
+    tick(&mut wd, 2 * SEC);
+    wd.host_mut().limits.insert(container_path(1, 2), limits_of(48 * MIB, None));
+    wd.host_mut().limit_wakeups = vec![102];
+    tick(&mut wd, 3 * SEC);
+    let decided = |pid: u32, max: u64, ts: u64| match oom(pid, 102, "app", pid, ts) {
+        Event::OomKill(o) => Event::OomKill(KernelOomKill {
+            levels: vec![level(102, max, Some(max)), level(100, max, None)],
+            decision: Some(KernelDecision::Memcg { cgroup_id: 102 }),
+            ..o
+        }),
+        other => other,
+    };
+    let found = kernel(&mut wd, decided(21, 48 * MIB, 33 * SEC), 33 * SEC);
+    let lowered = kill_of(&found).and_then(|k| k.lowered);
+    assert_eq!(
+        lowered,
+        Some(Lowered { kind: LimitKind::MemoryMax, from: Some(64 * MIB), to: Some(48 * MIB), ago_ns: 30 * SEC })
+    );
+    assert!(limit_changes(&found).is_empty(), "the kernel's limit at the kill is the one read: {found:?}");
+    let found = kernel(&mut wd, decided(22, 48 * MIB, 3 * SEC + LOWERED_WINDOW_NS + SEC), 700 * SEC);
+    assert_eq!(kill_of(&found).and_then(|k| k.lowered), None, "long after the decrease");
+    // Lowered to 32 MiB by a write that ran the kill itself: the kill
+    // comes before the write's notice, and the kernel's limit says it.
+    let found = kernel(&mut wd, decided(23, 32 * MIB, 800 * SEC), 800 * SEC);
+    assert_eq!(
+        limit_changes(&found),
+        [(LimitKind::MemoryMax, Direction::Lowered, Some(48 * MIB), Some(32 * MIB), SeenBy::OomKill, false)]
+    );
+    assert_eq!(kill_of(&found).and_then(|k| k.lowered).map(|l| (l.to, l.ago_ns)), Some((Some(32 * MIB), 0)));
+    // The write's own notice then finds nothing new.
+    wd.host_mut().limits.insert(container_path(1, 2), limits_of(32 * MIB, None));
+    wd.host_mut().limit_wakeups = vec![102];
+    assert!(limit_changes(&tick(&mut wd, 801 * SEC)).is_empty());
+}
+
+/// Guards: a limit moved by the runtime (containerd's update comes before
+/// runc writes) or on a cgroup the kernel cannot watch never found; an
+/// overflowed notice queue read at once for every cgroup. The runtime's
+/// update reads the container at the next tick and again 2 s later; an
+/// unwatchable cgroup is read once a minute; a lost notice costs one read
+/// each, spread over a minute.
+#[test]
+fn the_runtimes_word_an_unwatchable_cgroup_and_lost_notices_are_read_in_time() {
+    let mut node = node_with_one_pod();
+    node.stream_up = true;
+    node.limits.insert(container_path(1, 2), limits_of(128 * MIB, None));
+    let mut wd = started(node, runtime_settings());
+    tick(&mut wd, 2 * SEC);
+    let now = |boot_ns: u64| Now { boot_ns, wall_ns: 990 * SEC + boot_ns };
+    let update = RuntimeEvent::ContainerUpdate { container_id: cid(2), published_ns: 990 * SEC + 3 * SEC };
+    assert!(wd.on_runtime(&update, now(3 * SEC)).next().is_none());
+    // The first read finds the old limit; runc writes after it.
+    assert!(limit_changes(&tick(&mut wd, 3 * SEC + 100 * MS)).is_empty());
+    wd.host_mut().limits.insert(container_path(1, 2), limits_of(96 * MIB, None));
+    assert!(limit_changes(&tick(&mut wd, 4 * SEC)).is_empty(), "not yet due");
+    let found = tick(&mut wd, 5 * SEC);
+    assert_eq!(
+        limit_changes(&found),
+        [(LimitKind::MemoryMax, Direction::Lowered, Some(128 * MIB), Some(96 * MIB), SeenBy::Runtime, false)]
+    );
+    assert_eq!(wd.limits.reads.runtime, 2);
+    // Lost notices: each cgroup read once within the next minute.
+    wd.host_mut().limits.insert(container_path(1, 2), limits_of(80 * MIB, None));
+    wd.host_mut().overflow = true;
+    let mut seen = Vec::new();
+    for t in 6..=70 {
+        seen.extend(limit_changes(&tick(&mut wd, t * SEC)));
+    }
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(wd.limits.reads.timer, 2, "one read each (the pod, its workload), not one a tick");
+
+    // A node where the kernel refuses every watch: a read a minute.
+    let mut node = node_with_one_pod();
+    node.unwatchable = true;
+    node.limits.insert(container_path(1, 2), limits_of(128 * MIB, None));
+    let mut wd = started(node, Settings::default());
+    tick(&mut wd, 2 * SEC);
+    assert_eq!(wd.limits.reads.watches_refused, 2);
+    wd.host_mut().limits.insert(container_path(1, 2), limits_of(64 * MIB, None));
+    let mut seen = Vec::new();
+    for t in 3..=62 {
+        seen.extend(limit_changes(&tick(&mut wd, t * SEC)));
+    }
+    assert_eq!(seen.iter().map(|c| c.4).collect::<Vec<_>>(), [SeenBy::Read]);
 }

@@ -7,7 +7,7 @@ use crate::{
     events::ExitStatus,
     labels::Label as _,
     model::{Names, PodRef},
-    watchdog::{pressure::PressureChange, Finding, MemoryPressure, OomKill},
+    watchdog::{pressure::PressureChange, Finding, LimitChanged, MemoryPressure, OomKill},
 };
 
 /// When a record happened: at a kernel timestamp, or now.
@@ -76,6 +76,7 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
             (Stamp::Now, Body::EventsDropped(LossRecord { stage: stage.label().to_string(), count: *count }))
         }
         Finding::MemoryPressure(p) => (Stamp::Boot(p.ts_ns), Body::MemoryPressure(memory_pressure(p))),
+        Finding::LimitChange(l) => (Stamp::Boot(l.change.seen_ns), Body::LimitChange(limit_change(l))),
         Finding::TaskExit(_)
         | Finding::HostExits { .. }
         | Finding::OomEvent { .. }
@@ -90,7 +91,8 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
         | Finding::ExitLag { .. }
         | Finding::OomMatched { .. }
         | Finding::Mismatch(_)
-        | Finding::PressureLevels(_) => return None,
+        | Finding::PressureLevels(_)
+        | Finding::LimitsWatched { .. } => return None,
     })
 }
 
@@ -137,7 +139,24 @@ fn oom_kill(k: &OomKill) -> OomKillRecord {
             .collect(),
         warned_ms: k.warned.as_ref().map(|w| w.for_ns / 1_000_000),
         warned_reasons: k.warned.iter().flat_map(|w| &w.reasons).map(|r| r.label().to_string()).collect(),
+        lowered_limit: k.lowered.map(|l| l.kind.label().to_string()),
+        lowered_from_bytes: k.lowered.and_then(|l| l.from),
+        lowered_to_bytes: k.lowered.and_then(|l| l.to),
+        lowered_ms: k.lowered.map(|l| l.ago_ns / 1_000_000),
         outcome: r.outcome.label().to_string(),
+    }
+}
+
+fn limit_change(l: &LimitChanged) -> LimitChangeRecord {
+    let c = &l.change;
+    LimitChangeRecord {
+        pod: pod_fields(Some(&l.pod), &l.names),
+        limit: c.kind.label().to_string(),
+        direction: c.direction.label().to_string(),
+        from_bytes: c.from,
+        to_bytes: c.to,
+        seen_by: c.seen_by.label().to_string(),
+        scope: if c.pod_level { "pod" } else { "container" }.to_string(),
     }
 }
 
@@ -217,6 +236,7 @@ mod tests {
             oom_score_adj: 0,
             trigger_container: None,
             warned: None,
+            lowered: None,
             report,
             names,
             ts_ns: 5,

@@ -42,6 +42,7 @@ pub enum Body {
     OomStormEnd(StormRecord),
     EventsDropped(LossRecord),
     MemoryPressure(MemoryPressureRecord),
+    LimitChange(LimitChangeRecord),
     /// Only in one subscriber's stream: records it missed (it read too slowly).
     Missed(MissedRecord),
 }
@@ -144,8 +145,38 @@ pub struct OomKillRecord {
     pub warned_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warned_reasons: Vec<String>,
+    /// The limit that fired was lowered shortly before the kill: which
+    /// (memory_max, swap), from what to what (absent: unlimited), and how
+    /// long before the kill (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowered_limit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowered_from_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowered_to_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowered_ms: Option<u64>,
     /// The dispatcher's outcome: handled, late, unknown, host.
     pub outcome: String,
+}
+
+/// A pod's or a container's memory limit moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitChangeRecord {
+    #[serde(flatten)]
+    pub pod: PodFields,
+    /// Which limit: memory_max, memory_high, swap.
+    pub limit: String,
+    /// lowered, raised, set (none before), lifted (none now).
+    pub direction: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_bytes: Option<u64>,
+    /// What said it: kernel_notice, runtime, read, oom_kill.
+    pub seen_by: String,
+    /// Whose limit: the pod's own (its sandbox cgroup) or its container's.
+    pub scope: String,
 }
 
 /// A container of a pod whose limit fired, and what it used.
@@ -296,6 +327,7 @@ impl Body {
             Body::ContainerExit(r) => Some(&r.pod),
             Body::LateExit(r) => Some(&r.pod),
             Body::MemoryPressure(r) => Some(&r.pod),
+            Body::LimitChange(r) => Some(&r.pod),
             Body::RuntimeCrash(_)
             | Body::RuntimeRestart(_)
             | Body::OomStormStart(_)
@@ -457,6 +489,15 @@ pub(crate) mod tests {
                 state: "start".into(),
                 working_set_bytes: 1 << 20,
                 ..MemoryPressureRecord::default()
+            }),
+            Body::LimitChange(LimitChangeRecord {
+                limit: "memory_max".into(),
+                direction: "lowered".into(),
+                from_bytes: Some(128 << 20),
+                to_bytes: Some(32 << 20),
+                seen_by: "kernel_notice".into(),
+                scope: "container".into(),
+                ..LimitChangeRecord::default()
             }),
             Body::Missed(MissedRecord { count: 2 }),
         ];
