@@ -96,6 +96,7 @@ fn build(pods: usize, cap: usize) -> (prometheus::Registry, WatchdogMetrics) {
             oom_score_adj: 0,
             trigger_container: None,
             warned: None,
+            lowered: None,
             ts_ns: 0,
         };
         m.observe(&Finding::OomKill(Box::new(kill)));

@@ -404,10 +404,14 @@ impl Table {
         if let Some(cause) = &r.cause {
             let read =
                 r.memory_read_after_us.map_or_else(String::new, |us| format!(", read {:.1} ms after", us as f64 / 1e3));
+            let swapped = match (r.swap_bytes, r.zswap_bytes) {
+                (None, None) => String::new(),
+                (swap, zswap) => format!(" (swap {} zswap {})", size(swap), size(zswap)),
+            };
             lines.push((
                 "filled",
                 format!(
-                    "mostly {cause}: anon {} page_cache {} shmem {} kernel {}{read}",
+                    "mostly {cause}: anon {} page_cache {} shmem {} kernel {}{swapped}{read}",
                     size(r.anon_bytes),
                     size(r.page_cache_bytes),
                     size(r.shmem_bytes),

@@ -170,6 +170,12 @@ pub struct MemoryStat {
     /// Kernel memory charged to it: slab, stacks, page tables, sockets
     /// (v2 `kernel` or its parts, v1 `memory.kmem.usage_in_bytes`).
     pub kernel: u64,
+    /// Its memory out in swap (v2 `memory.swap.current`, v1
+    /// `total_swap`): not in the usage on v2, where the swap limit holds
+    /// it; and of its memory in RAM, what zswap holds compressed (v2
+    /// `zswap`, 5.19 on).
+    pub swap: u64,
+    pub zswap: u64,
 }
 
 /// Page counts at or above this are no limit (the kernel's

@@ -282,6 +282,8 @@ impl CgroupLayout {
                     file: field("total_cache").unwrap_or(0),
                     shmem: field("total_shmem").unwrap_or(0),
                     kernel: kmem.and_then(|t| t.trim().parse().ok()).unwrap_or(0),
+                    swap: field("total_swap").unwrap_or(0),
+                    zswap: 0,
                 }
             }
             CgroupMode::V2 => crate::events::kernel::MemoryStat {
@@ -292,6 +294,11 @@ impl CgroupLayout {
                 kernel: field("kernel").unwrap_or_else(|| {
                     ["slab", "kernel_stack", "pagetables", "sock", "percpu"].iter().filter_map(|f| field(f)).sum()
                 }),
+                swap: std::fs::read_to_string(dir.join("memory.swap.current"))
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                    .unwrap_or(0),
+                zswap: field("zswap").unwrap_or(0),
             },
         })
     }

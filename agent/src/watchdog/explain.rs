@@ -44,6 +44,10 @@ pub struct MemorySplit {
     pub page_cache: u64,
     pub shmem: u64,
     pub kernel: u64,
+    /// Beside them, not among the causes: what was out in swap, and of
+    /// the memory in RAM what zswap held compressed, when read.
+    pub swap: u64,
+    pub zswap: u64,
     /// How long after the kill `memory.stat` was read.
     pub read_after_ns: u64,
 }
@@ -68,6 +72,8 @@ impl MemorySplit {
             page_cache: now.file.saturating_sub(now.shmem),
             shmem: now.shmem,
             kernel: now.kernel,
+            swap: now.swap,
+            zswap: now.zswap,
             read_after_ns,
         }
     }
@@ -249,7 +255,14 @@ mod tests {
 
     #[test]
     fn a_cgroup_full_of_tmpfs_is_shmem_whatever_the_victims_rss() {
-        let now = MemoryStat { usage: 48 * MIB, anon: 2 * MIB, file: 45 * MIB, shmem: 44 * MIB, kernel: MIB };
+        let now = MemoryStat {
+            usage: 48 * MIB,
+            anon: 2 * MIB,
+            file: 45 * MIB,
+            shmem: 44 * MIB,
+            kernel: MIB,
+            ..MemoryStat::default()
+        };
         let split = MemorySplit::at_kill(&now, Some(48 * MIB), Some(MIB), 3_000_000);
         assert_eq!((split.shmem, split.page_cache, split.anon), (44 * MIB, MIB, 2 * MIB));
         assert_eq!(split.cause(), OomCause::Shmem);
@@ -258,7 +271,8 @@ mod tests {
     #[test]
     fn the_victims_anonymous_memory_freed_before_the_read_counts_back_as_anonymous() {
         // At the kill 48 MiB; read after the reaper freed the victim's 40.
-        let now = MemoryStat { usage: 8 * MIB, anon: MIB, file: 6 * MIB, shmem: 0, kernel: MIB };
+        let now =
+            MemoryStat { usage: 8 * MIB, anon: MIB, file: 6 * MIB, shmem: 0, kernel: MIB, ..MemoryStat::default() };
         let split = MemorySplit::at_kill(&now, Some(48 * MIB), Some(40 * MIB), 1_000_000);
         assert_eq!(split.anon, 41 * MIB);
         assert_eq!(split.cause(), OomCause::Anon);
@@ -274,7 +288,7 @@ mod tests {
     fn without_the_victims_rss_the_whole_drop_since_the_kill_counts_back_as_anonymous() {
         // 5.10: no RSS from mark_victim; read after the reaper freed 256
         // MiB, what is left is mostly kernel memory.
-        let now = MemoryStat { usage: 3 * MIB, anon: 0, file: MIB, shmem: 0, kernel: 2 * MIB };
+        let now = MemoryStat { usage: 3 * MIB, anon: 0, file: MIB, shmem: 0, kernel: 2 * MIB, ..MemoryStat::default() };
         let split = MemorySplit::at_kill(&now, Some(259 * MIB), None, 40_000_000);
         assert_eq!(split.anon, 256 * MIB);
         assert_eq!(split.cause(), OomCause::Anon);
@@ -289,20 +303,29 @@ mod tests {
     #[test]
     fn usage_the_unflushed_statistics_leave_unexplained_is_what_ran_out() {
         // At the limit still; the stats miss the 31 MiB charged last.
-        let stale = MemoryStat { usage: 32 * MIB, anon: 0, file: 0, shmem: 0, kernel: MIB };
+        let stale = MemoryStat { usage: 32 * MIB, anon: 0, file: 0, shmem: 0, kernel: MIB, ..MemoryStat::default() };
         let split = MemorySplit::at_kill(&stale, Some(32 * MIB), None, 2_000_000);
         assert_eq!((split.anon, split.kernel), (31 * MIB, MIB));
         assert_eq!(split.cause(), OomCause::Anon);
         // Flushed parts that add up change nothing.
-        let flushed = MemoryStat { usage: 32 * MIB, anon: MIB, file: 30 * MIB, shmem: 0, kernel: MIB };
+        let flushed =
+            MemoryStat { usage: 32 * MIB, anon: MIB, file: 30 * MIB, shmem: 0, kernel: MIB, ..MemoryStat::default() };
         assert_eq!(MemorySplit::at_kill(&flushed, Some(32 * MIB), None, 0).anon, MIB);
     }
 
     #[test]
     fn kernel_memory_and_page_cache_are_causes_of_their_own() {
-        let slab = MemoryStat { usage: 32 * MIB, anon: MIB, file: 2 * MIB, shmem: 0, kernel: 29 * MIB };
+        let slab = MemoryStat {
+            usage: 32 * MIB,
+            anon: MIB,
+            file: 2 * MIB,
+            shmem: 0,
+            kernel: 29 * MIB,
+            ..MemoryStat::default()
+        };
         assert_eq!(MemorySplit::at_kill(&slab, None, None, 0).cause(), OomCause::Kernel);
-        let cache = MemoryStat { usage: 32 * MIB, anon: MIB, file: 30 * MIB, shmem: MIB, kernel: MIB };
+        let cache =
+            MemoryStat { usage: 32 * MIB, anon: MIB, file: 30 * MIB, shmem: MIB, kernel: MIB, ..MemoryStat::default() };
         assert_eq!(MemorySplit::at_kill(&cache, None, None, 0).cause(), OomCause::PageCache);
     }
 }

@@ -24,6 +24,13 @@
 //!   last reads (at least 8, over at least 8 s, a straight line explaining
 //!   70 % of them), reaches the limit within 10 minutes; it clears beyond
 //!   20, or below 40 % of the limit.
+//! - **throttled at `memory.high`** (v2; the kubelet's MemoryQoS sets it
+//!   on Burstable and BestEffort containers): the kernel counted crossings
+//!   of `memory.high` since the last read (`memory.events` `high`) while
+//!   the usage sits at it: the container reclaims in its own context and
+//!   stalls, long before any kill. It clears after three reads without a
+//!   crossing, or below 90 % of `memory.high`. A container with
+//!   `memory.high` and no `memory.max` is watched for this alone.
 //!
 //! **Cheap at scale.** Every container's usage is screened once per
 //! `screen_interval` (one small file; spread over the interval); only a
@@ -52,6 +59,7 @@ pub enum PressureReason {
     NearLimit,
     Thrashing,
     Growing,
+    Throttled,
 }
 
 /// How an episode of pressure ended.
@@ -104,8 +112,12 @@ pub struct Figures {
     pub psi: Option<Psi>,
     /// Refaulted bytes a second since the read before.
     pub refault_bytes_per_second: u64,
-    /// Limit hits (and `memory.high` crossings) since the read before.
+    /// Limit hits since the read before.
     pub limit_hits: u64,
+    /// `memory.high` (v2), where set, and its crossings since the read
+    /// before (the kernel throttled the container that often).
+    pub high_bytes: Option<u64>,
+    pub high_hits: u64,
 }
 
 /// A container under pressure now: what its per-pod series say.
@@ -175,12 +187,17 @@ mod limits {
     pub const GROWTH_LEAVE_WORKING_SET: u64 = 400;
     pub const GROWTH_ENTER_SECONDS: u64 = 600;
     pub const GROWTH_LEAVE_SECONDS: u64 = 1200;
+    /// Usage against `memory.high`, thousandths, below which throttling
+    /// has eased whatever the counts say.
+    pub const THROTTLE_LEAVE: u64 = 900;
 }
 
 /// One watched container (its path is the registry's).
 #[derive(Debug)]
 struct Watched {
     limit: Option<u64>,
+    /// `memory.high`, where set (v2).
+    high: Option<u64>,
     /// Screens so far.
     screens: u32,
     next_screen_ns: u64,
@@ -198,6 +215,8 @@ struct Detail {
     /// Start of each reason's open episode, in the reasons' order.
     open: BTreeMap<PressureReason, u64>,
     calm_reads: u8,
+    /// Reads in a row without a crossing of `memory.high`.
+    unthrottled_reads: u8,
     figures: Figures,
 }
 
@@ -259,6 +278,7 @@ impl PressureWatch {
                 container.cgroup_id,
                 Watched {
                     limit: None,
+                    high: None,
                     screens: 0,
                     next_screen_ns: now_ns.saturating_add(offset),
                     next_detail_ns: now_ns,
@@ -315,13 +335,16 @@ impl PressureWatch {
             // the last look) or once a minute (a pod resized in place).
             let Some(path) = path(id) else { continue };
             w.screens = w.screens.wrapping_add(1);
-            if w.limit.is_none() || w.screens % LIMIT_EVERY_SCREENS == 0 {
+            if (w.limit.is_none() && w.high.is_none()) || w.screens % LIMIT_EVERY_SCREENS == 0 {
                 self.reads.screens += 1;
-                w.limit = host.memory_limit(path);
+                let limits = host.memory_limits(path).unwrap_or_default();
+                (w.limit, w.high) = (limits.max, limits.high);
             }
-            let Some(limit) = w.limit else { continue };
+            if w.limit.is_none() && w.high.is_none() {
+                continue;
+            }
             self.reads.screens += 1;
-            if host.memory_usage(path).is_some_and(|usage| permille(usage, limit) >= limits::CANDIDATE) {
+            if host.memory_usage(path).is_some_and(|usage| candidate(usage, 0, w.limit, w.high)) {
                 w.woken = true;
             }
         }
@@ -340,17 +363,17 @@ impl PressureWatch {
             self.reads.details += 1;
             let Some(sample) = path(id).and_then(|p| host.memory_sample(p)) else { continue };
             w.limit = sample.limit;
-            let Some(limit) = sample.limit.filter(|l| *l > 0) else {
+            w.high = sample.high;
+            // Nothing to hold it: no episode can go on.
+            if sample.limit.filter(|l| *l > 0).is_none() && sample.high.is_none() {
                 close_all(id, w.detail.as_deref(), PressureEnd::Unlimited, now_ns, edges);
                 w.detail = None;
                 continue;
-            };
+            }
             let detail = w.detail.get_or_insert_with(Box::default);
-            judge(id, detail, &sample, limit, now_ns, edges);
+            judge(id, detail, &sample, now_ns, edges);
             // Back to screening once nothing is near.
-            let pinned = permille(sample.unreclaimable(), limit);
-            if detail.open.is_empty() && permille(sample.usage, limit) < limits::CANDIDATE && pinned < limits::CANDIDATE
-            {
+            if detail.open.is_empty() && !candidate(sample.usage, sample.unreclaimable(), sample.limit, sample.high) {
                 w.detail = None;
             }
         }
@@ -366,6 +389,7 @@ impl PressureWatch {
         detail.open.clear();
         detail.trend.clear();
         detail.calm_reads = 0;
+        detail.unthrottled_reads = 0;
         Some(Warned { for_ns: ts_ns.saturating_sub(since), reasons })
     }
 
@@ -383,6 +407,15 @@ impl PressureWatch {
         levels.sort_by_key(|l| l.cgroup_id);
         levels
     }
+}
+
+/// Whether a container's usage (or what of it no reclaim frees) is worth
+/// full reads: at half its limit, or near its `memory.high`.
+fn candidate(usage: u64, unreclaimable: u64, limit: Option<u64>, high: Option<u64>) -> bool {
+    let near_limit =
+        limit.filter(|l| *l > 0).is_some_and(|l| permille(usage.max(unreclaimable), l) >= limits::CANDIDATE);
+    let near_high = high.is_some_and(|h| permille(usage, h) >= limits::THROTTLE_LEAVE);
+    near_limit || near_high
 }
 
 /// Thousandths of `of` that `part` is.
@@ -433,15 +466,11 @@ fn fit(trend: &VecDeque<(u64, u64)>) -> Option<(f64, u64)> {
 
 /// One full read of a container: its figures, and the edges of its
 /// reasons' episodes.
-fn judge(
-    cgroup_id: u64,
-    d: &mut Detail,
-    sample: &MemorySample,
-    limit: u64,
-    now_ns: u64,
-    edges: &mut Vec<PressureEdge>,
-) {
+fn judge(cgroup_id: u64, d: &mut Detail, sample: &MemorySample, now_ns: u64, edges: &mut Vec<PressureEdge>) {
     let pinned = sample.unreclaimable();
+    // Without a limit (a container held by `memory.high` alone), only
+    // throttling can be said; the ratios below read 0 then.
+    let limit = sample.limit.filter(|l| *l > 0).unwrap_or(0);
     let ratio = permille(pinned, limit);
     let ws_ratio = permille(sample.working_set(), limit);
     d.trend.push_back((now_ns, pinned));
@@ -450,19 +479,23 @@ fn judge(
     {
         d.trend.pop_front();
     }
-    // Since the read before: limit hits, refaults a second.
-    let (hits, refault_rate) = match d.last {
+    // Since the read before: limit hits, `memory.high` crossings,
+    // refaults a second.
+    let (hits, high_hits, refault_rate) = match d.last {
         Some((then, last)) => {
             let delta = |now: Option<u64>, before: Option<u64>| match (now, before) {
                 (Some(n), Some(b)) => n.saturating_sub(b),
                 _ => 0,
             };
-            let hits = delta(sample.limit_hits, last.limit_hits) + delta(sample.high_hits, last.high_hits);
             let secs = now_ns.saturating_sub(then).max(1);
             let bytes = sample.refaults.saturating_sub(last.refaults).saturating_mul(crate::host::page_size());
-            (hits, (u128::from(bytes) * u128::from(SEC) / u128::from(secs)) as u64)
+            (
+                delta(sample.limit_hits, last.limit_hits),
+                delta(sample.high_hits, last.high_hits),
+                (u128::from(bytes) * u128::from(SEC) / u128::from(secs)) as u64,
+            )
         }
-        None => (0, 0),
+        None => (0, 0, 0),
     };
     d.last = Some((now_ns, *sample));
     let span = d.trend.back().map_or(0, |(t, _)| *t).saturating_sub(d.trend.front().map_or(0, |(t, _)| *t));
@@ -479,6 +512,8 @@ fn judge(
         psi: sample.psi,
         refault_bytes_per_second: refault_rate,
         limit_hits: hits,
+        high_bytes: sample.high,
+        high_hits,
     };
     let mut change = |reason: PressureReason, start: bool, d: &mut Detail| {
         let open = d.open.contains_key(&reason);
@@ -507,7 +542,7 @@ fn judge(
 
     // Near its limit, with a band between entering and leaving.
     let near_open = d.open.contains_key(&PressureReason::NearLimit);
-    let near = if near_open { ratio >= limits::NEAR_LEAVE } else { ratio >= limits::NEAR_ENTER };
+    let near = limit > 0 && if near_open { ratio >= limits::NEAR_LEAVE } else { ratio >= limits::NEAR_ENTER };
     change(PressureReason::NearLimit, near, d);
 
     // Growing to its limit, by a line that fits.
@@ -531,7 +566,7 @@ fn judge(
 
     // Thrashing at its limit: at it, mostly working set, and stalling.
     let margin = super::oom_limit::margin(crate::host::page_size(), crate::host::cpus());
-    let at_limit = sample.usage.saturating_add(margin) >= limit || hits > 0;
+    let at_limit = limit > 0 && (sample.usage.saturating_add(margin) >= limit || hits > 0);
     let refaults = permille(refault_rate, limit);
     // With PSI, the kernel's stalls and the kubelet's working set; without
     // it, pages read back, of a container mostly unreclaimable.
@@ -551,6 +586,18 @@ fn judge(
         at_limit && held >= limits::THRASH_WORKING_SET && stalling
     };
     change(PressureReason::Thrashing, thrashing, d);
+
+    // Throttled at `memory.high`: crossings counted while the usage sits
+    // at it; eased after three reads without one, or well below it.
+    let at_high = sample.high.is_some_and(|h| sample.usage.saturating_add(margin) >= h);
+    d.unthrottled_reads = if high_hits > 0 { 0 } else { d.unthrottled_reads.saturating_add(1) };
+    let throttled = if d.open.contains_key(&PressureReason::Throttled) {
+        d.unthrottled_reads < limits::CALM_READS
+            && sample.high.is_some_and(|h| permille(sample.usage, h) >= limits::THROTTLE_LEAVE)
+    } else {
+        high_hits > 0 && at_high
+    };
+    change(PressureReason::Throttled, throttled, d);
 }
 
 #[cfg(test)]
@@ -574,7 +621,7 @@ mod tests {
         fn read(&mut self, sample: MemorySample) -> Vec<(PressureReason, PressureChange)> {
             self.now += SEC;
             let before = self.edges.len();
-            judge(7, &mut self.d, &sample, sample.limit.unwrap_or(0), self.now, &mut self.edges);
+            judge(7, &mut self.d, &sample, self.now, &mut self.edges);
             self.edges[before..].iter().map(|e| (e.reason, e.change)).collect()
         }
     }
@@ -611,6 +658,7 @@ mod tests {
             7,
             Watched {
                 limit: Some(64 * MIB),
+                high: None,
                 screens: 0,
                 next_screen_ns: 0,
                 next_detail_ns: 0,
@@ -679,6 +727,49 @@ mod tests {
         }
         assert_eq!(r.read(sample(50 * MIB, 0)), [(NearLimit, End(PressureEnd::Eased))]);
         assert_eq!(r.read(sample(56 * MIB, 0)), [], "below 90 % again: nothing");
+    }
+
+    /// Guards: a container held at `memory.high` (the kubelet's MemoryQoS)
+    /// never said throttled, or said so for a one-off crossing far below
+    /// it. Crossings counted while its usage sits at `memory.high` start
+    /// it, before `near_limit`; three reads without one end it; one steady
+    /// below `memory.high` never is; one with `memory.high` and no limit
+    /// (BestEffort) is throttled too, and nothing else.
+    #[test]
+    fn throttled_at_memory_high_needs_crossings_at_it_and_clears_after_quiet_reads() {
+        use PressureReason::Throttled;
+        let high = 51 * MIB; // 80 % of 64 MiB.
+        let at = |usage: u64, crossings: u64| MemorySample {
+            high: Some(high),
+            high_hits: Some(crossings),
+            limit_hits: Some(0),
+            ..sample(usage, 0)
+        };
+        let mut r = Reads::new();
+        assert_eq!(r.read(at(40 * MIB, 0)), []);
+        assert_eq!(r.read(at(45 * MIB, 0)), [], "steady below memory.high");
+        assert_eq!(r.read(at(high, 40)), [(Throttled, Start)], "crossings, at memory.high");
+        assert_eq!(r.read(at(high + MIB, 90)), []);
+        assert_eq!(r.read(at(high + 2 * MIB, 150)), []);
+        // Held there, then past the limit's 90 %: near_limit comes after.
+        assert_eq!(r.read(at(58 * MIB, 200)), [(NearLimit, Start)]);
+        let throttling = |edges: Vec<(PressureReason, PressureChange)>| -> Vec<PressureChange> {
+            edges.into_iter().filter(|(reason, _)| *reason == Throttled).map(|(_, c)| c).collect()
+        };
+        for _ in 0..2 {
+            assert_eq!(throttling(r.read(at(58 * MIB, 200))), []);
+        }
+        assert_eq!(throttling(r.read(at(58 * MIB, 200))), [End(PressureEnd::Eased)], "three quiet reads");
+        // Crossings far below memory.high (a past burst) are no throttling.
+        let mut r = Reads::new();
+        assert_eq!(r.read(at(20 * MIB, 0)), []);
+        assert_eq!(r.read(at(20 * MIB, 7)), []);
+        // Held by memory.high alone: throttled, and no limit's reason.
+        let mut r = Reads::new();
+        let best_effort = |usage: u64, crossings: u64| MemorySample { limit: None, ..at(usage, crossings) };
+        assert_eq!(r.read(best_effort(high, 0)), []);
+        assert_eq!(r.read(best_effort(high, 30)), [(Throttled, Start)]);
+        assert_eq!(r.read(best_effort(40 * MIB, 30)), [(Throttled, End(PressureEnd::Eased))], "well below it");
     }
 
     #[test]
@@ -778,8 +869,9 @@ mod tests {
         fn seed_tasks(&mut self, _: &HashSet<u64>) -> usize {
             0
         }
-        fn memory_limits(&self, _: &str) -> Option<super::super::limits::MemoryLimits> {
-            None
+        fn memory_limits(&self, path: &str) -> Option<super::super::limits::MemoryLimits> {
+            self.count(1);
+            self.of(path).map(|s| super::super::limits::MemoryLimits { max: s.limit, high: s.high, swap: None })
         }
         fn watch_memory(&mut self, _: u64, _: &str, _: bool) -> bool {
             true

@@ -113,7 +113,10 @@ impl Host for FakeNode {
     }
 
     fn memory_limits(&self, path: &str) -> Option<MemoryLimits> {
-        self.limits.get(path).copied()
+        self.limits
+            .get(path)
+            .copied()
+            .or_else(|| self.pressure.get(path).map(|m| MemoryLimits { max: m.limit, high: m.high, swap: None }))
     }
 
     fn watch_memory(&mut self, cgroup_id: u64, _path: &str, events: bool) -> bool {
@@ -441,7 +444,14 @@ fn an_oom_kill_is_explained_and_a_victim_named_from_proc() {
     let mut node = node_with_one_pod();
     node.comms.insert(20, "app-from-proc".into());
     // Read after the kill: the victim's 8 MiB of anonymous memory is gone.
-    let stat = MemoryStat { usage: 24 * MIB, anon: MIB, file: 21 * MIB, shmem: 20 * MIB, kernel: 2 * MIB };
+    let stat = MemoryStat {
+        usage: 24 * MIB,
+        anon: MIB,
+        file: 21 * MIB,
+        shmem: 20 * MIB,
+        kernel: 2 * MIB,
+        ..MemoryStat::default()
+    };
     node.memory.insert(pod_path(1), stat);
     node.memory.insert(container_path(1, 1), MemoryStat { usage: MIB, ..MemoryStat::default() });
     node.memory.insert(container_path(1, 2), MemoryStat { usage: 23 * MIB, ..MemoryStat::default() });
@@ -877,9 +887,10 @@ fn each_oom_kill_says_whose_limit_fired() {
 #[test]
 fn a_kill_run_by_a_runtime_lowering_the_limit_reads_the_container() {
     let mut wd = started(node_with_one_pod(), Settings::default());
-    wd.host_mut()
-        .memory
-        .insert(container_path(1, 2), MemoryStat { usage: 64 * MIB, anon: 63 * MIB, file: MIB, shmem: 0, kernel: 0 });
+    wd.host_mut().memory.insert(
+        container_path(1, 2),
+        MemoryStat { usage: 64 * MIB, anon: 63 * MIB, file: MIB, shmem: 0, kernel: 0, ..MemoryStat::default() },
+    );
     // The writer (pid 900, the host's root cgroup) ran the kill for the
     // container, whose usage is past its new 32 MiB.
     let levels = vec![
@@ -1042,8 +1053,12 @@ fn a_growing_container_is_warned_and_its_kill_says_so() {
     assert!(wd.host().events_watched.is_empty(), "limits are followed, memory events are not");
 }
 
-/// The limit changes found, as (limit, direction, from, to, seen by, pod level).
-fn limit_changes(found: &[Finding]) -> Vec<(LimitKind, Direction, Option<u64>, Option<u64>, SeenBy, bool)> {
+/// A limit change as the tests compare it: (limit, direction, from, to,
+/// seen by, pod level).
+type Change = (LimitKind, Direction, Option<u64>, Option<u64>, SeenBy, bool);
+
+/// The limit changes found.
+fn limit_changes(found: &[Finding]) -> Vec<Change> {
     found
         .iter()
         .filter_map(|f| match f {

@@ -126,6 +126,8 @@ fn oom_kill(k: &OomKill) -> OomKillRecord {
         page_cache_bytes: memory.map(|m| m.page_cache),
         shmem_bytes: memory.map(|m| m.shmem),
         kernel_bytes: memory.map(|m| m.kernel),
+        swap_bytes: memory.map(|m| m.swap).filter(|b| *b > 0),
+        zswap_bytes: memory.map(|m| m.zswap).filter(|b| *b > 0),
         memory_read_after_us: memory.map(|m| m.read_after_ns / 1000),
         cause: Some(e.cause.label().to_string()),
         pod_containers: e
@@ -181,6 +183,8 @@ fn memory_pressure(p: &MemoryPressure) -> MemoryPressureRecord {
         psi_full_permille: f.psi.map(|p| p.full_avg10 / 10),
         refault_bytes_per_second: f.refault_bytes_per_second,
         limit_hits: f.limit_hits,
+        high_bytes: f.high_bytes,
+        high_events: f.high_hits,
     }
 }
 

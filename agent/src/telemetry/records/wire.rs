@@ -129,6 +129,12 @@ pub struct OomKillRecord {
     pub shmem_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_bytes: Option<u64>,
+    /// Beside those: what was out in swap, and what zswap held
+    /// compressed (left out where none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zswap_bytes: Option<u64>,
     /// How long after the kill its `memory.stat` was read (µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_read_after_us: Option<u64>,
@@ -268,7 +274,7 @@ pub struct LossRecord {
 pub struct MemoryPressureRecord {
     #[serde(flatten)]
     pub pod: PodFields,
-    /// near_limit, thrashing, growing.
+    /// near_limit, thrashing, growing, throttled.
     pub reason: String,
     /// start, end.
     pub state: String,
@@ -300,9 +306,15 @@ pub struct MemoryPressureRecord {
     /// Pages evicted in use and read back, bytes a second.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub refault_bytes_per_second: u64,
-    /// Times it met its limit (or crossed memory.high) since the read before.
+    /// Times it met its limit since the read before.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub limit_hits: u64,
+    /// Its `memory.high` (v2), and the times the kernel throttled it there
+    /// (crossings) since the read before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub high_events: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
