@@ -12,7 +12,7 @@ use strum::IntoEnumIterator as _;
 
 use crate::{
     events::Event,
-    host::{self, inotify::Inotify},
+    host::{self, inotify::Inotify, notices::Notices},
     pipeline::Pipeline,
     probes::{
         cgroups::CgroupLayout,
@@ -115,6 +115,11 @@ impl MemoryWatches {
 
 pub struct NodeHost {
     layout: CgroupLayout,
+    /// The kernel's notices of containers' memory nearing their limits
+    /// (v1 usage thresholds, v2 PSI triggers); `None` where epoll failed.
+    notices: Option<Notices>,
+    /// Why the last notice was refused, said once.
+    notice_refused: Option<String>,
     /// The kernel says when a cgroup's limits are written and (v2) when a
     /// container's `memory.events` changes.
     memory_watches: Option<MemoryWatches>,
@@ -134,6 +139,12 @@ impl NodeHost {
         let layout = pipeline.probes.layout().clone();
         Self {
             memory_watches: MemoryWatches::new(&layout),
+            notices: Notices::new()
+                .map_err(|e| {
+                    log::warn!("kernel notices of memory near its limit are unavailable ({e}): containers are screened")
+                })
+                .ok(),
+            notice_refused: None,
             layout,
             tracker: pipeline.probes.take_tracker(),
             stats: pipeline.stats.clone(),
@@ -191,14 +202,48 @@ impl Host for NodeHost {
         self.memory_watches.as_mut().is_some_and(|w| w.watch(cgroup_id, &dir, events))
     }
 
+    fn watch_usage(&mut self, cgroup_id: u64, path: &str, threshold: u64) -> bool {
+        let Some(notices) = self.notices.as_mut() else { return false };
+        let dir = self.layout.dir(path);
+        let asked = if self.layout.is_unified() {
+            notices.stall_trigger(cgroup_id, &dir)
+        } else {
+            notices.usage_threshold(cgroup_id, &dir, threshold)
+        };
+        match asked {
+            Ok(()) => true,
+            Err(e) => {
+                // Said once per reason (a read-only cgroupfs refuses every one).
+                let why = e.kind().to_string();
+                if self.notice_refused.as_deref() != Some(why.as_str()) {
+                    log::warn!(
+                        "the kernel's notices of containers' memory near their limits are refused ({e}, first at {}): those containers are screened (adaptively) instead",
+                        dir.display()
+                    );
+                    self.notice_refused = Some(why);
+                }
+                false
+            }
+        }
+    }
+
     fn unwatch_memory(&mut self, cgroup_id: u64) {
         if let Some(w) = self.memory_watches.as_mut() {
             w.unwatch(cgroup_id);
         }
+        if let Some(n) = self.notices.as_mut() {
+            n.forget(cgroup_id);
+        }
     }
 
     fn take_memory_wakeups(&mut self) -> MemoryWakeups {
-        self.memory_watches.as_mut().map(MemoryWatches::changed).unwrap_or_default()
+        let mut woken = self.memory_watches.as_mut().map(MemoryWatches::changed).unwrap_or_default();
+        if let Some(n) = self.notices.as_mut().filter(|n| !n.is_empty()) {
+            woken.events.extend(n.signalled());
+            woken.events.sort_unstable();
+            woken.events.dedup();
+        }
+        woken
     }
 
     fn cgroup_id(&self, path: &str) -> Option<u64> {

@@ -693,6 +693,46 @@ async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
 
 const UID_ELSEWHERE: &str = "5d2a7c1e-000b-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_LIMITS: &str = "5d2a7c1e-000c-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_NOTICE: &str = "5d2a7c1e-000d-4a6d-8e9f-0a1b2c3d4e5f";
+
+/// The kernel says at once when a container nears its limit, without a
+/// screen: on v1 its usage crossing half its limit (a threshold through
+/// `cgroup.event_control`), on v2 its tasks stalling on memory (a PSI
+/// trigger: a container throttled at its `memory.high`). Nothing is said
+/// of a container that stays below its line.
+#[tokio::test(flavor = "current_thread")]
+async fn the_kernel_says_when_a_containers_memory_nears_its_limit() {
+    use sandwatch::watchdog::Host as _;
+    let mut watch = Watch::start();
+    let mut pod = KubePod::build("notice", UID_NOTICE, false, 3);
+    let (near, quiet) = (pod.cgroup_id(A), pod.cgroup_id(B));
+    let host = watch.watchdog.host_mut();
+    for (id, i) in [(near, A), (quiet, B)] {
+        assert!(host.watch_usage(id, &pod.paths[i], 16 << 20), "the kernel takes the notice of container {i}");
+    }
+    assert!(host.take_memory_wakeups().events.is_empty(), "nothing crossed yet");
+    pod.start_init(B, &harness::holder(4));
+    pod.trigger(B);
+    if pod.cg.layout.is_unified() {
+        // Held at a memory.high of 8 MiB while it grows to 24: the kernel
+        // throttles it, and its tasks stall.
+        std::fs::write(pod.cg.layout.dir(&pod.paths[A]).join("memory.high"), (8u64 << 20).to_string())
+            .expect("memory.high");
+    }
+    pod.start_init(A, &harness::holder(24));
+    pod.trigger(A);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut woken = Vec::new();
+    while !woken.contains(&near) {
+        assert!(std::time::Instant::now() < deadline, "the kernel never said: {woken:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        woken.extend(watch.watchdog.host_mut().take_memory_wakeups().events);
+    }
+    assert!(!woken.contains(&quiet), "a container below its line: {woken:?}");
+    watch.watchdog.host_mut().unwatch_memory(near);
+    watch.watchdog.host_mut().unwatch_memory(quiet);
+    drop(pod);
+}
 
 /// Which limit fired is the kernel's own word, not read off the task that
 /// happened to run the OOM killer: that task may be in another cgroup

@@ -5,6 +5,7 @@
 
 pub mod caps;
 pub mod inotify;
+pub mod notices;
 pub mod proc;
 
 use std::{

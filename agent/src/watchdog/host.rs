@@ -14,7 +14,8 @@ use crate::{
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoryWakeups {
     /// Containers whose memory events changed (v2 `memory.events`: the
-    /// usage met `memory.max`, crossed `memory.high`, an OOM).
+    /// usage met `memory.max`, crossed `memory.high`, an OOM), or whose
+    /// usage crossed its threshold (v1) or whose tasks stalled (v2 PSI).
     pub events: Vec<u64>,
     /// Pods and containers whose limit files were written.
     pub limits: Vec<u64>,
@@ -81,6 +82,12 @@ pub trait Host {
     /// memory events change (v2 `memory.events`; v1 has no such file);
     /// false when it cannot (it is read on a timer then).
     fn watch_memory(&mut self, cgroup_id: u64, path: &str, events: bool) -> bool;
+    /// Asks the kernel to say at once when container `cgroup_id`'s memory
+    /// nears its limit: on v1 its usage crossing `threshold` bytes, on v2
+    /// its tasks stalling (PSI); replaces what it asked before. False when
+    /// it cannot (a read-only cgroupfs, no PSI): it is screened then.
+    fn watch_usage(&mut self, cgroup_id: u64, path: &str, threshold: u64) -> bool;
+    /// Forgets what the kernel was asked of `cgroup_id`.
     fn unwatch_memory(&mut self, cgroup_id: u64);
     /// What the kernel said since the last call.
     fn take_memory_wakeups(&mut self) -> MemoryWakeups;

@@ -22,8 +22,10 @@
 //!   be a stream's too). It clears after three calm reads.
 //! - **growing to its limit**: the unreclaimable memory, fitted over the
 //!   last reads (at least 8, over at least 8 s, a straight line explaining
-//!   70 % of them), reaches the limit within 10 minutes; it clears beyond
-//!   20, or below 40 % of the limit.
+//!   70 % of them), reaches the limit within 10 minutes; or, for a fast
+//!   grower, over at least 3 reads and 2 s, a line explaining 90 % of them
+//!   reaches it in no longer than the reads span; it clears beyond 20
+//!   minutes, or below 40 % of the limit.
 //! - **throttled at `memory.high`** (v2; the kubelet's MemoryQoS sets it
 //!   on Burstable and BestEffort containers): the kernel counted crossings
 //!   of `memory.high` since the last read (`memory.events` `high`) while
@@ -32,13 +34,18 @@
 //!   crossing, or below 90 % of `memory.high`. A container with
 //!   `memory.high` and no `memory.max` is watched for this alone.
 //!
-//! **Cheap at scale.** Every container's usage is screened once per
-//! `screen_interval` (one small file; spread over the interval); only a
-//! container at half its limit or more, one the kernel woke (v2: its
-//! `memory.events` changed, which inotify tells), or one under pressure is
-//! read in full, at most once per `detail_interval`, at most
-//! `max_details` a tick. Nothing is written to a cgroup (the DaemonSet
-//! mounts cgroupfs read-only): PSI is read, never triggered.
+//! **Cheap at scale, fast where it matters.** Every container's usage is
+//! screened once per `screen_interval` (one small file; spread over the
+//! interval), sooner while it grows towards half its limit (a third of the
+//! way there at its pace, down to a second), and a new container at once;
+//! only a container at half its limit or more, one the kernel woke, or
+//! one under pressure is read in full, at most once per `detail_interval`,
+//! at most `max_details` a tick. The kernel wakes a container: on v2 when
+//! its `memory.events` change (inotify), on v1 when its usage crosses half
+//! its limit (a threshold registered through `cgroup.event_control`), on
+//! v2 when its tasks stall (a PSI trigger); the last two are writes to
+//! cgroupfs, refused where it is mounted read-only (the DaemonSet's
+//! default), and counted: the screens stand in. No limit is ever written.
 //!
 //! An OOM kill in a container ends its episodes (`killed`): the kill is
 //! what they warned of; the kill's post-mortem says how long before it was
@@ -187,6 +194,9 @@ mod limits {
     pub const GROWTH_LEAVE_WORKING_SET: u64 = 400;
     pub const GROWTH_ENTER_SECONDS: u64 = 600;
     pub const GROWTH_LEAVE_SECONDS: u64 = 1200;
+    pub const FAST_GROWTH_READS: usize = 3;
+    pub const FAST_GROWTH_SPAN_NS: u64 = 2 * super::SEC;
+    pub const FAST_GROWTH_FIT: u64 = 900;
     /// Usage against `memory.high`, thousandths, below which throttling
     /// has eased whatever the counts say.
     pub const THROTTLE_LEAVE: u64 = 900;
@@ -202,6 +212,11 @@ struct Watched {
     screens: u32,
     next_screen_ns: u64,
     next_detail_ns: u64,
+    /// The last screen: when, and the usage it read.
+    last_screen: Option<(u64, u64)>,
+    /// The usage the kernel was asked to say it crossed (v1; on v2 any
+    /// threshold stands for the PSI trigger), and whether it agreed.
+    notice: Option<(u64, bool)>,
     /// Read in full while set.
     detail: Option<Box<Detail>>,
     woken: bool,
@@ -226,6 +241,10 @@ pub struct PressureReads {
     pub screens: u64,
     pub details: u64,
     pub wakeups: u64,
+    /// The kernel agreed (or refused) to say when a container's usage
+    /// crosses its line (v1) or its tasks stall (v2).
+    pub notices: u64,
+    pub notices_refused: u64,
 }
 
 /// Every workload container's pressure, as the ticks read it.
@@ -261,6 +280,7 @@ impl PressureWatch {
         if self.generation == Some(registry.generation()) {
             return;
         }
+        let first = self.generation.is_none();
         self.generation = Some(registry.generation());
         let mut live = HashSet::new();
         for container in registry.sandboxes().flat_map(|s| s.workloads()) {
@@ -271,9 +291,13 @@ impl PressureWatch {
             if self.watched.contains_key(&container.cgroup_id) {
                 continue;
             }
-            // Spread the screens over the interval.
-            let offset =
-                container.cgroup_id.wrapping_mul(0x9e37_79b9_7f4a_7c15) % self.settings.screen_interval_ns.max(1);
+            // Those found at start-up are spread over the interval; a new
+            // one (a new container grows fastest) is screened at once.
+            let offset = if first {
+                container.cgroup_id.wrapping_mul(0x9e37_79b9_7f4a_7c15) % self.settings.screen_interval_ns.max(1)
+            } else {
+                0
+            };
             self.watched.insert(
                 container.cgroup_id,
                 Watched {
@@ -282,6 +306,8 @@ impl PressureWatch {
                     screens: 0,
                     next_screen_ns: now_ns.saturating_add(offset),
                     next_detail_ns: now_ns,
+                    last_screen: None,
+                    notice: None,
                     detail: None,
                     woken: false,
                 },
@@ -340,13 +366,32 @@ impl PressureWatch {
                 let limits = host.memory_limits(path).unwrap_or_default();
                 (w.limit, w.high) = (limits.max, limits.high);
             }
-            if w.limit.is_none() && w.high.is_none() {
-                continue;
+            let Some(line) = candidate_line(w.limit, w.high) else { continue };
+            // The kernel says at once when the usage crosses the line
+            // (where it can); asked again when the line moved.
+            if w.notice.map(|(at, _)| at) != Some(line) {
+                let agreed = host.watch_usage(id, path, line);
+                self.reads.notices += u64::from(agreed);
+                self.reads.notices_refused += u64::from(!agreed);
+                w.notice = Some((line, agreed));
             }
             self.reads.screens += 1;
-            if host.memory_usage(path).is_some_and(|usage| candidate(usage, 0, w.limit, w.high)) {
+            let Some(usage) = host.memory_usage(path) else { continue };
+            if candidate(usage, 0, w.limit, w.high) {
                 w.woken = true;
             }
+            // Growing towards the line: looked at again before it gets
+            // there (a third of the way), down to a second.
+            if let Some((then, before)) = w.last_screen {
+                let grew = usage.saturating_sub(before);
+                let took = now_ns.saturating_sub(then);
+                if grew > 0 && took > 0 && usage < line {
+                    let eta = u128::from(line - usage) * u128::from(took) / u128::from(grew);
+                    let next = (eta / 3).clamp(u128::from(SEC), u128::from(s.screen_interval_ns)) as u64;
+                    w.next_screen_ns = now_ns.saturating_add(next);
+                }
+            }
+            w.last_screen = Some((now_ns, usage));
         }
         // Full reads: candidates and what the kernel or a screen woke.
         let mut due: Vec<(u64, u64)> = self
@@ -406,6 +451,16 @@ impl PressureWatch {
             .collect();
         levels.sort_by_key(|l| l.cgroup_id);
         levels
+    }
+}
+
+/// The usage from which a container is read in full: half its limit, or
+/// where it has none, near its `memory.high`; `None`: neither is set.
+fn candidate_line(limit: Option<u64>, high: Option<u64>) -> Option<u64> {
+    match (limit.filter(|l| *l > 0), high) {
+        (Some(l), _) => Some((u128::from(l) * u128::from(limits::CANDIDATE) / 1000) as u64),
+        (None, Some(h)) => Some((u128::from(h) * u128::from(limits::THROTTLE_LEAVE) / 1000) as u64),
+        (None, None) => None,
     }
 }
 
@@ -502,7 +557,7 @@ fn judge(cgroup_id: u64, d: &mut Detail, sample: &MemorySample, now_ns: u64, edg
     let fitted = fit(&d.trend);
     let seconds_to_limit = fitted
         .filter(|(slope, _)| *slope > 0.0)
-        .map(|(slope, _)| (limit.saturating_sub(pinned) as f64 / slope).min(u64::MAX as f64) as u64);
+        .map(|(slope, _)| (limit.saturating_sub(pinned) as f64 / slope).ceil().min(u64::MAX as f64) as u64);
     d.figures = Figures {
         unreclaimable_bytes: pinned,
         working_set_bytes: sample.working_set(),
@@ -554,11 +609,19 @@ fn judge(cgroup_id: u64, d: &mut Detail, sample: &MemorySample, now_ns: u64, edg
                 && (d.trend.len() < limits::GROWTH_READS || r2 >= limits::GROWTH_FIT_LOST)
         }
         (Some((_, r2)), Some(secs)) => {
-            d.trend.len() >= limits::GROWTH_READS
+            let slow = d.trend.len() >= limits::GROWTH_READS
                 && span >= limits::GROWTH_SPAN_NS
                 && r2 >= limits::GROWTH_FIT
-                && ratio >= limits::GROWTH_ENTER_WORKING_SET
-                && secs <= limits::GROWTH_ENTER_SECONDS
+                && secs <= limits::GROWTH_ENTER_SECONDS;
+            // A fast grower has no time for eight reads: three or more on
+            // one line, and at this pace the rest of the way to its limit
+            // takes no longer than it has been watched growing (the first
+            // upswing of a garbage-collected heap is still far from it).
+            let fast = d.trend.len() >= limits::FAST_GROWTH_READS
+                && span >= limits::FAST_GROWTH_SPAN_NS
+                && r2 >= limits::FAST_GROWTH_FIT
+                && secs.saturating_mul(SEC) <= span;
+            ratio >= limits::GROWTH_ENTER_WORKING_SET && (slow || fast)
         }
         _ => false,
     };
@@ -662,6 +725,8 @@ mod tests {
                 screens: 0,
                 next_screen_ns: 0,
                 next_detail_ns: 0,
+                last_screen: None,
+                notice: None,
                 detail: Some(Box::new(std::mem::take(&mut r.d))),
                 woken: false,
             },
@@ -674,6 +739,25 @@ mod tests {
         let ends: Vec<_> = edges.iter().map(|e| (e.reason, e.change)).collect();
         assert_eq!(ends, [(NearLimit, End(PressureEnd::Killed)), (Growing, End(PressureEnd::Killed))]);
         assert!(w.killed(7, r.now + 4 * SEC, &mut edges).is_none(), "nothing open any more");
+    }
+
+    /// Guards: a container that goes from half its limit to its kill in
+    /// ten seconds warned too late for anyone to act (eight reads and
+    /// eight seconds are all it has). Read once a second from half its
+    /// limit, it is warned growing at least 3 s before it reaches it.
+    #[test]
+    fn a_fast_grower_is_warned_growing_three_seconds_before_its_limit() {
+        let mut r = Reads::new();
+        let mut warned_at = None;
+        // 32 MiB at t = 0, 64 MiB (the limit) at t = 10 s.
+        for t in 0..10u64 {
+            let usage = 32 * MIB + t * 32 * MIB / 10;
+            if r.read(sample(usage, 0)).contains(&(Growing, Start)) && warned_at.is_none() {
+                warned_at = Some(t);
+            }
+        }
+        let warned_at = warned_at.expect("warned");
+        assert!(10 - warned_at >= 3, "warned {} s before its limit", 10 - warned_at);
     }
 
     #[test]
@@ -745,21 +829,23 @@ mod tests {
             limit_hits: Some(0),
             ..sample(usage, 0)
         };
+        // A slow climb (a second is an hour here: the growth rules are
+        // another test's).
         let mut r = Reads::new();
-        assert_eq!(r.read(at(40 * MIB, 0)), []);
-        assert_eq!(r.read(at(45 * MIB, 0)), [], "steady below memory.high");
-        assert_eq!(r.read(at(high, 40)), [(Throttled, Start)], "crossings, at memory.high");
-        assert_eq!(r.read(at(high + MIB, 90)), []);
-        assert_eq!(r.read(at(high + 2 * MIB, 150)), []);
-        // Held there, then past the limit's 90 %: near_limit comes after.
-        assert_eq!(r.read(at(58 * MIB, 200)), [(NearLimit, Start)]);
-        let throttling = |edges: Vec<(PressureReason, PressureChange)>| -> Vec<PressureChange> {
-            edges.into_iter().filter(|(reason, _)| *reason == Throttled).map(|(_, c)| c).collect()
+        let mut read = |usage: u64, crossings: u64| -> Vec<(PressureReason, PressureChange)> {
+            r.read(at(usage, crossings)).into_iter().filter(|(reason, _)| *reason != Growing).collect()
         };
+        assert_eq!(read(46 * MIB, 0), []);
+        assert_eq!(read(47 * MIB, 0), [], "below memory.high");
+        assert_eq!(read(high, 40), [(Throttled, Start)], "crossings, at memory.high");
+        assert_eq!(read(high + MIB, 90), []);
+        assert_eq!(read(high + 2 * MIB, 150), []);
+        // Held there, then past the limit's 90 %: near_limit comes after.
+        assert_eq!(read(58 * MIB, 200), [(NearLimit, Start)]);
         for _ in 0..2 {
-            assert_eq!(throttling(r.read(at(58 * MIB, 200))), []);
+            assert_eq!(read(58 * MIB, 200), []);
         }
-        assert_eq!(throttling(r.read(at(58 * MIB, 200))), [End(PressureEnd::Eased)], "three quiet reads");
+        assert_eq!(read(58 * MIB, 200), [(Throttled, End(PressureEnd::Eased))], "three quiet reads");
         // Crossings far below memory.high (a past burst) are no throttling.
         let mut r = Reads::new();
         assert_eq!(r.read(at(20 * MIB, 0)), []);
@@ -876,6 +962,9 @@ mod tests {
         fn watch_memory(&mut self, _: u64, _: &str, _: bool) -> bool {
             true
         }
+        fn watch_usage(&mut self, _: u64, _: &str, _: u64) -> bool {
+            false
+        }
         fn unwatch_memory(&mut self, _: u64) {}
         fn take_memory_wakeups(&mut self) -> super::super::MemoryWakeups {
             super::super::MemoryWakeups::default()
@@ -970,6 +1059,36 @@ mod tests {
         assert!((2_950..=3_050).contains(&full), "fifty full reads a second: {full}");
         // None of them is warned: half their limit, steady.
         assert!(edges.is_empty(), "{edges:?}");
+    }
+
+    /// Guards: a container crossing half its limit seen up to a whole
+    /// screen interval late (a fast grower is killed before its first full
+    /// read). One growing towards the line is screened sooner, a third of
+    /// the way there at its pace; a steady one stays on the interval; and
+    /// the kernel is asked (here it refuses) to say when the line is
+    /// crossed, once per line.
+    #[test]
+    fn a_container_growing_towards_half_its_limit_is_screened_sooner() {
+        let reg = registry(2);
+        let grower = format!("/kubepods/burstable/pod{:08x}{}/{}", 0, &UID[8..], "02".repeat(32));
+        let mut node = Node { sample: Some(sample(8 * MIB, 0)), ..Node::default() };
+        let mut w = PressureWatch::default();
+        let mut edges = Vec::new();
+        w.reconcile(&reg, 0, &mut edges);
+        let mut candidate_at = None;
+        // 8 MiB, growing 2 MiB a second from t = 10 s: half its limit (32
+        // MiB) at t = 22 s.
+        for t in 1..=40u64 {
+            let usage = 8 * MIB + t.saturating_sub(10) * 2 * MIB;
+            node.by_path.insert(grower.clone(), sample(usage, 0));
+            w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
+            if candidate_at.is_none() && w.candidates() == 1 {
+                candidate_at = Some(t);
+            }
+        }
+        let at = candidate_at.expect("read in full");
+        assert!((22..=24).contains(&at), "read in full at {at} s, half its limit at 22 s");
+        assert_eq!(w.reads.notices_refused, 2, "asked once each, at its line: {:?}", w.reads);
     }
 
     #[test]

@@ -89,6 +89,8 @@ struct FakeNode {
     unwatchable: bool,
     /// The kernel's notice queue overflowed.
     overflow: bool,
+    /// The usage each container's notice was asked at.
+    usage_notices: HashMap<u64, u64>,
 }
 
 impl Host for FakeNode {
@@ -127,7 +129,13 @@ impl Host for FakeNode {
         !self.unwatchable
     }
 
+    fn watch_usage(&mut self, cgroup_id: u64, _path: &str, threshold: u64) -> bool {
+        self.usage_notices.insert(cgroup_id, threshold);
+        !self.unwatchable
+    }
+
     fn unwatch_memory(&mut self, cgroup_id: u64) {
+        self.usage_notices.remove(&cgroup_id);
         self.memory_watched.remove(&cgroup_id);
         self.events_watched.remove(&cgroup_id);
     }
