@@ -158,6 +158,8 @@ catalogue! {
         "Cgroups whose limit files the kernel refused to watch (inotify: its watch or instance limit, or the cgroup gone): their limits are read once a minute instead.";
     OOM_KILLS_AFTER_LIMIT_DECREASE_TOTAL = Counter, "sandwatch_oom_kills_after_limit_decrease_total", ["limit"],
         "OOM kills whose limit (container, pod) was lowered in the 10 minutes before the kill.";
+    MEMORY_NOTICES_TOTAL = Counter, "sandwatch_memory_notices_total", ["result"],
+        "Containers for which the kernel was asked to say at once when their memory nears the limit (v1: usage at half the limit, through cgroup.event_control; v2: a PSI stall trigger), by result: registered, refused (a read-only cgroupfs, no PSI: the container is screened instead).";
     MEMORY_PRESSURE_CONTAINERS = Gauge, "sandwatch_memory_pressure_containers", ["reason"],
         "Workload containers under memory pressure now, by reason (near_limit, thrashing, growing).";
     MEMORY_PRESSURE_ENDED_TOTAL = Counter, "sandwatch_memory_pressure_ended_total", ["reason", "ended"],

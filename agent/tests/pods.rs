@@ -199,6 +199,19 @@ impl Watch {
         dropped
     }
 
+    /// Handles events and ticks until the limits of `cgroups` are followed.
+    async fn know_limits(&mut self, cgroups: &[u64]) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            self.until(Duration::from_millis(200), |_| false).await;
+            self.tick();
+            if cgroups.iter().all(|id| self.watchdog.limits().limits(*id).is_some()) {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "limits of {cgroups:?} never followed");
+        }
+    }
+
     fn text(&self) -> String {
         let pods = self.outputs.metrics.pod_series_text().expect("per-pod series");
         render_with(&self.prom, &[pods]).expect("render")
@@ -796,9 +809,8 @@ async fn a_kill_run_from_another_cgroup_reads_the_cgroup_the_killer_ran_for() {
             std::thread::sleep(Duration::from_millis(300));
         }
         // The agent knows the container and its limit (the first tick
-        // after it appeared reads it).
-        watch.until(Duration::from_millis(300), |_| false).await;
-        watch.tick();
+        // after it appeared reads it): the pod's and its two containers'.
+        watch.know_limits(&[pod.cgroup_id(A), pod.cg.id_of(&pod.pod_path)]).await;
         // The writer is this test, in no pod: the kill runs in its context.
         let max = pod.cg.layout.dir(&pod.paths[A]).join("memory.max");
         std::fs::write(&max, (32u64 << 20).to_string()).expect("lower memory.max");
@@ -880,8 +892,7 @@ async fn limits_written_to_a_pods_cgroups_are_seen_from_the_kernels_notice() {
     use sandwatch::watchdog::limits::{Direction, LimitKind, SeenBy};
     let mut watch = Watch::start();
     let pod = KubePod::build("limits", UID_LIMITS, false, 2);
-    watch.until(Duration::from_millis(300), |_| false).await;
-    watch.tick();
+    watch.know_limits(&[pod.cgroup_id(A), pod.cg.id_of(&pod.pod_path)]).await;
     let dir = pod.cg.layout.dir(&pod.paths[A]);
     let pod_dir = pod.cg.layout.dir(&pod.pod_path);
     let v2 = pod.cg.layout.is_unified();

@@ -130,6 +130,12 @@ macro_rules! on_each_containerd {
             fn cri_memory_pressure_warns_before_the_kill() {
                 super::cri_memory_pressure_warns_before_the_kill(&$runtime)
             }
+
+            #[test]
+            #[cfg(feature = "vm")]
+            fn cri_a_limit_lowered_below_the_usage_kills_as_the_containers() {
+                super::cri_a_limit_lowered_below_the_usage_kills_as_the_containers(&$runtime)
+            }
         }
     )*};
 }
@@ -151,6 +157,8 @@ const UID_GLOBAL: &str = "6e1f0a2b-9999-4c3d-8e9f-0a1b2c3d4e5f";
 #[cfg(not(feature = "vm"))]
 const UID_READER: &str = "6e1f0a2b-8888-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_LEAKY: &str = "6e1f0a2b-aaaa-4c3d-8e9f-0a1b2c3d4e5f";
+#[cfg(feature = "vm")]
+const UID_RESIZED: &str = "6e1f0a2b-bbbb-4c3d-8e9f-0a1b2c3d4e5f";
 /// The pods of the exits test: this with its last digit the pod's number.
 const UID_EXITS: &str = "6e1f0a2b-5555-4c3d-8e9f-0a1b2c3d4e5";
 
@@ -1086,6 +1094,9 @@ fn cri_memory_pressure_warns_before_the_kill(rt: &Runtime) {
     let pod = cri.run_pod("leaky", "warn", UID_LEAKY, &cgroups.pod_path);
     let leaky = cri.run_container(&pod, "leaky", Some(64 << 20), &grower(24, 1));
     cri.run_container(&pod, "steady", Some(64 << 20), &holder(16));
+    // From half its limit to its kill in about 10 s (3 MiB a second from
+    // 8 MiB: half its limit after 8 s, its limit after 18).
+    cri.run_container(&pod, "fast", Some(64 << 20), &grower(8, 3));
     // While it is warned of its growth, the panels of containers under
     // pressure show it (a real Prometheus scraping every second).
     #[cfg(not(feature = "vm"))]
@@ -1143,8 +1154,103 @@ fn cri_memory_pressure_warns_before_the_kill(rt: &Runtime) {
         !pressure.iter().any(|r| r.container() == Some("steady")),
         "the steady container at a quarter was never warned: {pressure:#?}"
     );
+    // The fast grower, warned at least 3 s before its kill.
+    let start = Instant::now();
+    let fast = loop {
+        if let Some(k) = agent.records().into_iter().find(|r| r.kind() == "oom_kill" && r.container() == Some("fast")) {
+            break k;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the fast container was never OOM-killed");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let fast_warned = fast.json["warned_ms"].as_u64().unwrap_or(0);
+    eprintln!("the fast container ({}) was warned {:.1} s before its kill", rt.release(), fast_warned as f64 / 1e3);
+    assert!(fast_warned >= 3_000, "a fast grower warned {fast_warned} ms before its kill: {}", fast.json);
     let warned = metric(&agent.metrics(), "sandwatch_oom_kills_warned_total{warned=\"true\"}");
-    assert!(warned >= Some(1.0), "the warned kill is counted: {warned:?}");
+    assert!(warned >= Some(2.0), "the warned kills are counted: {warned:?}");
+    cri.remove_pod(&pod.id);
+    drop(cri);
+    drop(ctrd);
+    drop(agent);
+}
+
+/// A pod resized in place (KEP-1287): the kubelet's
+/// `UpdateContainerResources` lowers a container holding 64 MiB from its
+/// 128 MiB limit to 32 MiB; runc's `update` writes `memory.max`, and the
+/// kernel reclaims, then kills inside that write, in runc's context (the
+/// host's cgroup). The kill is the container's (`memcg`), anonymous
+/// memory filled it, and its record says the limit was lowered, from what
+/// to what; the change is a record of its own; the kernel's own report
+/// names the container's cgroup. cgroup v2 only: v1 refuses the write.
+#[cfg(feature = "vm")]
+fn cri_a_limit_lowered_below_the_usage_kills_as_the_containers(rt: &Runtime) {
+    require_root();
+    let cgroups = RuntimePod::new("cri-resized", UID_RESIZED);
+    let ctrd = Containerd::start_cri(rt, "cri-resized");
+    let agent = cri_agent(&ctrd);
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let pod = cri.run_pod("resized", "shop", UID_RESIZED, &cgroups.pod_path);
+    let big = cri.run_container(&pod, "big", Some(128 << 20), &holder(64));
+    // Held, and known to the agent with its limit.
+    let start = Instant::now();
+    loop {
+        let text = agent.metrics();
+        let dir = cgroups.cg.layout.dir(&cgroups.container_path(&big));
+        let held = std::fs::read_to_string(dir.join("memory.current"))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if held >= 64 << 20 && metric(&text, "sandwatch_memory_limits_watched") >= Some(2.0) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the container never held 64 MiB ({held})");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let update = cri.update_memory(&big, 32 << 20);
+    eprintln!("UpdateContainerResources to 32 MiB: {update:?}");
+    let start = Instant::now();
+    let kill = loop {
+        if let Some(k) = agent.records().into_iter().find(|r| r.kind() == "oom_kill" && r.container() == Some("big")) {
+            break k;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the resized container was never OOM-killed");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("{}", kill.json);
+    let pid = kill.json["pid"].as_u64().expect("pid") as u32;
+    let (constraint, memcg) = harness::kernel_oom_report(pid).expect("the kernel's report of the kill");
+    assert_eq!(constraint, "CONSTRAINT_MEMCG");
+    assert!(memcg.ends_with(&big), "the kernel ran the kill for the container's cgroup: {memcg}");
+    assert_eq!(kill.json["limit"], "container", "{}", kill.json);
+    assert_eq!(kill.json["constraint"], "memcg", "{}", kill.json);
+    assert_eq!(kill.json["decided_by"], "oom_control", "{}", kill.json);
+    assert_eq!(kill.json["cause"], "anon", "{}", kill.json);
+    assert_ne!(kill.json["trigger_pid"], kill.json["pid"], "runc ran the kill: {}", kill.json);
+    assert_eq!(kill.json["lowered_limit"], "memory_max", "{}", kill.json);
+    assert_eq!(kill.json["lowered_from_bytes"], 128u64 << 20, "{}", kill.json);
+    assert_eq!(kill.json["lowered_to_bytes"], 32u64 << 20, "{}", kill.json);
+    let change = agent
+        .records()
+        .into_iter()
+        .find(|r| r.kind() == "limit_change" && r.container() == Some("big"))
+        .expect("the change is a record of its own");
+    assert_eq!(
+        (change.json["from_bytes"].as_u64(), change.json["to_bytes"].as_u64()),
+        (Some(128 << 20), Some(32 << 20))
+    );
+    let text = agent.metrics();
+    assert_eq!(
+        metric(&text, "sandwatch_oom_kills_after_limit_decrease_total{limit=\"container\"}"),
+        Some(1.0),
+        "counted as a kill after a decrease"
+    );
+    assert!(
+        !text.lines().any(|l| l.starts_with("sandwatch_oom_events_total{")
+            && l.contains("limit=\"node\"")
+            && !l.ends_with(" 0")),
+        "no node OOM: {text}"
+    );
     cri.remove_pod(&pod.id);
     drop(cri);
     drop(ctrd);

@@ -119,6 +119,7 @@ pub struct WatchdogMetrics {
     pressure_ended: IntCounterVec,
     pressure_lead: Histogram,
     pressure_reads: IntCounterVec,
+    pressure_notices: IntCounterVec,
     pressure_watched: IntGauge,
     kills_warned: IntCounterVec,
     limit_changes: IntCounterVec,
@@ -189,6 +190,7 @@ impl WatchdogMetrics {
             pressure_ended: MEMORY_PRESSURE_ENDED_TOTAL.counter_vec(r)?,
             pressure_lead: MEMORY_PRESSURE_LEAD_SECONDS.histogram(r)?,
             pressure_reads: MEMORY_PRESSURE_READS_TOTAL.counter_vec(r)?,
+            pressure_notices: MEMORY_NOTICES_TOTAL.counter_vec(r)?,
             pressure_watched: MEMORY_PRESSURE_WATCHED.gauge(r)?,
             kills_warned: OOM_KILLS_WARNED_TOTAL.counter_vec(r)?,
             limit_changes: MEMORY_LIMIT_CHANGES_TOTAL.counter_vec(r)?,
@@ -219,6 +221,9 @@ impl WatchdogMetrics {
         }
         for kind in PressureRead::iter() {
             m.pressure_reads.with_label_values(&[kind.label()]);
+        }
+        for result in ["registered", "refused"] {
+            m.pressure_notices.with_label_values(&[result]);
         }
         for warned in ["true", "false"] {
             m.kills_warned.with_label_values(&[warned]);
@@ -468,6 +473,10 @@ impl WatchdogMetrics {
             (PressureRead::Wakeup, reads.wakeups),
         ] {
             let c = self.pressure_reads.with_label_values(&[kind.label()]);
+            c.inc_by(total.saturating_sub(c.get()));
+        }
+        for (result, total) in [("registered", reads.notices), ("refused", reads.notices_refused)] {
+            let c = self.pressure_notices.with_label_values(&[result]);
             c.inc_by(total.saturating_sub(c.get()));
         }
         let mut now = Vec::new();

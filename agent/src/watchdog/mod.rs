@@ -167,6 +167,11 @@ impl<H: Host> Watchdog<H> {
         &self.host
     }
 
+    /// The pods' and containers' memory limits as followed.
+    pub fn limits(&self) -> &LimitWatch {
+        &self.limits
+    }
+
     pub fn host_mut(&mut self) -> &mut H {
         &mut self.host
     }

@@ -11,6 +11,7 @@ use k8s_cri::v1::{
     CreateContainerRequest, ImageSpec, LinuxContainerConfig, LinuxContainerResources, LinuxPodSandboxConfig,
     LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata,
     RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StopPodSandboxRequest,
+    UpdateContainerResourcesRequest,
 };
 use tonic::transport::Channel;
 
@@ -202,6 +203,25 @@ impl Cri {
             .block_on(self.client.start_container(StartContainerRequest { container_id: id.clone() }))
             .unwrap_or_else(|s| panic!("StartContainer: {}", s.message()));
         id
+    }
+
+    /// UpdateContainerResources, as the kubelet resizes a pod in place:
+    /// the container's memory limit (its swap held to it on v1, as runc
+    /// sets it), what runc's `update` writes; `Err` with the runtime's
+    /// message where it refuses.
+    pub fn update_memory(&mut self, container_id: &str, memory_limit: i64) -> Result<(), String> {
+        let request = UpdateContainerResourcesRequest {
+            container_id: container_id.into(),
+            linux: Some(LinuxContainerResources {
+                memory_limit_in_bytes: memory_limit,
+                ..LinuxContainerResources::default()
+            }),
+            ..UpdateContainerResourcesRequest::default()
+        };
+        self.rt
+            .block_on(self.client.update_container_resources(request))
+            .map(|_| ())
+            .map_err(|s| s.message().to_string())
     }
 
     pub fn status(&mut self, container_id: &str) -> Status {
