@@ -2,6 +2,8 @@
 //! records, and the HTTP endpoints that serve them. The watchdog's
 //! findings reach all three consumers through [`Outputs`].
 pub mod fair;
+#[cfg(test)]
+mod golden;
 pub mod logs;
 pub mod metrics;
 pub mod pod_series;
