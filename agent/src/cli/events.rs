@@ -14,9 +14,15 @@ use http_body_util::{BodyExt as _, Empty};
 use hyper::{body::Bytes, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
-use crate::telemetry::{
-    records::wire::{Body, Incoming, PodFields},
-    server::NDJSON,
+use crate::{
+    events::runtime::WorkloadKind,
+    labels::Label,
+    model::{dispatch::OutcomeKind, ExitReason},
+    telemetry::{
+        records::wire::{Body, Incoming, Kind, PodFields, PressureState},
+        server::NDJSON,
+    },
+    watchdog::OomLimit,
 };
 
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
@@ -376,7 +382,7 @@ impl Table {
             },
             if row.detail.is_empty() { dash() } else { row.detail },
         ];
-        self.join(&cells, Some(kind))
+        self.join(&cells, body.and_then(|b| colour(b.kind())))
     }
 
     /// An OOM kill's post-mortem, under its row: whose limit fired and what
@@ -387,21 +393,19 @@ impl Table {
         let Body::OomKill(r) = &record.body else { return Vec::new() };
         let size = |b: Option<u64>| b.map_or_else(|| "-".to_string(), human);
         let mut lines = Vec::new();
-        let limit = r.limit.as_deref().unwrap_or("unknown");
+        let limit = r.limit.unwrap_or(OomLimit::Unknown);
         let mut fired = match (r.usage_bytes, r.limit_bytes) {
-            (Some(usage), Some(bytes)) if limit != "unknown" => {
-                format!("{limit} limit {}, used {}", human(bytes), human(usage))
+            _ if limit == OomLimit::Unknown => {
+                format!("unknown ({})", r.limit_unknown.map_or("not decided", Label::label))
             }
-            _ if limit == "unknown" => {
-                format!("unknown ({})", r.limit_unknown.as_deref().unwrap_or("not decided"))
-            }
-            _ => format!("{limit} limit"),
+            (Some(usage), Some(bytes)) => format!("{} limit {}, used {}", limit.label(), human(bytes), human(usage)),
+            _ => format!("{} limit", limit.label()),
         };
-        if let Some(c) = &r.constraint {
-            fired.push_str(&format!(" [{c}]"));
+        if let Some(c) = r.constraint {
+            fired.push_str(&format!(" [{}]", c.label()));
         }
         lines.push(("limit", fired));
-        if let Some(cause) = &r.cause {
+        if let Some(cause) = r.cause.map(Label::label) {
             let read =
                 r.memory_read_after_us.map_or_else(String::new, |us| format!(", read {:.1} ms after", us as f64 / 1e3));
             lines.push((
@@ -438,7 +442,10 @@ impl Table {
         lines.push((
             "warned",
             match r.warned_ms {
-                Some(ms) => format!("{:.1} s before: {}", ms as f64 / 1000.0, r.warned_reasons.join(", ")),
+                Some(ms) => {
+                    let reasons: Vec<&str> = r.warned_reasons.iter().map(|w| w.label()).collect();
+                    format!("{:.1} s before: {}", ms as f64 / 1000.0, reasons.join(", "))
+                }
                 None => "no: no memory pressure was seen before it".to_string(),
             },
         ));
@@ -466,7 +473,8 @@ impl Table {
             .collect()
     }
 
-    fn join(&self, cells: &[String], kind: Option<&str>) -> String {
+    /// The cells in their columns; `colour` (SGR) paints the kind's.
+    fn join(&self, cells: &[String], colour: Option<&str>) -> String {
         let mut line = String::new();
         // Where the KIND cell is, to colour it once the line is cut.
         let mut kind_cell = 0..0;
@@ -494,9 +502,9 @@ impl Table {
             Some(total) => cut(line.trim_end(), total),
             None => line.trim_end().to_string(),
         };
-        if let (true, Some(k)) = (self.colour, kind) {
-            if line.get(kind_cell.clone()) == Some(k) {
-                line.replace_range(kind_cell, &paint(k, k));
+        if let (true, Some(code), Some(kind)) = (self.colour, colour, cells.get(1)) {
+            if line.get(kind_cell.clone()) == Some(kind.as_str()) {
+                line.replace_range(kind_cell, &format!("\x1b[{code}m{kind}\x1b[0m"));
             }
         }
         line
@@ -519,18 +527,18 @@ fn row_of(body: &Body) -> Row<'_> {
     match body {
         Body::OomKill(r) => {
             let mut detail = Vec::new();
-            if let Some(limit) = &r.limit {
-                detail.push(format!("limit={limit}"));
+            if let Some(limit) = r.limit {
+                detail.push(format!("limit={}", limit.label()));
             }
             if let Some(pid) = r.trigger_pid.filter(|p| *p != r.pid) {
                 detail.push(format!("by {pid} {}", r.trigger_comm.as_deref().unwrap_or("")).trim_end().to_string());
             }
-            if r.outcome != "handled" {
-                detail.push(r.outcome.clone());
+            if r.outcome != OutcomeKind::Handled {
+                detail.push(r.outcome.label().to_string());
             }
             Row {
                 pod: Some(&r.pod),
-                role: Some(&r.victim_role),
+                role: Some(r.victim_role.label()),
                 pid: Some(r.pid),
                 comm: r.comm.as_deref(),
                 memory: (r.rss_bytes, r.limit_bytes),
@@ -539,10 +547,10 @@ fn row_of(body: &Body) -> Row<'_> {
         }
         Body::SandboxDeath(r) => Row {
             pod: Some(&r.pod),
-            role: Some(&r.victim_role),
+            role: Some(r.victim_role.label()),
             pid: Some(r.pid),
             comm: r.comm.as_deref(),
-            detail: format!("cause={}", r.cause),
+            detail: format!("cause={}", r.cause.label()),
             ..Row::default()
         },
         Body::ContainerExit(r) => {
@@ -553,24 +561,24 @@ fn row_of(body: &Body) -> Row<'_> {
             };
             Row {
                 pod: Some(&r.pod),
-                role: Some(&r.victim_role),
+                role: Some(r.victim_role.label()),
                 pid: Some(r.pid),
                 comm: r.comm.as_deref(),
-                detail: with_workload(format!("{}{how}", r.reason), &r.pod),
+                detail: with_workload(format!("{}{how}", r.reason.label()), &r.pod),
                 ..Row::default()
             }
         }
         Body::LateExit(r) => Row {
             pod: Some(&r.pod),
-            role: Some(&r.victim_role),
+            role: Some(r.victim_role.label()),
             pid: r.pid,
             comm: r.comm.as_deref(),
-            detail: format!("{} ({})", r.reason, r.source),
+            detail: format!("{} ({})", r.reason.label(), r.source.label()),
             ..Row::default()
         },
         Body::RuntimeCrash(r) | Body::RuntimeRestart(r) => Row {
             pid: Some(r.pid),
-            detail: [Some(r.runtime.as_str()), r.reason.as_deref()]
+            detail: [Some(r.runtime.as_str()), r.reason.map(Label::label)]
                 .into_iter()
                 .flatten()
                 .collect::<Vec<_>>()
@@ -580,21 +588,21 @@ fn row_of(body: &Body) -> Row<'_> {
         Body::OomStormStart(r) | Body::OomStormEnd(r) => {
             Row { detail: format!("{} OOM events in {}s", r.count, r.window_seconds), ..Row::default() }
         }
-        Body::EventsDropped(r) => Row { detail: format!("{} lost at {}", r.count, r.stage), ..Row::default() },
+        Body::EventsDropped(r) => Row { detail: format!("{} lost at {}", r.count, r.stage.label()), ..Row::default() },
         Body::MemoryPressure(r) => {
-            let mut detail = vec![match (r.state.as_str(), &r.ended, r.lasted_ms) {
-                ("start", ..) => format!("{} start", r.reason),
-                (_, ended, lasted) => format!(
+            let mut detail = vec![match (r.state, r.ended, r.lasted_ms) {
+                (PressureState::Start, ..) => format!("{} start", r.reason.label()),
+                (PressureState::End, ended, lasted) => format!(
                     "{} end ({}) after {:.1}s",
-                    r.reason,
-                    ended.as_deref().unwrap_or("eased"),
+                    r.reason.label(),
+                    ended.map_or("eased", Label::label),
                     lasted.unwrap_or(0) as f64 / 1000.0
                 ),
             }];
             if let Some(p) = r.unreclaimable_permille {
                 detail.push(format!("{:.0}%", f64::from(p) / 10.0));
             }
-            if let Some(secs) = r.seconds_to_limit.filter(|_| r.state == "start") {
+            if let Some(secs) = r.seconds_to_limit.filter(|_| r.state == PressureState::Start) {
                 detail.push(format!("limit in {secs}s"));
             }
             if let Some(some) = r.psi_some_permille.filter(|p| *p > 0) {
@@ -615,13 +623,13 @@ fn row_of(body: &Body) -> Row<'_> {
 
 /// A container that ended badly (`--crashes`).
 fn crashed(record: &Incoming) -> bool {
-    matches!(record, Incoming::Known(r) if matches!(&r.body, Body::ContainerExit(e) if e.reason != "completed"))
+    matches!(record, Incoming::Known(r) if matches!(&r.body, Body::ContainerExit(e) if e.reason != ExitReason::Completed))
 }
 
 /// `detail`, and the pod's workload where it is not the pod itself.
 fn with_workload(detail: String, p: &PodFields) -> String {
     let workload = match (&p.workload_kind, &p.workload) {
-        (Some(kind), Some(name)) if kind != "Pod" => format!("{kind}/{name}"),
+        (Some(kind), Some(name)) if kind != WorkloadKind::Pod.label() => format!("{kind}/{name}"),
         _ => return detail,
     };
     if detail.is_empty() {
@@ -648,16 +656,18 @@ fn container_name(p: &PodFields) -> String {
     }
 }
 
-fn paint(kind: &str, text: &str) -> String {
-    let code = match kind {
-        "oom_kill" => "31",
-        "sandbox_death" | "runtime_crash" | "oom_storm_start" => "1;31",
-        "late_exit" | "events_dropped" | "missed" => "33",
-        "runtime_restart" | "oom_storm_end" => "32",
-        "memory_pressure" => "35",
-        _ => return text.to_string(),
-    };
-    format!("\x1b[{code}m{text}\x1b[0m")
+/// The colour (SGR) of a kind on a terminal: red a kill, bold red a death,
+/// a crash or a storm, yellow what was lost or late, green a recovery,
+/// magenta a warning; a container's exit plain.
+fn colour(kind: Kind) -> Option<&'static str> {
+    Some(match kind {
+        Kind::OomKill => "31",
+        Kind::SandboxDeath | Kind::RuntimeCrash | Kind::OomStormStart => "1;31",
+        Kind::LateExit | Kind::EventsDropped | Kind::Missed => "33",
+        Kind::RuntimeRestart | Kind::OomStormEnd => "32",
+        Kind::MemoryPressure => "35",
+        Kind::ContainerExit => return None,
+    })
 }
 
 /// `text` in at most `room` characters, the cut marked with `…`.
@@ -706,7 +716,13 @@ fn terminal_width() -> usize {
 mod tests {
     use super::*;
 
-    use crate::telemetry::records::wire::{LateExitRecord, OomKillRecord, Record, SandboxDeathRecord, StormRecord};
+    use crate::{
+        model::{DeathCause, LateReason, Source, TaskRole},
+        telemetry::records::wire::{
+            tests::bare_kill, LateExitRecord, OomKillRecord, Record, SandboxDeathRecord, StormRecord,
+        },
+        watchdog::{explain::OomCause, oom_limit::UnknownLimit, pressure::PressureReason, OomConstraint},
+    };
 
     fn shop_web() -> PodFields {
         PodFields {
@@ -720,15 +736,11 @@ mod tests {
     fn oom_record() -> OomKillRecord {
         OomKillRecord {
             pod: shop_web(),
-            victim_role: "container_child".into(),
-            pid: 4312,
             comm: Some("dd".into()),
             trigger_pid: Some(4312),
-            trigger_comm: None,
             rss_bytes: Some(33_030_144),
             limit_bytes: Some(32 << 20),
-            outcome: "handled".into(),
-            ..OomKillRecord::default()
+            ..bare_kill(TaskRole::ContainerChild, 4312)
         }
     }
 
@@ -743,10 +755,10 @@ mod tests {
     fn death(namespace: &str) -> Incoming {
         known(Body::SandboxDeath(SandboxDeathRecord {
             pod: PodFields { namespace: Some(namespace.into()), ..shop_web() },
-            victim_role: "sandbox".into(),
+            victim_role: TaskRole::Sandbox,
             pid: 4312,
             comm: Some("pause".into()),
-            cause: "oom".into(),
+            cause: DeathCause::Oom,
         }))
     }
 
@@ -794,8 +806,8 @@ mod tests {
     fn a_kill_tells_its_story_under_its_row() {
         use crate::telemetry::records::wire::ContainerUsage;
         let r = OomKillRecord {
-            limit: Some("pod".into()),
-            constraint: Some("memcg".into()),
+            limit: Some(OomLimit::Pod),
+            constraint: Some(OomConstraint::Memcg),
             usage_bytes: Some(48 << 20),
             limit_bytes: Some(48 << 20),
             anon_bytes: Some(15 << 20),
@@ -803,7 +815,7 @@ mod tests {
             shmem_bytes: Some(32 << 20),
             kernel_bytes: Some(1 << 20),
             memory_read_after_us: Some(2_400),
-            cause: Some("shmem".into()),
+            cause: Some(OomCause::Shmem),
             victim_anon_bytes: Some(15 << 20),
             victim_file_bytes: Some(1 << 20),
             victim_shmem_bytes: Some(0),
@@ -840,7 +852,7 @@ mod tests {
         // A warned kill says how long before, and of what.
         let warned = OomKillRecord {
             warned_ms: Some(33_400),
-            warned_reasons: vec!["near_limit".into(), "growing".into()],
+            warned_reasons: vec![PressureReason::NearLimit, PressureReason::Growing],
             ..oom_record()
         };
         let story = Table { colour: false, width: None }.story(&known(Body::OomKill(Box::new(warned))));
@@ -848,8 +860,11 @@ mod tests {
         // Cut to the terminal's width; an unknown limit says why.
         let narrow = Table { colour: false, width: Some(40) }.story(&known(Body::OomKill(Box::new(r))));
         assert!(narrow.iter().all(|l| l.chars().count() <= 40), "{narrow:?}");
-        let unknown =
-            OomKillRecord { limit: Some("unknown".into()), limit_unknown: Some("unplaced".into()), ..oom_record() };
+        let unknown = OomKillRecord {
+            limit: Some(OomLimit::Unknown),
+            limit_unknown: Some(UnknownLimit::Unplaced),
+            ..oom_record()
+        };
         let story = Table { colour: false, width: None }.story(&known(Body::OomKill(Box::new(unknown))));
         assert!(story[0].contains("unknown (unplaced)"), "{story:?}");
         // Other records have none.
@@ -863,12 +878,12 @@ mod tests {
         assert_eq!(detail(Body::OomKill(Box::new(oom_record()))), "", "its own trigger, handled: nothing to add");
         let late = LateExitRecord {
             pod: PodFields::default(),
-            victim_role: "unknown".into(),
+            victim_role: TaskRole::Unknown,
             pid: None,
             comm: None,
-            outcome: "late".into(),
-            reason: "container_missing".into(),
-            source: "runtime".into(),
+            outcome: OutcomeKind::Late,
+            reason: LateReason::ContainerMissing,
+            source: Source::Runtime,
         };
         assert_eq!(detail(Body::LateExit(late)), "container_missing (runtime)");
         assert_eq!(detail(Body::OomStormStart(StormRecord { count: 12, window_seconds: 60 })), "12 OOM events in 60s");

@@ -1,10 +1,11 @@
 //! Event records beside the counters: every OOM kill, sandbox death,
 //! container exit, late exit, runtime crash or restart, OOM storm edge and
 //! second with lost events becomes one record, for people watching a node
-//! (`GET /events`, `sandwatch events`). By role: [`wire`] (the types a
-//! client reads), [`mapping`] (a finding's record), [`hub`] (history and
-//! subscribers).
+//! (`GET /events`, `sandwatch events`). By role: [`kinds`] (each kind's
+//! fields, declared once), [`wire`] (the types a client reads), [`mapping`]
+//! (a finding's record), [`hub`] (history and subscribers).
 pub mod hub;
+pub mod kinds;
 pub mod mapping;
 pub mod wire;
 
