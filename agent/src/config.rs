@@ -14,6 +14,7 @@ use crate::{
     runtime::{containerd::StreamConfig, cri::CriConfig},
     telemetry::{
         logs::LogFormat,
+        records::RecordSettings,
         server::{self, conns, tls::TlsFiles, Address},
         watchdog_metrics::MetricsSettings,
     },
@@ -202,16 +203,6 @@ pub struct Settings {
     /// containerd's event stream; `None`: not followed.
     pub containerd: Option<StreamConfig>,
     pub log: LogSettings,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordSettings {
-    /// The node's name in every record.
-    pub node: String,
-    /// Followers of /events at once.
-    pub max_subscribers: usize,
-    /// Records kept for newcomers.
-    pub history: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

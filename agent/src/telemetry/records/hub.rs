@@ -24,12 +24,23 @@ use strum::IntoEnumIterator as _;
 use tokio::sync::mpsc;
 
 use super::{mapping::Stamp, wire::*};
-use crate::{catalogue, config::RecordSettings, host::Now, labels::Label as _, telemetry::fair::FairShare};
+use crate::{catalogue, host::Now, labels::Label as _, telemetry::fair::FairShare};
 
 /// Records kept for newcomers, by default (`--event-history`).
 pub const HISTORY: usize = 1024;
 /// Records a subscriber may fall behind before it misses some.
 pub const SUBSCRIBER_QUEUE: usize = 256;
+
+/// What the hub is configured with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordSettings {
+    /// The node's name in every record.
+    pub node: String,
+    /// Followers of /events at once.
+    pub max_subscribers: usize,
+    /// Records kept for newcomers.
+    pub history: usize,
+}
 
 /// Which records a subscriber wants; empty fields want everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

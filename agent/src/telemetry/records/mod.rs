@@ -9,13 +9,13 @@ pub mod kinds;
 pub mod mapping;
 pub mod wire;
 
-pub use hub::{Filter, RecordHub, Refused, Subscription};
+pub use hub::{Filter, RecordHub, RecordSettings, Refused, Subscription};
 pub use mapping::{record_of, Stamp};
 pub use wire::{Body, Incoming, Kind, Record};
 
 /// The settings of a hub in unit tests: `node`, `max_subscribers`, the
 /// default history.
 #[cfg(test)]
-pub fn tests_settings(node: &str, max_subscribers: usize) -> crate::config::RecordSettings {
-    crate::config::RecordSettings { node: node.to_string(), max_subscribers, history: hub::HISTORY }
+pub fn tests_settings(node: &str, max_subscribers: usize) -> RecordSettings {
+    RecordSettings { node: node.to_string(), max_subscribers, history: hub::HISTORY }
 }
