@@ -247,18 +247,21 @@ mod tests {
     #[test]
     fn pipeline_counters_appear_with_bounded_labels() {
         let stats = Arc::new(PipelineStats::default());
-        let exit = encode(&Event::CgroupRmdir(crate::events::kernel::CgroupChange {
-            ts_ns: 0,
-            hierarchy_id: 0,
-            level: 1,
-            cgroup_id: 1,
-            path: "/x".into(),
-            truncated: false,
-        }));
+        let exit = encode(
+            &Event::CgroupRmdir(crate::events::kernel::CgroupChange {
+                ts_ns: 0,
+                hierarchy_id: 0,
+                level: 1,
+                cgroup_id: 1,
+                path: "/x".into(),
+                truncated: false,
+            }),
+            4096,
+        );
         stats.record_received(&exit);
         stats.record_received(&[1, 2]);
         stats.channel_drop(Some(EventKind::CgroupRmdir));
-        stats.decode_error(&decode(&[0u8; 3]).unwrap_err());
+        stats.decode_error(&decode(&[0u8; 3], 4096).unwrap_err());
         let registry = registry(stats, None, 6, "6.18.0").unwrap();
         let text = render(&registry).unwrap();
         for line in [
