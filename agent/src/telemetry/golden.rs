@@ -111,13 +111,16 @@ fn oom_kill_full() -> Finding {
             ],
         },
         names: names(),
-        victim_rss: Some(OomRss {
-            total_vm_kb: 300_000,
-            anon_rss_kb: 138_240,
-            file_rss_kb: 1_024,
-            shmem_rss_kb: 0,
-            pgtables_kb: 400,
-        }),
+        victim_rss: Some(
+            OomRss {
+                total_vm_kb: 300_000,
+                anon_rss_kb: 138_240,
+                file_rss_kb: 1_024,
+                shmem_rss_kb: 0,
+                pgtables_kb: 400,
+            }
+            .into(),
+        ),
         oom_score_adj: 968,
         trigger_container: Some(("cd".repeat(32), Names { container: "cache".into(), ..names() })),
         warned: Some(Warned {

@@ -392,7 +392,7 @@ impl<H: Host> Watchdog<H> {
             report: r,
             explained,
             names,
-            victim_rss: o.rss,
+            victim_rss: o.rss.map(Into::into),
             oom_score_adj: o.oom_score_adj,
             trigger_container,
             warned,

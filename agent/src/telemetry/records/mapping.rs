@@ -97,7 +97,6 @@ fn oom_kill(k: &OomKill) -> OomKillRecord {
     let r = &k.report;
     let trigger = r.trigger.as_ref();
     let e = &k.explained;
-    let kib = |kb: u64| kb.saturating_mul(1024);
     let memory = e.memory.as_ref();
     OomKillRecord {
         pod: pod_fields(r.pod.as_ref(), &k.names),
@@ -108,10 +107,10 @@ fn oom_kill(k: &OomKill) -> OomKillRecord {
         trigger_comm: trigger.and_then(|t| some(&t.comm)),
         trigger_container: k.trigger_container.as_ref().and_then(|(_, n)| some(&n.container)),
         trigger_container_id: k.trigger_container.as_ref().map(|(id, _)| id.clone()),
-        rss_bytes: k.victim_rss.map(|m| kib(m.anon_rss_kb + m.file_rss_kb + m.shmem_rss_kb)),
-        victim_anon_bytes: k.victim_rss.map(|m| kib(m.anon_rss_kb)),
-        victim_file_bytes: k.victim_rss.map(|m| kib(m.file_rss_kb)),
-        victim_shmem_bytes: k.victim_rss.map(|m| kib(m.shmem_rss_kb)),
+        rss_bytes: k.victim_rss.map(|m| m.total_bytes()),
+        victim_anon_bytes: k.victim_rss.map(|m| m.anon_bytes),
+        victim_file_bytes: k.victim_rss.map(|m| m.file_bytes),
+        victim_shmem_bytes: k.victim_rss.map(|m| m.shmem_bytes),
         oom_score_adj: k.victim_rss.map(|_| k.oom_score_adj),
         limit: Some(e.fired.limit),
         constraint: Some(e.fired.constraint),
@@ -210,13 +209,7 @@ mod tests {
         let names = Names { namespace: "shop".into(), pod: "web".into(), ..Names::default() };
         let kill = Finding::OomKill(Box::new(OomKill {
             explained: crate::watchdog::explain::Explanation::UNKNOWN,
-            victim_rss: Some(crate::events::kernel::OomRss {
-                total_vm_kb: 0,
-                anon_rss_kb: 1,
-                file_rss_kb: 0,
-                shmem_rss_kb: 0,
-                pgtables_kb: 0,
-            }),
+            victim_rss: Some(crate::watchdog::finding::VictimRss { anon_bytes: 1024, file_bytes: 0, shmem_bytes: 0 }),
             oom_score_adj: 0,
             trigger_container: None,
             warned: None,
