@@ -13,6 +13,7 @@ use prometheus::{
 
 use strum::IntoEnumIterator as _;
 
+pub use super::exposition::{render, render_with};
 use super::{
     records::hub::StreamMetrics,
     server::metrics::HttpMetrics,
@@ -220,23 +221,6 @@ impl Collector for PipelineCollector {
         .chain(f.reader_asleep.collect())
         .collect()
     }
-}
-
-/// Renders the registry in the Prometheus text format.
-pub fn render(registry: &Registry) -> Result<String, prometheus::Error> {
-    render_with(registry, &[])
-}
-
-/// Renders the registry, then families kept as text between scrapes
-/// (each a whole family, none also in the registry).
-pub fn render_with(registry: &Registry, kept: &[Arc<str>]) -> Result<String, prometheus::Error> {
-    use prometheus::Encoder as _;
-    let mut out = Vec::with_capacity(16 * 1024 + kept.iter().map(|t| t.len()).sum::<usize>());
-    prometheus::TextEncoder::new().encode(&registry.gather(), &mut out)?;
-    for text in kept {
-        out.extend_from_slice(text.as_bytes());
-    }
-    String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
 }
 
 #[cfg(test)]

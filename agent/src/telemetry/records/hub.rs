@@ -319,7 +319,7 @@ mod tests {
     }
 
     fn metric(registry: &Registry, name: &str) -> f64 {
-        let text = crate::telemetry::metrics::render(registry).unwrap();
+        let text = crate::telemetry::exposition::render(registry).unwrap();
         text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(-1.0)
     }
 

@@ -45,7 +45,7 @@ use self::{
     routes::{route, Access, Peer},
     tls::{Tls, TlsError, TlsFiles, TokenFile},
 };
-use super::{metrics::render_with, records::RecordHub, watchdog_metrics::WatchdogMetrics};
+use super::{exposition::render_with, records::RecordHub, watchdog_metrics::WatchdogMetrics};
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
