@@ -4,7 +4,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use sandwatch::{
-    cli::events::Table,
+    cli::table::Table,
     telemetry::records::Incoming,
     text::{is_hostile, json_escaped},
 };
