@@ -365,7 +365,7 @@ impl Config {
                 runtime_names: self.runtime_names,
             },
             records: RecordSettings {
-                node: self.node_name.unwrap_or_else(crate::host::hostname),
+                node: self.node_name.unwrap_or_else(crate::os::hostname),
                 max_subscribers: self.max_event_subscribers as usize,
                 history: self.event_history as usize,
             },

@@ -13,10 +13,10 @@ use agent_common::EventKind;
 use prometheus::Registry as PromRegistry;
 use sandwatch::{
     events::Event,
-    host::boottime_ns,
     labels::Label as _,
     model::{DeathCause, Outcome, Report, TaskRole},
-    node::NodeHost,
+    node_host::NodeHost,
+    os::boottime_ns,
     pipeline::Pipeline,
     telemetry::{
         metrics::{render_with, Metrics, Subject},

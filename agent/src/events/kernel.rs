@@ -284,7 +284,7 @@ fn fit(s: &str, max: usize) -> &str {
 }
 
 /// One ring-buffer record as an [`Event`]; `page_size` is what the
-/// kernel's page counters count in (the node's, `host::page_size`).
+/// kernel's page counters count in (the node's, `os::page_size`).
 pub fn decode(bytes: &[u8], page_size: u64) -> Result<Event, DecodeError> {
     if bytes.len() < core::mem::size_of::<EventHeader>() {
         return Err(DecodeError::TooShort(bytes.len()));

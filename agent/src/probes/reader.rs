@@ -251,7 +251,7 @@ impl EventStream {
         cgroups: mpsc::Receiver<Record>,
         stats: Arc<PipelineStats>,
     ) -> Self {
-        let page_size = crate::host::page_size();
+        let page_size = crate::os::page_size();
         Self { channels: [routine, oom_kills, cgroups], heads: [None, None, None], stats, page_size }
     }
 

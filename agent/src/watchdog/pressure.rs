@@ -453,7 +453,7 @@ fn judge(
             };
             let hits = delta(sample.limit_hits, last.limit_hits) + delta(sample.high_hits, last.high_hits);
             let secs = now_ns.saturating_sub(then).max(1);
-            let bytes = sample.refaults.saturating_sub(last.refaults).saturating_mul(crate::host::page_size());
+            let bytes = sample.refaults.saturating_sub(last.refaults).saturating_mul(crate::os::page_size());
             (hits, (u128::from(bytes) * u128::from(SEC) / u128::from(secs)) as u64)
         }
         None => (0, 0),
@@ -524,7 +524,7 @@ fn judge(
     change(PressureReason::Growing, growing, d);
 
     // Thrashing at its limit: at it, mostly working set, and stalling.
-    let margin = super::oom_limit::margin(crate::host::page_size(), crate::host::cpus());
+    let margin = super::oom_limit::margin(crate::os::page_size(), crate::os::cpus());
     let at_limit = sample.usage.saturating_add(margin) >= limit || hits > 0;
     let refaults = permille(refault_rate, limit);
     // With PSI, the kernel's stalls and the kubelet's working set; without
@@ -702,7 +702,7 @@ mod tests {
         let mut r = Reads::new();
         let v1 = |refaults| MemorySample { refaults, ..sample(64 * MIB, MIB) };
         assert_eq!(r.read(v1(0)), [(NearLimit, Start)]);
-        let pages_a_second = 64 * MIB / 20 / crate::host::page_size() + 1;
+        let pages_a_second = 64 * MIB / 20 / crate::os::page_size() + 1;
         assert_eq!(r.read(v1(pages_a_second)), [(Thrashing, Start)]);
     }
 

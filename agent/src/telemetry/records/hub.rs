@@ -24,7 +24,7 @@ use strum::IntoEnumIterator as _;
 use tokio::sync::mpsc;
 
 use super::{mapping::Stamp, wire::*};
-use crate::{catalogue, host::Now, labels::Label as _, telemetry::fair::FairShare};
+use crate::{catalogue, labels::Label as _, os::Now, telemetry::fair::FairShare};
 
 /// Records kept for newcomers, by default (`--event-history`).
 pub const HISTORY: usize = 1024;

@@ -66,7 +66,7 @@ impl ServerState {
             None => Vec::new(),
         };
         let body = render_with(&self.registry, &kept);
-        crate::host::heap_churned();
+        crate::os::heap_churned();
         body
     }
 }
