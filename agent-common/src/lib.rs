@@ -102,6 +102,13 @@ pub mod unstreamed {
 pub const MAX_RUNTIME_COMMS: usize = 4;
 
 pub const COMM_LEN: usize = 16;
+
+/// `name` as the kernel keeps it in comm: at most `COMM_LEN - 1` bytes, so
+/// a longer name is compared by that prefix.
+pub fn as_comm(name: &str) -> &[u8] {
+    &name.as_bytes()[..name.len().min(COMM_LEN - 1)]
+}
+
 /// Longest cgroup path carried by an event. Kubelet paths with a systemd
 /// driver and a nested prefix stay well below this.
 pub const CGROUP_PATH_LEN: usize = 384;

@@ -14,6 +14,7 @@ use crate::{
     runtime::{containerd::StreamConfig, cri::CriConfig},
     telemetry::{
         logs::LogFormat,
+        records::RecordSettings,
         server::{self, conns, tls::TlsFiles, Address},
         watchdog_metrics::MetricsSettings,
     },
@@ -205,16 +206,6 @@ pub struct Settings {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordSettings {
-    /// The node's name in every record.
-    pub node: String,
-    /// Followers of /events at once.
-    pub max_subscribers: usize,
-    /// Records kept for newcomers.
-    pub history: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogSettings {
     pub level: String,
     pub format: LogFormat,
@@ -374,7 +365,7 @@ impl Config {
                 runtime_names: self.runtime_names,
             },
             records: RecordSettings {
-                node: self.node_name.unwrap_or_else(crate::host::hostname),
+                node: self.node_name.unwrap_or_else(crate::os::hostname),
                 max_subscribers: self.max_event_subscribers as usize,
                 history: self.event_history as usize,
             },

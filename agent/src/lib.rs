@@ -2,7 +2,7 @@
 //!
 //! Data flows one way: kernel programs → [`probes::reader`] → decode
 //! ([`events`]) → the [`watchdog`] core (the [`model`], asking the node
-//! through [`node`]) → [`watchdog::Finding`]s → [`telemetry`] (metrics,
+//! through [`node_host`]) → [`watchdog::Finding`]s → [`telemetry`] (metrics,
 //! logs, event records). The container runtime ([`runtime`]) is a second
 //! source of events into the same core. [`run`] wires the parts.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -11,10 +11,10 @@ pub mod catalogue;
 pub mod cli;
 pub mod config;
 pub mod events;
-pub mod host;
 pub mod labels;
 pub mod model;
-pub mod node;
+pub mod node_host;
+pub mod os;
 pub mod pipeline;
 pub mod probes;
 pub mod runtime;
@@ -34,9 +34,9 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     config::Settings,
     events::RuntimeEvent,
-    host::{boottime_ns, Now},
     model::metadata::Snapshot,
-    node::NodeHost,
+    node_host::NodeHost,
+    os::{boottime_ns, Now},
     pipeline::Pipeline,
     runtime::{containerd, cri, metrics::RuntimeMetrics},
     telemetry::{
@@ -74,7 +74,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             stats: pipeline.stats.clone(),
             kernel: Some(pipeline.kernel.clone()),
             programs_attached: attached,
-            kernel_release: &host::kernel_release(),
+            kernel_release: &os::kernel_release(),
             kernel_path: pipeline.probes.path(),
             oom_decision: pipeline.probes.oom_decision().label(),
             settings: &settings.metrics,
@@ -127,7 +127,7 @@ const RESERVED_DESCRIPTORS: u64 = 128;
 /// The connection cap, lowered so that both listeners at their caps stay
 /// below the descriptor limit (raised to its hard limit first).
 fn fit_descriptors(limits: server::conns::Limits) -> server::conns::Limits {
-    let nofile = host::raise_nofile();
+    let nofile = os::raise_nofile();
     let room = (nofile.saturating_sub(RESERVED_DESCRIPTORS) / 2).max(2) as usize;
     if limits.max_connections <= room {
         return limits;
@@ -199,9 +199,9 @@ async fn watch_node(
             _ = shutdown.cancelled() => break,
             _ = tick.tick() => {
                 outputs.publish(watchdog.on_tick(boottime_ns()));
-                let churned = crate::host::take_heap_churned();
+                let churned = crate::os::take_heap_churned();
                 if (busy && !handled) || churned {
-                    crate::host::return_free_heap();
+                    crate::os::return_free_heap();
                 }
                 (busy, handled) = (handled, false);
             }

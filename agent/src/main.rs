@@ -22,7 +22,7 @@ fn main() -> ExitCode {
 }
 
 fn agent(settings: Settings) -> ExitCode {
-    sandwatch::host::one_malloc_arena();
+    sandwatch::os::one_malloc_arena();
     logs::init(&settings.log.level, settings.log.format);
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

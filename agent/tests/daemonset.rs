@@ -72,29 +72,6 @@ fn ensure_host_tracefs() {
     }
 }
 
-/// fork + _exit, `n` times, on two threads.
-fn exit_storm(n: u32) {
-    let workers: Vec<_> = (0..2)
-        .map(|_| {
-            std::thread::spawn(move || {
-                for _ in 0..n / 2 {
-                    // SAFETY: the child only calls _exit; the parent reaps it.
-                    let pid = unsafe { libc::fork() };
-                    if pid == 0 {
-                        unsafe { libc::_exit(0) };
-                    }
-                    assert!(pid > 0, "fork failed");
-                    let mut status = 0;
-                    unsafe { libc::waitpid(pid, &mut status, 0) };
-                }
-            })
-        })
-        .collect();
-    for w in workers {
-        w.join().expect("storm worker");
-    }
-}
-
 fn status_kib(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
@@ -263,7 +240,7 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
         let text = std::fs::read_to_string(format!("/proc/{}/cgroup", pod.pid)).expect("agent's cgroup");
         cg.layout.task_path(&text).map(|p| cg.layout.host_path(p)).expect("memory cgroup of the agent")
     };
-    exit_storm(50_000);
+    test_support::exit_storm(50_000, 2).expect("exit storm");
     let text =
         wait_for("the storm counted", &|t| metric(t, "sandwatch_events_dropped_total{stage=\"kernel\"}").is_some());
     for stage in ["kernel", "channel", "decode"] {

@@ -40,7 +40,7 @@ impl Follower {
     fn connect_with_buffer(addr: SocketAddr, query: &str, rcvbuf: Option<i32>) -> Self {
         let stream = match rcvbuf {
             None => TcpStream::connect(addr).expect("connect to the agent"),
-            Some(bytes) => connect_small(addr, bytes),
+            Some(bytes) => test_support::http::connect_small(addr, bytes).expect("connect"),
         };
         stream.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
         let mut writer = stream.try_clone().expect("clone");
@@ -109,29 +109,6 @@ impl Follower {
         let mut text = String::new();
         let _ = self.reader.read_to_string(&mut text);
         text
-    }
-}
-
-/// A TCP connection whose receive buffer is set before it connects.
-fn connect_small(addr: SocketAddr, bytes: i32) -> TcpStream {
-    use std::os::fd::FromRawFd as _;
-    // SAFETY: a new socket we own; setsockopt/connect on it with valid
-    // pointers and sizes; the fd is handed to TcpStream, which closes it.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "socket");
-        let size = std::mem::size_of::<i32>() as libc::socklen_t;
-        assert_eq!(libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&bytes as *const i32).cast(), size), 0);
-        let SocketAddr::V4(v4) = addr else { panic!("IPv4 loopback expected") };
-        let sin = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: v4.port().to_be(),
-            sin_addr: libc::in_addr { s_addr: u32::from(*v4.ip()).to_be() },
-            sin_zero: [0; 8],
-        };
-        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        assert_eq!(libc::connect(fd, (&sin as *const libc::sockaddr_in).cast(), len), 0, "connect");
-        TcpStream::from_raw_fd(fd)
     }
 }
 
@@ -459,29 +436,6 @@ fn sandwatch_events_without_an_agent_says_so_in_one_line() {
     assert_eq!(out.status.code(), Some(1));
 }
 
-/// fork + _exit, `n` times, on two threads.
-fn exit_storm(n: u32) {
-    let workers: Vec<_> = (0..2)
-        .map(|_| {
-            std::thread::spawn(move || {
-                for _ in 0..n / 2 {
-                    // SAFETY: the child only calls _exit; the parent reaps it.
-                    let pid = unsafe { libc::fork() };
-                    if pid == 0 {
-                        unsafe { libc::_exit(0) };
-                    }
-                    assert!(pid > 0, "fork failed");
-                    let mut status = 0;
-                    unsafe { libc::waitpid(pid, &mut status, 0) };
-                }
-            })
-        })
-        .collect();
-    for w in workers {
-        w.join().expect("storm worker");
-    }
-}
-
 #[test]
 fn fifty_stuck_followers_cost_the_pipeline_nothing_and_their_losses_are_counted() {
     require_root();
@@ -516,7 +470,7 @@ fn fifty_stuck_followers_cost_the_pipeline_nothing_and_their_losses_are_counted(
     pod.cg.set_memory_limit(&pod.paths[APP], 8 << 20);
     const KILLS: u32 = 600;
     let procs = pod.cg.procs_file(&pod.paths[APP]).display().to_string();
-    let storm = std::thread::spawn(|| exit_storm(40_000));
+    let storm = std::thread::spawn(|| test_support::exit_storm(40_000, 2).expect("exit storm"));
     let started = Instant::now();
     let status = Command::new("sh")
         .arg("-c")

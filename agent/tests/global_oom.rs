@@ -11,8 +11,8 @@ mod harness;
 use std::time::Duration;
 
 use sandwatch::{
-    host::boottime_ns,
-    node::NodeHost,
+    node_host::NodeHost,
+    os::boottime_ns,
     pipeline::Pipeline,
     watchdog::{self, Finding, OomConstraint, OomLimit, Watchdog},
 };

@@ -13,10 +13,10 @@ use agent_common::EventKind;
 use prometheus::Registry as PromRegistry;
 use sandwatch::{
     events::Event,
-    host::boottime_ns,
     labels::Label as _,
     model::{DeathCause, Outcome, Report, TaskRole},
-    node::NodeHost,
+    node_host::NodeHost,
+    os::boottime_ns,
     pipeline::Pipeline,
     telemetry::{
         metrics::{render_with, Metrics, Subject},
@@ -910,7 +910,16 @@ async fn limits_written_to_a_pods_cgroups_are_seen_from_the_kernels_notice() {
         .limits
         .iter()
         .filter(|l| l.pod.pod_uid == UID_LIMITS)
-        .map(|l| (l.change.kind, l.change.direction, l.change.from, l.change.to, l.change.seen_by, l.change.pod_level))
+        .map(|l| {
+            (
+                l.change.kind,
+                l.change.direction,
+                l.change.from,
+                l.change.to,
+                l.change.seen_by,
+                l.change.scope == sandwatch::watchdog::limits::LimitScope::Pod,
+            )
+        })
         .collect();
     let mut want = vec![
         (LimitKind::MemoryMax, Direction::Lowered, Some(32 << 20), Some(24 << 20), SeenBy::KernelNotice, false),

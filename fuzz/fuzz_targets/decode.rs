@@ -4,9 +4,12 @@
 use libfuzzer_sys::fuzz_target;
 use sandwatch::events::{decode, encode};
 
+/// Pages as on x86-64.
+const PAGE: u64 = 4096;
+
 fuzz_target!(|data: &[u8]| {
-    if let Ok(event) = decode(data) {
-        let again = decode(&encode(&event)).expect("an encoded event decodes");
+    if let Ok(event) = decode(data, PAGE) {
+        let again = decode(&encode(&event, PAGE), PAGE).expect("an encoded event decodes");
         assert_eq!(again, event);
     }
 });

@@ -3,7 +3,7 @@
 //! task's cgroup from /proc/<pid>/cgroup; never a panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use sandwatch::{host::proc::start_ticks, probes::cgroups::CgroupLayout};
+use sandwatch::{os::proc::start_ticks, probes::cgroups::CgroupLayout};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -4,7 +4,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use sandwatch::{
-    cli::events::Table,
+    cli::table::Table,
     telemetry::records::Incoming,
     text::{is_hostile, json_escaped},
 };
@@ -22,7 +22,8 @@ fuzz_target!(|data: &[u8]| {
         assert!(!row.chars().any(is_hostile), "{row:?}");
     }
     let coloured = Table { colour: true, width: Some(80) }.row(&incoming);
-    let plain =
-        ["\x1b[31m", "\x1b[1;31m", "\x1b[33m", "\x1b[32m", "\x1b[0m"].iter().fold(coloured, |s, c| s.replace(c, ""));
+    let plain = ["\x1b[31m", "\x1b[1;31m", "\x1b[33m", "\x1b[32m", "\x1b[35m", "\x1b[0m"]
+        .iter()
+        .fold(coloured, |s, c| s.replace(c, ""));
     assert!(!plain.chars().any(is_hostile), "{plain:?}");
 });

@@ -1,11 +1,50 @@
-//! A minimal HTTP/1.0 client for the agent's endpoints, and reading one
-//! series out of a Prometheus text exposition.
+//! A minimal HTTP/1.0 client for the agent's endpoints, a connection for a
+//! client that reads slowly, and reading one series out of a Prometheus
+//! text exposition.
 
 use std::{
     io::{Read as _, Write as _},
     net::{SocketAddr, TcpStream},
     time::Duration,
 };
+
+use anyhow::Result;
+
+/// A TCP connection to `addr` (IPv4) whose kernel receive buffer is
+/// `bytes`, set before it connects (afterwards the window is agreed
+/// already): a client that reads slowly, or not at all, backs up into the
+/// agent's send buffer after a few kilobytes.
+pub fn connect_small(addr: SocketAddr, bytes: libc::c_int) -> Result<TcpStream> {
+    use std::os::fd::FromRawFd as _;
+    let SocketAddr::V4(v4) = addr else { anyhow::bail!("{addr}: an IPv4 address expected") };
+    // SAFETY: a new socket we own; setsockopt and connect on it with valid
+    // pointers and sizes; it is closed on failure, else handed to
+    // TcpStream, which closes it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        anyhow::ensure!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let fail = |what: &str| {
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            anyhow::anyhow!("{what} {addr}: {e}")
+        };
+        let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        if libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&bytes as *const libc::c_int).cast(), size) != 0 {
+            return Err(fail("SO_RCVBUF for"));
+        }
+        let sin = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: v4.port().to_be(),
+            sin_addr: libc::in_addr { s_addr: u32::from(*v4.ip()).to_be() },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::connect(fd, (&sin as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(fail("connect to"));
+        }
+        Ok(TcpStream::from_raw_fd(fd))
+    }
+}
 
 /// GET `path` within 5 s; (status, body), or `None` if it did not answer.
 pub fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {

@@ -128,33 +128,6 @@ fn half_sent(bin: &Path, agent_args: &[String]) -> Result<String> {
     Ok(row)
 }
 
-/// A TCP connection with a small receive buffer, set before it connects.
-fn connect_small(addr: SocketAddr, bytes: libc::c_int) -> Result<TcpStream> {
-    use std::os::fd::FromRawFd as _;
-    let SocketAddr::V4(v4) = addr else { anyhow::bail!("IPv4 loopback expected") };
-    // SAFETY: a new socket we own; setsockopt/connect with valid pointers
-    // and sizes; on success the fd is handed to TcpStream, which closes it.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-        anyhow::ensure!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&bytes as *const libc::c_int).cast(), size);
-        let sin = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: v4.port().to_be(),
-            sin_addr: libc::in_addr { s_addr: u32::from(*v4.ip()).to_be() },
-            sin_zero: [0; 8],
-        };
-        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        if libc::connect(fd, (&sin as *const libc::sockaddr_in).cast(), len) != 0 {
-            let e = std::io::Error::last_os_error();
-            libc::close(fd);
-            anyhow::bail!("connect: {e}");
-        }
-        Ok(TcpStream::from_raw_fd(fd))
-    }
-}
-
 /// 300 scrapes whose responses are never read, with 200 pods' series.
 fn unread_metrics(bin: &Path, agent_args: &[String]) -> Result<String> {
     let pods = Pods::create(200)?;
@@ -164,7 +137,7 @@ fn unread_metrics(bin: &Path, agent_args: &[String]) -> Result<String> {
     let size = get(agent.addr, "/metrics").map_or(0, |(_, b)| b.len());
     let mut unread = Vec::new();
     for _ in 0..300 {
-        let Ok(mut s) = connect_small(agent.addr, 2048) else { continue };
+        let Ok(mut s) = test_support::http::connect_small(agent.addr, 2048) else { continue };
         if s.write_all(b"GET /metrics HTTP/1.1\r\nHost: unread\r\n\r\n").is_ok() {
             unread.push(s);
         }

@@ -26,8 +26,8 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("tokio::", "runs async I/O"),
     ("aya::", "touches the kernel's maps"),
     ("crate::probes", "touches the kernel side"),
-    ("crate::node", "uses the real host"),
-    ("crate::host::proc", "reads /proc"),
+    ("crate::node_host", "uses the real host"),
+    ("crate::os::proc", "reads /proc"),
     ("crate::runtime::", "talks to the runtime"),
     ("crate::telemetry", "writes outputs itself"),
     ("log::", "logs (findings go to the log consumer)"),
@@ -83,7 +83,7 @@ mod tests {
         std::fs::write(core.join("mod.rs"), "// reads no clock: SystemTime::now\nfn f() {}\n").unwrap();
         std::fs::write(core.join("tests.rs"), "fn t() { std::fs::read(\"/proc/self/stat\"); }\n").unwrap();
         assert!(violations(&root).unwrap().is_empty());
-        let with_tests = "fn now() -> u64 {\n    crate::host::boottime_ns()\n}\n#[cfg(test)]\nmod tests { const S: i32 = libc::SIGKILL; }\n";
+        let with_tests = "fn now() -> u64 {\n    crate::os::boottime_ns()\n}\n#[cfg(test)]\nmod tests { const S: i32 = libc::SIGKILL; }\n";
         std::fs::write(core.join("clock.rs"), with_tests).unwrap();
         let found = violations(&root).unwrap();
         std::fs::remove_dir_all(&root).unwrap();

@@ -1,8 +1,11 @@
 //! The command line: `sandwatch [FLAGS]` runs the agent; `sandwatch
 //! events` is a client of a running agent. Parsing only; each subcommand
-//! lives in its own module.
+//! lives in its own module (`events`, with its `table` and its
+//! `transport`).
 
 pub mod events;
+pub mod table;
+pub mod transport;
 
 use std::ffi::OsString;
 

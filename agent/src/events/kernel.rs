@@ -330,7 +330,9 @@ fn fit(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+/// One ring-buffer record as an [`Event`]; `page_size` is what the
+/// kernel's page counters count in (the node's, `os::page_size`).
+pub fn decode(bytes: &[u8], page_size: u64) -> Result<Event, DecodeError> {
     if bytes.len() < core::mem::size_of::<EventHeader>() {
         return Err(DecodeError::TooShort(bytes.len()));
     }
@@ -378,9 +380,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 trigger_cgroup_id: r.trigger_cgroup_id,
                 trigger_comm: c_string(&r.trigger_comm),
                 levels: {
-                    let page = crate::host::page_size();
                     let n = (r.level_count as usize).min(MEMCG_LEVELS);
-                    r.levels[..n].iter().map(|l| MemcgUse::from_pages(l, page)).collect()
+                    r.levels[..n].iter().map(|l| MemcgUse::from_pages(l, page_size)).collect()
                 },
                 levels_cut: r.levels_cut != 0,
                 decision: KernelDecision::from_record(r.constraint, r.oom_memcg_id),
@@ -428,9 +429,10 @@ fn comm_bytes(s: &str) -> [u8; COMM_LEN] {
     out
 }
 
-/// Encodes an event the way the kernel programs write it. Used by tests,
-/// benchmarks and fuzzing to produce records.
-pub fn encode(event: &Event) -> Vec<u8> {
+/// Encodes an event the way the kernel programs write it, counting pages
+/// of `page_size`. Used by tests, benchmarks and fuzzing to produce
+/// records.
+pub fn encode(event: &Event, page_size: u64) -> Vec<u8> {
     let header = |ts_ns, flags| EventHeader { kind: event.kind() as u32, flags, ts_ns };
     match event {
         Event::Exit(e) => bytes_of(&ExitEvent {
@@ -489,10 +491,9 @@ pub fn encode(event: &Event) -> Vec<u8> {
                 victim_comm: comm_bytes(&o.victim_comm),
                 trigger_comm: comm_bytes(&o.trigger_comm),
                 levels: {
-                    let page = crate::host::page_size();
                     let mut levels = [MemcgLevel::default(); MEMCG_LEVELS];
                     for (slot, l) in levels.iter_mut().zip(&o.levels) {
-                        *slot = l.to_pages(page);
+                        *slot = l.to_pages(page_size);
                     }
                     levels
                 },
@@ -532,18 +533,13 @@ fn cgroup_record(
     })
 }
 
-/// comm is at most 15 bytes: longer names are compared by that prefix.
-pub const COMM_MAX: usize = 15;
-
-/// `name` as the kernel would show it in comm.
-pub fn as_comm(name: &str) -> &[u8] {
-    &name.as_bytes()[..name.len().min(COMM_MAX)]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The page size the records are made with.
+    const PAGE: u64 = 4096;
 
     fn exit() -> Event {
         Event::Exit(Exit {
@@ -638,7 +634,7 @@ mod tests {
             }),
         ];
         for e in events {
-            assert_eq!(decode(&encode(&e)).unwrap(), e);
+            assert_eq!(decode(&encode(&e, PAGE), PAGE).unwrap(), e);
         }
     }
 
@@ -653,9 +649,9 @@ mod tests {
     #[test]
     fn truncated_records_are_rejected() {
         for e in [exit(), oom(None, None), Event::CgroupMkdir(cgroup("/a"))] {
-            let bytes = encode(&e);
+            let bytes = encode(&e, PAGE);
             for cut in 0..bytes.len() {
-                let err = decode(&bytes[..cut]).unwrap_err();
+                let err = decode(&bytes[..cut], PAGE).unwrap_err();
                 let expected = if cut < 16 { "too_short" } else { "truncated" };
                 assert_eq!(err.label(), expected, "cut at {cut} of {:?}", e.kind());
             }
@@ -664,13 +660,13 @@ mod tests {
 
     #[test]
     fn unknown_kinds_and_bad_lengths_are_rejected() {
-        let mut bytes = encode(&exit());
+        let mut bytes = encode(&exit(), PAGE);
         bytes[0..4].copy_from_slice(&99u32.to_ne_bytes());
-        assert_eq!(decode(&bytes), Err(DecodeError::UnknownKind(99)));
-        let mut bytes = encode(&Event::CgroupMkdir(cgroup("/a")));
+        assert_eq!(decode(&bytes, PAGE), Err(DecodeError::UnknownKind(99)));
+        let mut bytes = encode(&Event::CgroupMkdir(cgroup("/a")), PAGE);
         // path_len sits at byte 36 of a cgroup record.
         bytes[36..40].copy_from_slice(&10_000u32.to_ne_bytes());
-        assert_eq!(decode(&bytes), Err(DecodeError::BadPathLength(10_000)));
+        assert_eq!(decode(&bytes, PAGE), Err(DecodeError::BadPathLength(10_000)));
     }
 
     /// Found by `cargo xtask fuzz` (decode target): a level's usage of
@@ -679,7 +675,7 @@ mod tests {
     /// keeps reads as the page counter's ceiling, and round-trips.
     #[test]
     fn a_usage_past_the_page_counter_round_trips() {
-        let page = crate::host::page_size();
+        let page = PAGE;
         let level = MemcgLevel { cgroup_id: 3, usage: u64::MAX, max: 0, memsw_usage: u64::MAX - 1, memsw_max: 0 };
         let used = MemcgUse::from_pages(&level, page);
         assert_eq!(used.usage_bytes, UNLIMITED_PAGES * page);
@@ -690,25 +686,25 @@ mod tests {
     /// decoded to a longer lossy string, which no longer round-tripped.
     #[test]
     fn non_utf8_comm_and_path_round_trip() {
-        let mut bytes = encode(&exit());
+        let mut bytes = encode(&exit(), PAGE);
         // comm starts at byte 48 of an exit record: "d" then invalid bytes.
         bytes[48..56].copy_from_slice(&[b'd', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0]);
-        let e = decode(&bytes).unwrap();
+        let e = decode(&bytes, PAGE).unwrap();
         let Event::Exit(x) = &e else { unreachable!() };
         assert_eq!(x.comm, "d??????");
-        assert_eq!(decode(&encode(&e)).unwrap(), e);
+        assert_eq!(decode(&encode(&e, PAGE), PAGE).unwrap(), e);
         // A multi-byte character cut by the kernel's 15-byte limit.
-        let mut bytes = encode(&exit());
+        let mut bytes = encode(&exit(), PAGE);
         let cut = "abcdefghijklmn\u{e9}".as_bytes(); // 16 bytes; the kernel keeps 15
         bytes[48..63].copy_from_slice(&cut[..15]);
         bytes[63] = 0;
-        let e = decode(&bytes).unwrap();
+        let e = decode(&bytes, PAGE).unwrap();
         let Event::Exit(x) = &e else { unreachable!() };
         assert_eq!(x.comm, "abcdefghijklmn?");
-        assert_eq!(decode(&encode(&e)).unwrap(), e);
+        assert_eq!(decode(&encode(&e, PAGE), PAGE).unwrap(), e);
         let long = Event::CgroupMkdir(cgroup(&"\u{e9}".repeat(300)));
-        let again = decode(&encode(&long)).unwrap();
-        assert_eq!(decode(&encode(&again)).unwrap(), again);
+        let again = decode(&encode(&long, PAGE), PAGE).unwrap();
+        assert_eq!(decode(&encode(&again, PAGE), PAGE).unwrap(), again);
     }
 
     /// Also found by the decode fuzz target: a comm with no NUL in its 16
@@ -717,21 +713,21 @@ mod tests {
     /// length is rejected.
     #[test]
     fn unterminated_fields_are_bounded() {
-        let mut bytes = encode(&exit());
+        let mut bytes = encode(&exit(), PAGE);
         bytes[48..64].copy_from_slice(b"abcdefghijklmnop");
-        let e = decode(&bytes).unwrap();
+        let e = decode(&bytes, PAGE).unwrap();
         let Event::Exit(x) = &e else { unreachable!() };
         assert_eq!(x.comm, "abcdefghijklmno");
-        assert_eq!(decode(&encode(&e)).unwrap(), e);
-        let mut bytes = encode(&Event::CgroupMkdir(cgroup("/a")));
+        assert_eq!(decode(&encode(&e, PAGE), PAGE).unwrap(), e);
+        let mut bytes = encode(&Event::CgroupMkdir(cgroup("/a")), PAGE);
         bytes[36..40].copy_from_slice(&(CGROUP_PATH_LEN as u32).to_ne_bytes());
-        assert_eq!(decode(&bytes), Err(DecodeError::BadPathLength(CGROUP_PATH_LEN as u32)));
+        assert_eq!(decode(&bytes, PAGE), Err(DecodeError::BadPathLength(CGROUP_PATH_LEN as u32)));
     }
 
     proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
-            let _ = decode(&bytes);
+            let _ = decode(&bytes, PAGE);
         }
 
         #[test]
@@ -741,7 +737,7 @@ mod tests {
                          else { ExitStatus::Code(code) };
             let e = Event::Exit(Exit { ts_ns: 1, pid, tgid: pid, ppid: 0, status, cgroup_id: Some(1),
                                        untracked: false, start_ns: 2, comm, group_dead: true });
-            prop_assert_eq!(decode(&encode(&e)).unwrap(), e);
+            prop_assert_eq!(decode(&encode(&e, PAGE), PAGE).unwrap(), e);
         }
     }
 }

@@ -5,5 +5,5 @@ pub mod kernel;
 pub mod memory;
 pub mod runtime;
 
-pub use kernel::{as_comm, decode, encode, DecodeError, Event, ExitStatus};
+pub use kernel::{decode, encode, DecodeError, Event, ExitStatus};
 pub use runtime::RuntimeEvent;

@@ -172,12 +172,12 @@ const CAP_BPF: u32 = 39;
 
 /// Checks the effective capabilities of this process.
 pub fn check_privileges() -> Result<(), LoadError> {
-    let cap_eff = crate::host::proc::effective_capabilities();
+    let cap_eff = crate::os::proc::effective_capabilities();
     let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
         Ok(())
     } else {
-        Err(LoadError::NotPrivileged { uid: crate::host::uid() })
+        Err(LoadError::NotPrivileged { uid: crate::os::uid() })
     }
 }
 
@@ -352,7 +352,7 @@ pub enum KernelPath {
 fn task_table_size(requested: Option<u32>) -> u32 {
     // Every live thread needs a slot; beyond 128k the table costs more
     // kernel memory than a node agent should, and LRU eviction takes over.
-    requested.unwrap_or_else(|| crate::host::pid_max().clamp(8192, 131_072))
+    requested.unwrap_or_else(|| crate::os::pid_max().clamp(8192, 131_072))
 }
 
 /// Slots of the `POD_PIDS` marks: every thread id up to pid_max where the
@@ -360,7 +360,7 @@ fn task_table_size(requested: Option<u32>) -> u32 {
 /// 4 194 304); one, unused, where the OOM victim is read off its task.
 fn pod_pid_slots(path: KernelPath) -> u32 {
     match path {
-        KernelPath::ForkTable => crate::host::pid_max().min(4_194_304).div_ceil(PIDS_PER_SLOT),
+        KernelPath::ForkTable => crate::os::pid_max().min(4_194_304).div_ceil(PIDS_PER_SLOT),
         KernelPath::VictimTask => 1,
     }
 }
@@ -379,7 +379,7 @@ impl Probes {
             // Before 5.11 map memory counts against RLIMIT_MEMLOCK (64 KiB
             // by default), far below the ring buffer; later kernels charge
             // the memory cgroup instead.
-            Ok(v) if v < KernelVersion::new(5, 11, 0) => raise_memlock(&crate::host::kernel_release())?,
+            Ok(v) if v < KernelVersion::new(5, 11, 0) => raise_memlock(&crate::os::kernel_release())?,
             _ => {}
         }
         let tracefs = Tracefs::find_or_mount()?;
@@ -411,7 +411,7 @@ impl Probes {
             wakeup_bytes: rb / 16,
             // Cgroup records are few: a quarter of their ring.
             cgroup_wakeup_bytes: cgroup_rb / 4,
-            limit_margin_pages: agent_common::oom_margin_pages(u32::try_from(crate::host::cpus()).unwrap_or(u32::MAX)),
+            limit_margin_pages: agent_common::oom_margin_pages(u32::try_from(crate::os::cpus()).unwrap_or(u32::MAX)),
         };
         log::info!(
             "cgroup layout {:?} at {} (namespace root {}); tracefs at {}; OOM victims named {}",
@@ -515,7 +515,7 @@ impl Probes {
             libc::malloc_trim(0)
         };
         // The object is loaded: its 0.9 MiB need not stay resident.
-        crate::host::release_pages(OBJECT);
+        crate::os::release_pages(OBJECT);
         let events = take_map(&mut ebpf, names::EVENTS)?;
         let events = RingBuf::try_from(events).map_err(|source| LoadError::Map { name: names::EVENTS, source })?;
         let asleep = Array::try_from(take_map(&mut ebpf, names::READER)?)
@@ -830,10 +830,10 @@ fn seed_tasks(
     layout: &CgroupLayout,
     cgroups: &std::collections::HashSet<u64>,
 ) -> usize {
-    let ticks_ns = crate::host::proc::tick_ns();
+    let ticks_ns = crate::os::proc::tick_ns();
     let mut ids: HashMap<String, u64> = HashMap::new();
     let mut seeded = 0;
-    for (tgid, tid) in crate::host::proc::tasks(Path::new("/proc")) {
+    for (tgid, tid) in crate::os::proc::tasks(Path::new("/proc")) {
         let dir = format!("/proc/{tgid}/task/{tid}");
         // Tasks may exit during the scan: skip what vanished.
         let Ok(cgroup_text) = std::fs::read_to_string(format!("{dir}/cgroup")) else { continue };
@@ -851,7 +851,7 @@ fn seed_tasks(
             continue;
         }
         let Ok(stat) = std::fs::read_to_string(format!("{dir}/stat")) else { continue };
-        let Some(start_ticks) = crate::host::proc::start_ticks(&stat) else { continue };
+        let Some(start_ticks) = crate::os::proc::start_ticks(&stat) else { continue };
         let info = TaskInfo { cgroup_id, start_ns: start_ticks * ticks_ns, tgid, _pad: 0 };
         // Marked first: a table entry the programs cannot see is worse
         // than a mark without one.

@@ -8,7 +8,7 @@
 //! bpf() call (before 6.5, with `kernel.unprivileged_bpf_disabled` set):
 //! there map operations keep needing CAP_BPF. That is tried, not assumed.
 
-use crate::host::caps::{self, bit, CAP_BPF, CAP_SYS_ADMIN};
+use crate::os::caps::{self, bit, CAP_BPF, CAP_SYS_ADMIN};
 
 use super::KernelCounters;
 

@@ -234,6 +234,8 @@ pub struct EventStream {
     /// The next record of each channel, taken but not handed on yet.
     heads: [Option<Record>; 3],
     stats: Arc<PipelineStats>,
+    /// What the kernel's page counters count in.
+    page_size: u64,
 }
 
 /// A record's kernel timestamp (the header's second word); 0 when too short
@@ -249,7 +251,8 @@ impl EventStream {
         cgroups: mpsc::Receiver<Record>,
         stats: Arc<PipelineStats>,
     ) -> Self {
-        Self { channels: [routine, oom_kills, cgroups], heads: [None, None, None], stats }
+        let page_size = crate::os::page_size();
+        Self { channels: [routine, oom_kills, cgroups], heads: [None, None, None], stats, page_size }
     }
 
     /// The next record in the kernel's order: of what the channels hold,
@@ -292,7 +295,7 @@ impl EventStream {
     pub async fn next(&mut self) -> Option<Event> {
         loop {
             let record = self.record().await?;
-            match decode(&record) {
+            match decode(&record, self.page_size) {
                 Ok(event) => {
                     if !event.attributed() {
                         self.stats.unattributed(event.kind());

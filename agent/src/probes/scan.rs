@@ -94,7 +94,7 @@ fn attachments(layout: &CgroupLayout, pod_cgroups: &HashMap<String, u64>, now_ns
         let path = cgroup_path::owner_path(&path).map_or(path.as_str(), |p| p).to_string();
         let Some(&cgroup_id) = pod_cgroups.get(&path) else { continue };
         let Ok(stat) = std::fs::read_to_string(base.join("stat")) else { continue };
-        let Some(ticks) = crate::host::proc::start_ticks(&stat) else { continue };
+        let Some(ticks) = crate::os::proc::start_ticks(&stat) else { continue };
         let comm = std::fs::read_to_string(base.join("comm")).unwrap_or_default();
         found.push((cgroup_id, ticks, pid, comm.trim().to_string(), path));
     }

@@ -1,14 +1,19 @@
 //! Log lines: the one logging set-up of the agent, and the log consumer
 //! of the watchdog's findings. A finding an operator must see is one
-//! `tracing` line rendered from its event record: its fields are the
-//! record's (`pod_uid`, `namespace`, `pod`, `container`, `container_id`,
+//! `tracing` line of its event record: exactly the record's fields, in its
+//! order, from the record kinds' one declaration (`records::kinds`)
+//! (`pod_uid`, `namespace`, `pod`, `container`, `container_id`,
 //! `victim_role`, …), named as the metrics' labels. Names (process names are a
 //! tenant's to choose) are written escaped (`crate::text::visible`), in
 //! the message and in the fields: one finding is one line, and no line
 //! drives a terminal.
 
-use super::records::wire::{Body, Kind, PodFields};
-use crate::{text::visible as v, watchdog::Finding};
+use super::records::{kinds::record_kinds, wire::*};
+use crate::{
+    labels::Label,
+    text::visible as v,
+    watchdog::{explain::OomCause, Finding},
+};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -50,7 +55,7 @@ pub fn init(level: &str, format: LogFormat) {
 }
 
 /// Writes the log line of `finding`, for the findings an operator reads.
-/// A finding with a record (`record`, from [`records::record_of`]) is
+/// A finding with a record (`record`, from `records::record_of`) is
 /// logged from it: the same fields under the same names, and a sentence
 /// made of them. Only the findings that are logged and never recorded
 /// have lines of their own here.
@@ -72,126 +77,114 @@ pub fn log(finding: &Finding, record: Option<&Body>) {
     }
 }
 
-/// A record's fields, read for a log line: strings escaped (names are a
-/// tenant's), numbers and flags as they are; what the record left out is
-/// left out of the line.
-struct Fields(serde_json::Map<String, serde_json::Value>);
+/// How a record's field reads on its log line: names escaped (they are a
+/// tenant's), lists as one field of compact JSON, numbers and labels as
+/// they are; `None` where the record leaves the field out.
+trait LogValue {
+    type Value: tracing::Value;
+    fn log_value(&self) -> Option<Self::Value>;
+}
 
-impl Fields {
-    fn s(&self, key: &str) -> Option<String> {
-        match self.0.get(key)? {
-            serde_json::Value::String(s) => Some(v(s).into_owned()),
-            serde_json::Value::Null => None,
-            // Nested values (lists) as compact JSON, escaped the same way.
-            other => crate::text::json_line(other).ok(),
-        }
-    }
-
-    fn n(&self, key: &str) -> Option<u64> {
-        self.0.get(key)?.as_u64()
-    }
-
-    fn i(&self, key: &str) -> Option<i64> {
-        self.0.get(key)?.as_i64()
-    }
-
-    fn b(&self, key: &str) -> Option<bool> {
-        self.0.get(key)?.as_bool()
+impl LogValue for String {
+    type Value = String;
+    fn log_value(&self) -> Option<String> {
+        Some(v(self).into_owned())
     }
 }
 
-/// One `tracing` event with every field a record can carry, each named as
-/// on the wire (the record's `kind` is the line's `event`). A unit test
-/// checks that the line carries exactly its record's fields.
-macro_rules! record_line {
-    ($level:expr, $f:expr, $message:expr) => {
-        tracing::event!(
-            $level,
-            event = $f.s("kind"),
-            pod_uid = $f.s("pod_uid"),
-            namespace = $f.s("namespace"),
-            pod = $f.s("pod"),
-            container = $f.s("container"),
-            container_id = $f.s("container_id"),
-            qos_class = $f.s("qos_class"),
-            workload = $f.s("workload"),
-            workload_kind = $f.s("workload_kind"),
-            victim_role = $f.s("victim_role"),
-            pid = $f.n("pid"),
-            comm = $f.s("comm"),
-            trigger_pid = $f.n("trigger_pid"),
-            trigger_comm = $f.s("trigger_comm"),
-            trigger_container = $f.s("trigger_container"),
-            trigger_container_id = $f.s("trigger_container_id"),
-            rss_bytes = $f.n("rss_bytes"),
-            victim_anon_bytes = $f.n("victim_anon_bytes"),
-            victim_file_bytes = $f.n("victim_file_bytes"),
-            victim_shmem_bytes = $f.n("victim_shmem_bytes"),
-            oom_score_adj = $f.i("oom_score_adj"),
-            limit = $f.s("limit"),
-            constraint = $f.s("constraint"),
-            decided_by = $f.s("decided_by"),
-            limit_unknown = $f.s("limit_unknown"),
-            usage_bytes = $f.n("usage_bytes"),
-            limit_bytes = $f.n("limit_bytes"),
-            anon_bytes = $f.n("anon_bytes"),
-            page_cache_bytes = $f.n("page_cache_bytes"),
-            shmem_bytes = $f.n("shmem_bytes"),
-            kernel_bytes = $f.n("kernel_bytes"),
-            swap_bytes = $f.n("swap_bytes"),
-            zswap_bytes = $f.n("zswap_bytes"),
-            memory_read_after_us = $f.n("memory_read_after_us"),
-            pod_containers = $f.s("pod_containers"),
-            warned_ms = $f.n("warned_ms"),
-            warned_reasons = $f.s("warned_reasons"),
-            lowered_limit = $f.s("lowered_limit"),
-            lowered_from_bytes = $f.n("lowered_from_bytes"),
-            lowered_to_bytes = $f.n("lowered_to_bytes"),
-            lowered_ms = $f.n("lowered_ms"),
-            direction = $f.s("direction"),
-            from_bytes = $f.n("from_bytes"),
-            to_bytes = $f.n("to_bytes"),
-            seen_by = $f.s("seen_by"),
-            scope = $f.s("scope"),
-            state = $f.s("state"),
-            ended = $f.s("ended"),
-            lasted_ms = $f.n("lasted_ms"),
-            unreclaimable_bytes = $f.n("unreclaimable_bytes"),
-            unreclaimable_permille = $f.n("unreclaimable_permille"),
-            working_set_bytes = $f.n("working_set_bytes"),
-            seconds_to_limit = $f.n("seconds_to_limit"),
-            psi_some_permille = $f.n("psi_some_permille"),
-            psi_full_permille = $f.n("psi_full_permille"),
-            refault_bytes_per_second = $f.n("refault_bytes_per_second"),
-            limit_hits = $f.n("limit_hits"),
-            high_bytes = $f.n("high_bytes"),
-            high_events = $f.n("high_events"),
-            outcome = $f.s("outcome"),
-            reason = $f.s("reason"),
-            exit_code = $f.n("exit_code"),
-            signal = $f.n("signal"),
-            core_dumped = $f.b("core_dumped"),
-            cause = $f.s("cause"),
-            source = $f.s("source"),
-            runtime = $f.s("runtime"),
-            count = $f.n("count"),
-            window_seconds = $f.n("window_seconds"),
-            stage = $f.s("stage"),
-            "{}",
-            $message
-        )
+impl<T: WireLabel> LogValue for T {
+    type Value = &'static str;
+    fn log_value(&self) -> Option<&'static str> {
+        Some(self.label())
+    }
+}
+
+macro_rules! log_as_is {
+    ($($t:ty),*) => {$(
+        impl LogValue for $t {
+            type Value = $t;
+            fn log_value(&self) -> Option<$t> {
+                Some(*self)
+            }
+        }
+    )*};
+}
+log_as_is!(u8, u32, u64, i32);
+
+/// Left out when false, as on the wire.
+impl LogValue for bool {
+    type Value = bool;
+    fn log_value(&self) -> Option<bool> {
+        self.then_some(true)
+    }
+}
+
+impl<T: LogValue> LogValue for Option<T> {
+    type Value = T::Value;
+    fn log_value(&self) -> Option<T::Value> {
+        self.as_ref().and_then(LogValue::log_value)
+    }
+}
+
+impl<T: serde::Serialize> LogValue for Vec<T> {
+    type Value = String;
+    fn log_value(&self) -> Option<String> {
+        (!self.is_empty()).then(|| crate::text::json_line(self).ok()).flatten()
+    }
+}
+
+/// A record's log line: one `tracing` event at a level, its `event` the
+/// record's kind, then the record's fields in its order.
+trait LogLine {
+    fn log(&self, level: tracing::Level, event: &'static str, message: &str);
+}
+
+/// The [`LogLine`] of each struct of [`record_kinds`]: its fields (the pod
+/// fields first, for the kinds `with pod`) under their names.
+macro_rules! log_lines {
+    (
+        $(#[$pod_meta:meta])* pod $pod:ident $pod_fields:tt
+        $( $(#[$meta:meta])* $name:ident $(with $with:ident)? { $( $(#[$m:meta])* $f:ident: $t:ty, )* } )*
+    ) => {$(
+        log_lines!(@line $name [$($with $pod_fields)?] [$($f)*]);
+    )*};
+    (@line $name:ident [$($with:ident { $( $(#[$m:meta])* $pf:ident: $pt:ty, )* })?] [$($f:ident)*]) => {
+        impl LogLine for $name {
+            fn log(&self, level: tracing::Level, event: &'static str, message: &str) {
+                log_lines!(@event level [
+                    event = event,
+                    $($( $pf = self.$with.$pf.log_value(), )*)?
+                    $( $f = self.$f.log_value(), )*
+                ] message);
+            }
+        }
+    };
+    // `tracing` wants the level of a call site fixed.
+    (@event $level:ident [$($fields:tt)*] $message:ident) => {
+        match $level {
+            tracing::Level::ERROR => tracing::event!(tracing::Level::ERROR, $($fields)* "{}", $message),
+            tracing::Level::WARN => tracing::event!(tracing::Level::WARN, $($fields)* "{}", $message),
+            _ => tracing::event!(tracing::Level::INFO, $($fields)* "{}", $message),
+        }
     };
 }
 
+record_kinds!(log_lines);
+
 fn log_record(body: &Body) {
-    let Ok(serde_json::Value::Object(map)) = serde_json::to_value(body) else { return };
-    let f = Fields(map);
-    let message = message(body);
-    match level(body) {
-        tracing::Level::ERROR => record_line!(tracing::Level::ERROR, f, message),
-        tracing::Level::WARN => record_line!(tracing::Level::WARN, f, message),
-        _ => record_line!(tracing::Level::INFO, f, message),
-    }
+    let line: &dyn LogLine = match body {
+        Body::OomKill(r) => r.as_ref(),
+        Body::SandboxDeath(r) => r,
+        Body::ContainerExit(r) => r,
+        Body::LateExit(r) => r,
+        Body::RuntimeCrash(r) | Body::RuntimeRestart(r) => r,
+        Body::OomStormStart(r) | Body::OomStormEnd(r) => r,
+        Body::EventsDropped(r) => r,
+        Body::MemoryPressure(r) => r,
+        Body::LimitChange(r) => r,
+        Body::Missed(r) => r,
+    };
+    line.log(level(body), body.kind().label(), &message(body));
 }
 
 /// How loud each record is logged.
@@ -201,7 +194,7 @@ fn level(body: &Body) -> tracing::Level {
         Kind::LateExit | Kind::OomStormStart | Kind::EventsDropped => tracing::Level::WARN,
         // A warning starts loud and ends quiet.
         Kind::MemoryPressure => match body {
-            Body::MemoryPressure(r) if r.state == "start" => tracing::Level::WARN,
+            Body::MemoryPressure(r) if r.state == PressureState::Start => tracing::Level::WARN,
             _ => tracing::Level::INFO,
         },
         Kind::OomKill
@@ -222,7 +215,7 @@ fn message(body: &Body) -> String {
                 (Some(pid), comm) => format!(", triggered by pid {pid} ({})", v(comm.as_deref().unwrap_or("?"))),
                 (None, _) => String::new(),
             };
-            let cause = r.cause.as_deref().filter(|c| *c != "unknown");
+            let cause = r.cause.filter(|c| *c != OomCause::Unknown).map(Label::label);
             let filled = match (cause, r.usage_bytes, r.limit_bytes) {
                 (Some(cause), Some(usage), Some(limit)) => {
                     format!(" ({} of {} MiB, mostly {cause})", mib(usage), mib(limit))
@@ -231,13 +224,13 @@ fn message(body: &Body) -> String {
                 _ => String::new(),
             };
             let warned = match r.warned_ms {
-                Some(ms) => format!(", warned {:.1} s before ({})", ms as f64 / 1000.0, r.warned_reasons.join(", ")),
+                Some(ms) => format!(", warned {:.1} s before ({})", ms as f64 / 1000.0, labels(&r.warned_reasons)),
                 None => String::new(),
             };
             let lowered = match r.lowered_ms {
                 Some(ms) => format!(
                     ", {} lowered from {} to {} {:.1} s before",
-                    r.lowered_limit.as_deref().unwrap_or("limit"),
+                    r.lowered_limit.map_or("limit", Label::label),
                     limit_text(r.lowered_from_bytes),
                     limit_text(r.lowered_to_bytes),
                     ms as f64 / 1000.0
@@ -248,10 +241,10 @@ fn message(body: &Body) -> String {
                 "OOM kill: victim pid {} ({}) role {} in {} [{}], {} limit{filled}{lowered}{trigger}{warned}",
                 r.pid,
                 v(r.comm.as_deref().unwrap_or("")),
-                r.victim_role,
+                r.victim_role.label(),
                 describe(&r.pod),
-                r.outcome,
-                r.limit.as_deref().unwrap_or("unknown"),
+                r.outcome.label(),
+                r.limit.map_or("unknown", Label::label),
             )
         }
         Body::MemoryPressure(r) => {
@@ -263,44 +256,50 @@ fn message(body: &Body) -> String {
                 mib(r.working_set_bytes)
             );
             let eta = r.seconds_to_limit.map_or(String::new(), |s| format!(", at its limit in {s} s at this growth"));
-            match (r.state.as_str(), &r.ended, r.lasted_ms) {
-                ("start", ..) => format!("memory pressure ({}) in {}: {figures}{eta}", r.reason, describe(&r.pod)),
-                (_, ended, lasted) => format!(
+            match (r.state, r.ended, r.lasted_ms) {
+                (PressureState::Start, ..) => {
+                    format!("memory pressure ({}) in {}: {figures}{eta}", r.reason.label(), describe(&r.pod))
+                }
+                (PressureState::End, ended, lasted) => format!(
                     "memory pressure ({}) over ({}) after {:.1} s in {}: {figures}",
-                    r.reason,
-                    ended.as_deref().unwrap_or("eased"),
+                    r.reason.label(),
+                    ended.map_or("eased", Label::label),
                     lasted.unwrap_or(0) as f64 / 1000.0,
                     describe(&r.pod)
                 ),
             }
         }
-        Body::SandboxDeath(r) => format!("sandbox death ({}): {}", r.cause, describe(&r.pod)),
+        Body::SandboxDeath(r) => format!("sandbox death ({}): {}", r.cause.label(), describe(&r.pod)),
         Body::ContainerExit(r) => {
             let workload = match (&r.pod.workload, &r.pod.workload_kind) {
                 (Some(w), kind) => format!(" of {} {}", v(kind.as_deref().unwrap_or("")), v(w)),
                 (None, _) => String::new(),
             };
-            format!("container exit ({}): {}{workload}", r.reason, describe(&r.pod))
+            format!("container exit ({}): {}{workload}", r.reason.label(), describe(&r.pod))
         }
-        Body::LateExit(r) => format!("late exit event ({}, source {}): {}", r.reason, r.source, describe(&r.pod)),
+        Body::LateExit(r) => {
+            format!("late exit event ({}, source {}): {}", r.reason.label(), r.source.label(), describe(&r.pod))
+        }
         Body::RuntimeCrash(r) => format!(
             "container runtime {} (pid {}) crashed: {}",
             v(&r.runtime),
             r.pid,
-            r.reason.as_deref().unwrap_or("unknown")
+            r.reason.map_or("unknown", Label::label)
         ),
         Body::RuntimeRestart(r) => format!("container runtime {} is back (pid {})", v(&r.runtime), r.pid),
         Body::OomStormStart(r) => format!("OOM storm: {} OOM events in the last {} s", r.count, r.window_seconds),
         Body::OomStormEnd(r) => format!("OOM storm over: {} OOM events in the last {} s", r.count, r.window_seconds),
-        Body::EventsDropped(r) => format!("{} events lost at the {} stage in the last second", r.count, r.stage),
+        Body::EventsDropped(r) => {
+            format!("{} events lost at the {} stage in the last second", r.count, r.stage.label())
+        }
         Body::LimitChange(r) => format!(
             "{} of the {} {} from {} to {} (seen by {}): {}",
-            r.limit,
-            r.scope,
-            r.direction,
+            r.limit.label(),
+            r.scope.label(),
+            r.direction.label(),
             limit_text(r.from_bytes),
             limit_text(r.to_bytes),
-            r.seen_by,
+            r.seen_by.label(),
             describe(&r.pod)
         ),
         Body::Missed(r) => format!("{} records missed", r.count),
@@ -310,6 +309,11 @@ fn message(body: &Body) -> String {
 /// A limit as a person reads it: MiB, or none.
 fn limit_text(bytes: Option<u64>) -> String {
     bytes.map_or_else(|| "none".to_string(), |b| format!("{} MiB", mib(b)))
+}
+
+/// Labels as a list: `near_limit, growing`.
+fn labels<T: Label>(values: &[T]) -> String {
+    values.iter().map(|l| l.label()).collect::<Vec<_>>().join(", ")
 }
 
 /// Bytes as MiB with one decimal.
@@ -336,9 +340,19 @@ mod tests {
 
     use super::*;
     use crate::{
-        model::{Names, OomReport, Outcome, TaskKey, TaskRole, Trigger},
-        telemetry::records::{record_of, wire::*},
-        watchdog::OomKill,
+        model::{
+            dispatch::OutcomeKind, DeathCause, ExitReason, LateReason, Names, OomReport, Outcome, QosClass, Source,
+            TaskKey, TaskRole, Trigger,
+        },
+        telemetry::records::record_of,
+        watchdog::{
+            crashes::CrashReason,
+            explain::DecidedBy,
+            limits::{Direction as LimitDirection, LimitKind, LimitScope, SeenBy},
+            oom_limit::UnknownLimit,
+            pressure::{PressureEnd, PressureReason},
+            LossStage, OomConstraint, OomKill, OomLimit,
+        },
     };
 
     #[derive(Clone, Default)]
@@ -418,16 +432,16 @@ mod tests {
             pod: Some("web-1".into()),
             container: Some("app".into()),
             container_id: Some("c".into()),
-            qos_class: Some("burstable".into()),
+            qos_class: Some(QosClass::Burstable),
             workload: Some("web".into()),
             workload_kind: Some("Deployment".into()),
         };
-        let runtime = RuntimeRecord { runtime: "containerd".into(), pid: 3, reason: Some("panic".into()) };
+        let runtime = RuntimeRecord { runtime: "containerd".into(), pid: 3, reason: Some(CrashReason::Panic) };
         let storm = StormRecord { count: 9, window_seconds: 60 };
         let bodies = [
             Body::OomKill(Box::new(OomKillRecord {
                 pod: pod.clone(),
-                victim_role: "container_child".into(),
+                victim_role: TaskRole::ContainerChild,
                 pid: 4,
                 comm: Some("dd".into()),
                 trigger_pid: Some(5),
@@ -439,10 +453,10 @@ mod tests {
                 victim_file_bytes: Some(1 << 18),
                 victim_shmem_bytes: Some(1 << 18),
                 oom_score_adj: Some(-997),
-                limit: Some("unknown".into()),
-                constraint: Some("unknown".into()),
-                decided_by: Some("victim_memcg".into()),
-                limit_unknown: Some("unplaced".into()),
+                limit: Some(OomLimit::Unknown),
+                constraint: Some(OomConstraint::Unknown),
+                decided_by: Some(DecidedBy::VictimMemcg),
+                limit_unknown: Some(UnknownLimit::Unplaced),
                 usage_bytes: Some(1 << 24),
                 limit_bytes: Some(1 << 24),
                 anon_bytes: Some(1 << 20),
@@ -452,56 +466,56 @@ mod tests {
                 swap_bytes: Some(1 << 21),
                 zswap_bytes: Some(1 << 20),
                 memory_read_after_us: Some(1500),
-                cause: Some("shmem".into()),
+                cause: Some(OomCause::Shmem),
                 pod_containers: vec![ContainerUsage {
                     container: Some("app".into()),
                     container_id: "c".into(),
                     usage_bytes: 1 << 23,
                 }],
                 warned_ms: Some(12_300),
-                warned_reasons: vec!["near_limit".into(), "growing".into()],
-                lowered_limit: Some("memory_max".into()),
+                warned_reasons: vec![PressureReason::NearLimit, PressureReason::Growing],
+                lowered_limit: Some(LimitKind::MemoryMax),
                 lowered_from_bytes: Some(128 << 20),
                 lowered_to_bytes: Some(32 << 20),
                 lowered_ms: Some(4_000),
-                outcome: "handled".into(),
+                outcome: OutcomeKind::Handled,
             })),
             Body::SandboxDeath(SandboxDeathRecord {
                 pod: pod.clone(),
-                victim_role: "sandbox".into(),
+                victim_role: TaskRole::Sandbox,
                 pid: 6,
                 comm: Some("pause".into()),
-                cause: "oom".into(),
+                cause: DeathCause::Oom,
             }),
             Body::ContainerExit(ContainerExitRecord {
                 pod: pod.clone(),
-                victim_role: "container_init".into(),
+                victim_role: TaskRole::ContainerInit,
                 pid: 7,
                 comm: Some("app".into()),
-                reason: "sigsegv".into(),
+                reason: ExitReason::Sigsegv,
                 exit_code: Some(1),
                 signal: Some(11),
                 core_dumped: true,
             }),
             Body::LateExit(LateExitRecord {
                 pod,
-                victim_role: "container_init".into(),
+                victim_role: TaskRole::ContainerInit,
                 pid: Some(8),
                 comm: Some("app".into()),
-                outcome: "late".into(),
-                reason: "container_missing".into(),
-                source: "runtime".into(),
+                outcome: OutcomeKind::Late,
+                reason: LateReason::ContainerMissing,
+                source: Source::Runtime,
             }),
             Body::RuntimeCrash(runtime.clone()),
             Body::RuntimeRestart(RuntimeRecord { reason: None, ..runtime }),
             Body::OomStormStart(storm.clone()),
             Body::OomStormEnd(storm),
-            Body::EventsDropped(LossRecord { stage: "kernel".into(), count: 2 }),
+            Body::EventsDropped(LossRecord { stage: LossStage::Kernel, count: 2 }),
             Body::MemoryPressure(MemoryPressureRecord {
                 pod: PodFields { pod_uid: Some("u".into()), ..PodFields::default() },
-                reason: "thrashing".into(),
-                state: "end".into(),
-                ended: Some("killed".into()),
+                reason: PressureReason::Thrashing,
+                state: PressureState::End,
+                ended: Some(PressureEnd::Killed),
                 lasted_ms: Some(4200),
                 unreclaimable_bytes: 1 << 25,
                 limit_bytes: Some(1 << 25),
@@ -510,19 +524,19 @@ mod tests {
                 seconds_to_limit: Some(3),
                 psi_some_permille: Some(250),
                 psi_full_permille: Some(80),
-                refault_bytes_per_second: 1 << 20,
-                limit_hits: 12,
+                refault_bytes_per_second: Some(1 << 20),
+                limit_hits: Some(12),
                 high_bytes: Some(1 << 24),
-                high_events: 40,
+                high_events: Some(40),
             }),
             Body::LimitChange(LimitChangeRecord {
                 pod: PodFields { pod_uid: Some("u".into()), ..PodFields::default() },
-                limit: "memory_max".into(),
-                direction: "lowered".into(),
+                limit: LimitKind::MemoryMax,
+                direction: LimitDirection::Lowered,
                 from_bytes: Some(128 << 20),
                 to_bytes: Some(32 << 20),
-                seen_by: "kernel_notice".into(),
-                scope: "container".into(),
+                seen_by: SeenBy::KernelNotice,
+                scope: LimitScope::Container,
             }),
             Body::Missed(MissedRecord { count: 1 }),
         ];

@@ -13,6 +13,7 @@ use prometheus::{
 
 use strum::IntoEnumIterator as _;
 
+pub use super::exposition::{render, render_with};
 use super::{
     records::hub::StreamMetrics,
     server::metrics::HttpMetrics,
@@ -236,23 +237,6 @@ impl Collector for PipelineCollector {
     }
 }
 
-/// Renders the registry in the Prometheus text format.
-pub fn render(registry: &Registry) -> Result<String, prometheus::Error> {
-    render_with(registry, &[])
-}
-
-/// Renders the registry, then families kept as text between scrapes
-/// (each a whole family, none also in the registry).
-pub fn render_with(registry: &Registry, kept: &[Arc<str>]) -> Result<String, prometheus::Error> {
-    use prometheus::Encoder as _;
-    let mut out = Vec::with_capacity(16 * 1024 + kept.iter().map(|t| t.len()).sum::<usize>());
-    prometheus::TextEncoder::new().encode(&registry.gather(), &mut out)?;
-    for text in kept {
-        out.extend_from_slice(text.as_bytes());
-    }
-    String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,18 +245,21 @@ mod tests {
     #[test]
     fn pipeline_counters_appear_with_bounded_labels() {
         let stats = Arc::new(PipelineStats::default());
-        let exit = encode(&Event::CgroupRmdir(crate::events::kernel::CgroupChange {
-            ts_ns: 0,
-            hierarchy_id: 0,
-            level: 1,
-            cgroup_id: 1,
-            path: "/x".into(),
-            truncated: false,
-        }));
+        let exit = encode(
+            &Event::CgroupRmdir(crate::events::kernel::CgroupChange {
+                ts_ns: 0,
+                hierarchy_id: 0,
+                level: 1,
+                cgroup_id: 1,
+                path: "/x".into(),
+                truncated: false,
+            }),
+            4096,
+        );
         stats.record_received(&exit);
         stats.record_received(&[1, 2]);
         stats.channel_drop(Some(EventKind::CgroupRmdir));
-        stats.decode_error(&decode(&[0u8; 3]).unwrap_err());
+        stats.decode_error(&decode(&[0u8; 3], 4096).unwrap_err());
         let registry = registry(stats, None, 6, "6.18.0").unwrap();
         let text = render(&registry).unwrap();
         for line in [

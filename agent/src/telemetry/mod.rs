@@ -1,7 +1,10 @@
 //! What the agent tells the world: Prometheus metrics, log lines, event
 //! records, and the HTTP endpoints that serve them. The watchdog's
 //! findings reach all three consumers through [`Outputs`].
+pub mod exposition;
 pub mod fair;
+#[cfg(test)]
+mod golden;
 pub mod logs;
 pub mod metrics;
 pub mod pod_series;

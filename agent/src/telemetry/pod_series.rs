@@ -22,7 +22,7 @@ use std::{
 
 use prometheus::{GaugeVec, IntCounter, IntCounterVec, Registry};
 
-use super::{fair::FairShare, metrics::render};
+use super::{exposition::render, fair::FairShare};
 use crate::catalogue;
 
 /// The kept families.

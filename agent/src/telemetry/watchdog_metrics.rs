@@ -18,7 +18,7 @@ use crate::{
     watchdog::{
         crashes::CrashReason,
         explain::OomCause,
-        limits::{Direction as LimitDirection, LimitKind},
+        limits::{Direction as LimitDirection, LimitKind, LimitScope},
         oom_limit::UnknownLimit,
         pressure::{PressureChange, PressureEnd, PressureReason},
         Finding, ModelStats, OomConstraint, OomLimit, OomScope, PressureLevels,
@@ -201,8 +201,8 @@ impl WatchdogMetrics {
         };
         for limit in LimitKind::iter() {
             for direction in LimitDirection::iter() {
-                for scope in ["pod", "container"] {
-                    m.limit_changes.with_label_values(&[limit.label(), direction.label(), scope]);
+                for scope in LimitScope::iter() {
+                    m.limit_changes.with_label_values(&[limit.label(), direction.label(), scope.label()]);
                 }
             }
         }
@@ -330,8 +330,7 @@ impl WatchdogMetrics {
             Finding::PressureLevels(levels) => self.pressure(levels),
             Finding::LimitChange(l) => {
                 let c = &l.change;
-                let scope = if c.pod_level { "pod" } else { "container" };
-                self.limit_changes.with_label_values(&[c.kind.label(), c.direction.label(), scope]).inc();
+                self.limit_changes.with_label_values(&[c.kind.label(), c.direction.label(), c.scope.label()]).inc();
             }
             Finding::LimitsWatched { watched, reads } => {
                 self.limits_watched.set(*watched as i64);

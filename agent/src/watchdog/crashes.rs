@@ -92,7 +92,7 @@ impl RuntimeProcesses {
     }
 
     fn runtime_of(&self, comm: &str) -> Option<&String> {
-        self.names.iter().find(|n| crate::events::as_comm(n) == comm.as_bytes())
+        self.names.iter().find(|n| agent_common::as_comm(n) == comm.as_bytes())
     }
 
     /// A process ended (whole process, not a thread); `in_pod`: the

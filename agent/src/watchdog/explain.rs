@@ -175,7 +175,7 @@ fn place<'a>(registry: &'a PodRegistry, cgroup_id: u64) -> Option<Place<'a>> {
 /// Explains OOM kill `o`, handled at `now_ns`: judges the levels the kernel
 /// read, and reads the cgroup whose limit fired through `host`.
 pub fn explain(host: &impl Host, registry: &PodRegistry, o: &KernelOomKill, now_ns: u64) -> Explanation {
-    let margin = oom_limit::margin(crate::host::page_size(), crate::host::cpus());
+    let margin = oom_limit::margin(crate::os::page_size(), crate::os::cpus());
     let victim = o.victim.and_then(|v| place(registry, v.cgroup_id));
     let trigger = place(registry, o.trigger_cgroup_id);
     let index = |p: &Place| oom_limit::Placed {

@@ -115,7 +115,7 @@ pub struct OomKill {
     pub names: Names,
     /// The victim's resident memory when it was picked (kernels whose OOM
     /// tracepoint says it).
-    pub victim_rss: Option<OomRss>,
+    pub victim_rss: Option<VictimRss>,
     pub oom_score_adj: i32,
     /// The container of the task that ran out of memory, where it is not
     /// the victim's: its id and names.
@@ -137,6 +137,34 @@ pub struct LimitChanged {
     pub pod: PodRef,
     pub names: Names,
     pub change: LimitChange,
+}
+
+/// An OOM victim's resident memory when the OOM killer picked it, by
+/// kind, as the kernel counted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VictimRss {
+    pub anon_bytes: u64,
+    pub file_bytes: u64,
+    pub shmem_bytes: u64,
+}
+
+impl VictimRss {
+    /// All of it: anon + file + shmem.
+    pub fn total_bytes(&self) -> u64 {
+        self.anon_bytes.saturating_add(self.file_bytes).saturating_add(self.shmem_bytes)
+    }
+}
+
+/// The kernel's figures are in kB.
+impl From<OomRss> for VictimRss {
+    fn from(rss: OomRss) -> Self {
+        let bytes = |kb: u64| kb.saturating_mul(1024);
+        Self {
+            anon_bytes: bytes(rss.anon_rss_kb),
+            file_bytes: bytes(rss.file_rss_kb),
+            shmem_bytes: bytes(rss.shmem_rss_kb),
+        }
+    }
 }
 
 /// A sandbox death with the process that died.

@@ -1,6 +1,6 @@
 //! What the watchdog core must ask the node, as one trait: cgroup settings
 //! and trees, process names in /proc, the kernel's maps, the pipeline's
-//! loss counters and the runtime clients' state. `crate::node` answers it
+//! loss counters and the runtime clients' state. `crate::node_host` answers it
 //! on a real node; the core's unit tests answer it with a fake.
 
 use std::collections::HashSet;

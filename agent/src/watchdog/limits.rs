@@ -76,12 +76,20 @@ impl Direction {
     }
 }
 
+/// Whose limit: a pod's own (its cgroup above its containers), or a
+/// container's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum LimitScope {
+    Pod,
+    Container,
+}
+
 /// One limit of one cgroup moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitChange {
     pub cgroup_id: u64,
-    /// A pod's cgroup (its sandbox's), or a container's.
-    pub pod_level: bool,
+    pub scope: LimitScope,
     pub kind: LimitKind,
     /// `None`: unlimited.
     pub from: Option<u64>,
@@ -107,7 +115,7 @@ pub struct Lowered {
 #[derive(Debug)]
 struct Known {
     path: String,
-    pod_level: bool,
+    scope: LimitScope,
     limits: MemoryLimits,
     /// The kernel says when its limit files are written.
     noticed: bool,
@@ -164,11 +172,11 @@ impl LimitWatch {
                 .find_map(|c| c.path.rsplit_once('/').map(|(pod, _)| pod.to_string()));
             if let (Some(id), Some(path)) = (sandbox.cgroup_id, pod_path) {
                 live.insert(id);
-                self.learn(host, id, &path, true, false, now_ns);
+                self.learn(host, id, &path, LimitScope::Pod, false, now_ns);
             }
             for c in sandbox.workloads().filter(|c| c.role == ContainerRole::Workload) {
                 live.insert(c.cgroup_id);
-                self.learn(host, c.cgroup_id, &c.path, false, events, now_ns);
+                self.learn(host, c.cgroup_id, &c.path, LimitScope::Container, events, now_ns);
             }
         }
         let gone: Vec<u64> = self.known.keys().filter(|id| !live.contains(id)).copied().collect();
@@ -179,7 +187,7 @@ impl LimitWatch {
         self.runtime_reads.retain(|(_, id)| self.known.contains_key(id));
     }
 
-    fn learn(&mut self, host: &mut impl Host, id: u64, path: &str, pod_level: bool, events: bool, now_ns: u64) {
+    fn learn(&mut self, host: &mut impl Host, id: u64, path: &str, scope: LimitScope, events: bool, now_ns: u64) {
         if self.known.contains_key(&id) {
             return;
         }
@@ -194,7 +202,7 @@ impl LimitWatch {
             id,
             Known {
                 path: path.to_string(),
-                pod_level,
+                scope,
                 limits,
                 noticed,
                 suspect: false,
@@ -341,16 +349,7 @@ fn update(
         } else {
             k.lowered.remove(&kind);
         }
-        out.push(LimitChange {
-            cgroup_id,
-            pod_level: k.pod_level,
-            kind,
-            from,
-            to,
-            direction,
-            seen_ns: now_ns,
-            seen_by,
-        });
+        out.push(LimitChange { cgroup_id, scope: k.scope, kind, from, to, direction, seen_ns: now_ns, seen_by });
     }
     k.limits = limits;
 }

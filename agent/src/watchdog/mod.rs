@@ -12,7 +12,7 @@
 //! and what it must learn from the node it asks through [`Host`]. So its
 //! behaviour is unit-tested with a fake host, as a normal user, in
 //! milliseconds; the agent loop, the privileged tests and the benchmarks
-//! drive the same code with the real one (`crate::node`).
+//! drive the same code with the real one (`crate::node_host`).
 //!
 //! Each entry point returns the findings of what it was handed, in order,
 //! drained from a buffer the core reuses (the exit path is hot).
@@ -63,11 +63,11 @@ use crate::{
         kernel::{CgroupChange, Exit, OomKill as KernelOomKill},
         Event, RuntimeEvent,
     },
-    host::Now,
     model::{
         cgroup_path, dispatch::runtime_exit, metadata::Snapshot, registry::CgroupOwner, Dispatcher, ExitReport, Limits,
         Names, OomReport, Outcome, PodRef, PodRegistry, Report,
     },
+    os::Now,
 };
 
 /// What the core is configured with.
@@ -405,7 +405,7 @@ impl<H: Host> Watchdog<H> {
             report: r,
             explained,
             names,
-            victim_rss: o.rss,
+            victim_rss: o.rss.map(Into::into),
             oom_score_adj: o.oom_score_adj,
             trigger_container,
             warned,

@@ -543,7 +543,7 @@ fn judge(cgroup_id: u64, d: &mut Detail, sample: &MemorySample, now_ns: u64, edg
                 _ => 0,
             };
             let secs = now_ns.saturating_sub(then).max(1);
-            let bytes = sample.refaults.saturating_sub(last.refaults).saturating_mul(crate::host::page_size());
+            let bytes = sample.refaults.saturating_sub(last.refaults).saturating_mul(crate::os::page_size());
             (
                 delta(sample.limit_hits, last.limit_hits),
                 delta(sample.high_hits, last.high_hits),
@@ -628,7 +628,7 @@ fn judge(cgroup_id: u64, d: &mut Detail, sample: &MemorySample, now_ns: u64, edg
     change(PressureReason::Growing, growing, d);
 
     // Thrashing at its limit: at it, mostly working set, and stalling.
-    let margin = super::oom_limit::margin(crate::host::page_size(), crate::host::cpus());
+    let margin = super::oom_limit::margin(crate::os::page_size(), crate::os::cpus());
     let at_limit = limit > 0 && (sample.usage.saturating_add(margin) >= limit || hits > 0);
     let refaults = permille(refault_rate, limit);
     // With PSI, the kernel's stalls and the kubelet's working set; without
@@ -885,7 +885,7 @@ mod tests {
         let mut r = Reads::new();
         let v1 = |refaults| MemorySample { refaults, ..sample(64 * MIB, MIB) };
         assert_eq!(r.read(v1(0)), [(NearLimit, Start)]);
-        let pages_a_second = 64 * MIB / 20 / crate::host::page_size() + 1;
+        let pages_a_second = 64 * MIB / 20 / crate::os::page_size() + 1;
         assert_eq!(r.read(v1(pages_a_second)), [(Thrashing, Start)]);
     }
 

@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{
-    limits::{Direction, LimitKind, Lowered, MemoryLimits, SeenBy, LOWERED_WINDOW_NS},
+    limits::{Direction, LimitKind, LimitScope, Lowered, MemoryLimits, SeenBy, LOWERED_WINDOW_NS},
     pressure::{MemorySample, PressureChange, PressureEnd, PressureReason},
     *,
 };
@@ -1072,7 +1072,7 @@ fn limit_changes(found: &[Finding]) -> Vec<Change> {
         .filter_map(|f| match f {
             Finding::LimitChange(l) => {
                 let c = &l.change;
-                Some((c.kind, c.direction, c.from, c.to, c.seen_by, c.pod_level))
+                Some((c.kind, c.direction, c.from, c.to, c.seen_by, c.scope == LimitScope::Pod))
             }
             _ => None,
         })
@@ -1124,7 +1124,7 @@ fn limits_move_as_the_kernel_says_and_are_not_polled() {
         ]
     );
     let named = found.iter().find_map(|f| match f {
-        Finding::LimitChange(l) if !l.change.pod_level => Some(l),
+        Finding::LimitChange(l) if l.change.scope == LimitScope::Container => Some(l),
         _ => None,
     });
     assert_eq!(named.and_then(|l| l.pod.container_id.clone()), Some(cid(2)));

@@ -24,12 +24,23 @@ use strum::IntoEnumIterator as _;
 use tokio::sync::mpsc;
 
 use super::{mapping::Stamp, wire::*};
-use crate::{catalogue, config::RecordSettings, host::Now, labels::Label as _, telemetry::fair::FairShare};
+use crate::{catalogue, labels::Label as _, os::Now, telemetry::fair::FairShare};
 
 /// Records kept for newcomers, by default (`--event-history`).
 pub const HISTORY: usize = 1024;
 /// Records a subscriber may fall behind before it misses some.
 pub const SUBSCRIBER_QUEUE: usize = 256;
+
+/// What the hub is configured with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordSettings {
+    /// The node's name in every record.
+    pub node: String,
+    /// Followers of /events at once.
+    pub max_subscribers: usize,
+    /// Records kept for newcomers.
+    pub history: usize,
+}
 
 /// Which records a subscriber wants; empty fields want everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -308,7 +319,7 @@ mod tests {
     }
 
     fn metric(registry: &Registry, name: &str) -> f64 {
-        let text = crate::telemetry::metrics::render(registry).unwrap();
+        let text = crate::telemetry::exposition::render(registry).unwrap();
         text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(-1.0)
     }
 

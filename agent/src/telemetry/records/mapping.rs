@@ -5,7 +5,6 @@
 use super::wire::*;
 use crate::{
     events::ExitStatus,
-    labels::Label as _,
     model::{Names, PodRef},
     watchdog::{pressure::PressureChange, Finding, LimitChanged, MemoryPressure, OomKill},
 };
@@ -29,10 +28,10 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
             };
             let body = Body::ContainerExit(ContainerExitRecord {
                 pod: pod_fields(e.report.pod.as_ref(), &e.names),
-                victim_role: e.report.role.label().to_string(),
+                victim_role: e.report.role,
                 pid: e.pid,
                 comm: some(&e.comm),
-                reason: e.reason.label().to_string(),
+                reason: e.reason,
                 exit_code,
                 signal,
                 core_dumped,
@@ -42,27 +41,27 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
         Finding::SandboxDeath(d) => {
             let body = Body::SandboxDeath(SandboxDeathRecord {
                 pod: pod_fields(d.report.pod.as_ref(), &d.names),
-                victim_role: d.report.role.label().to_string(),
+                victim_role: d.report.role,
                 pid: d.pid,
                 comm: some(&d.comm),
-                cause: d.cause.label().to_string(),
+                cause: d.cause,
             });
             (Stamp::Boot(d.ts_ns), body)
         }
         Finding::LateExit(l) => {
             let body = Body::LateExit(LateExitRecord {
                 pod: pod_fields(l.report.pod.as_ref(), &l.names),
-                victim_role: l.report.role.label().to_string(),
+                victim_role: l.report.role,
                 pid: l.pid,
                 comm: l.comm.as_deref().and_then(some),
-                outcome: l.report.outcome.label().to_string(),
-                reason: l.reason.label().to_string(),
-                source: l.report.source.label().to_string(),
+                outcome: l.report.outcome.into(),
+                reason: l.reason,
+                source: l.report.source,
             });
             (Stamp::Boot(l.ts_ns), body)
         }
         Finding::RuntimeCrash { runtime, pid, reason } => {
-            let body = RuntimeRecord { runtime: runtime.clone(), pid: *pid, reason: Some(reason.label().to_string()) };
+            let body = RuntimeRecord { runtime: runtime.clone(), pid: *pid, reason: Some(*reason) };
             (Stamp::Now, Body::RuntimeCrash(body))
         }
         Finding::RuntimeRestart { runtime, pid } => {
@@ -73,7 +72,7 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
             (Stamp::Now, if edge.started { Body::OomStormStart(storm) } else { Body::OomStormEnd(storm) })
         }
         Finding::EventsLost { stage, count } => {
-            (Stamp::Now, Body::EventsDropped(LossRecord { stage: stage.label().to_string(), count: *count }))
+            (Stamp::Now, Body::EventsDropped(LossRecord { stage: *stage, count: *count }))
         }
         Finding::MemoryPressure(p) => (Stamp::Boot(p.ts_ns), Body::MemoryPressure(memory_pressure(p))),
         Finding::LimitChange(l) => (Stamp::Boot(l.change.seen_ns), Body::LimitChange(limit_change(l))),
@@ -100,36 +99,35 @@ fn oom_kill(k: &OomKill) -> OomKillRecord {
     let r = &k.report;
     let trigger = r.trigger.as_ref();
     let e = &k.explained;
-    let kib = |kb: u64| kb.saturating_mul(1024);
     let memory = e.memory.as_ref();
     OomKillRecord {
         pod: pod_fields(r.pod.as_ref(), &k.names),
-        victim_role: r.role.label().to_string(),
+        victim_role: r.role,
         pid: r.victim.pid,
         comm: some(&r.victim_comm),
         trigger_pid: trigger.map(|t| t.tgid),
         trigger_comm: trigger.and_then(|t| some(&t.comm)),
         trigger_container: k.trigger_container.as_ref().and_then(|(_, n)| some(&n.container)),
         trigger_container_id: k.trigger_container.as_ref().map(|(id, _)| id.clone()),
-        rss_bytes: k.victim_rss.map(|m| kib(m.anon_rss_kb + m.file_rss_kb + m.shmem_rss_kb)),
-        victim_anon_bytes: k.victim_rss.map(|m| kib(m.anon_rss_kb)),
-        victim_file_bytes: k.victim_rss.map(|m| kib(m.file_rss_kb)),
-        victim_shmem_bytes: k.victim_rss.map(|m| kib(m.shmem_rss_kb)),
+        rss_bytes: k.victim_rss.map(|m| m.total_bytes()),
+        victim_anon_bytes: k.victim_rss.map(|m| m.anon_bytes),
+        victim_file_bytes: k.victim_rss.map(|m| m.file_bytes),
+        victim_shmem_bytes: k.victim_rss.map(|m| m.shmem_bytes),
         oom_score_adj: k.victim_rss.map(|_| k.oom_score_adj),
-        limit: Some(e.fired.limit.label().to_string()),
-        constraint: Some(e.fired.constraint.label().to_string()),
-        decided_by: Some(e.decided_by.label().to_string()),
-        limit_unknown: e.unknown.map(|u| u.label().to_string()),
+        limit: Some(e.fired.limit),
+        constraint: Some(e.fired.constraint),
+        decided_by: Some(e.decided_by),
+        limit_unknown: e.unknown,
         usage_bytes: e.usage_bytes,
         limit_bytes: e.limit_bytes,
         anon_bytes: memory.map(|m| m.anon),
         page_cache_bytes: memory.map(|m| m.page_cache),
         shmem_bytes: memory.map(|m| m.shmem),
         kernel_bytes: memory.map(|m| m.kernel),
-        swap_bytes: memory.map(|m| m.swap).filter(|b| *b > 0),
-        zswap_bytes: memory.map(|m| m.zswap).filter(|b| *b > 0),
+        swap_bytes: memory.and_then(|m| nonzero(m.swap)),
+        zswap_bytes: memory.and_then(|m| nonzero(m.zswap)),
         memory_read_after_us: memory.map(|m| m.read_after_ns / 1000),
-        cause: Some(e.cause.label().to_string()),
+        cause: Some(e.cause),
         pod_containers: e
             .containers
             .iter()
@@ -140,12 +138,12 @@ fn oom_kill(k: &OomKill) -> OomKillRecord {
             })
             .collect(),
         warned_ms: k.warned.as_ref().map(|w| w.for_ns / 1_000_000),
-        warned_reasons: k.warned.iter().flat_map(|w| &w.reasons).map(|r| r.label().to_string()).collect(),
-        lowered_limit: k.lowered.map(|l| l.kind.label().to_string()),
+        warned_reasons: k.warned.iter().flat_map(|w| w.reasons.iter().copied()).collect(),
+        lowered_limit: k.lowered.map(|l| l.kind),
         lowered_from_bytes: k.lowered.and_then(|l| l.from),
         lowered_to_bytes: k.lowered.and_then(|l| l.to),
         lowered_ms: k.lowered.map(|l| l.ago_ns / 1_000_000),
-        outcome: r.outcome.label().to_string(),
+        outcome: r.outcome.into(),
     }
 }
 
@@ -153,25 +151,25 @@ fn limit_change(l: &LimitChanged) -> LimitChangeRecord {
     let c = &l.change;
     LimitChangeRecord {
         pod: pod_fields(Some(&l.pod), &l.names),
-        limit: c.kind.label().to_string(),
-        direction: c.direction.label().to_string(),
+        limit: c.kind,
+        direction: c.direction,
         from_bytes: c.from,
         to_bytes: c.to,
-        seen_by: c.seen_by.label().to_string(),
-        scope: if c.pod_level { "pod" } else { "container" }.to_string(),
+        seen_by: c.seen_by,
+        scope: c.scope,
     }
 }
 
 fn memory_pressure(p: &MemoryPressure) -> MemoryPressureRecord {
     let f = &p.figures;
     let (state, ended) = match p.change {
-        PressureChange::Start => ("start", None),
-        PressureChange::End(why) => ("end", Some(why.label().to_string())),
+        PressureChange::Start => (PressureState::Start, None),
+        PressureChange::End(why) => (PressureState::End, Some(why)),
     };
     MemoryPressureRecord {
         pod: pod_fields(Some(&p.pod), &p.names),
-        reason: p.reason.label().to_string(),
-        state: state.to_string(),
+        reason: p.reason,
+        state,
         ended,
         lasted_ms: matches!(p.change, PressureChange::End(_)).then(|| p.ts_ns.saturating_sub(p.since_ns) / 1_000_000),
         unreclaimable_bytes: f.unreclaimable_bytes,
@@ -181,10 +179,10 @@ fn memory_pressure(p: &MemoryPressure) -> MemoryPressureRecord {
         seconds_to_limit: f.seconds_to_limit,
         psi_some_permille: f.psi.map(|p| p.some_avg10 / 10),
         psi_full_permille: f.psi.map(|p| p.full_avg10 / 10),
-        refault_bytes_per_second: f.refault_bytes_per_second,
-        limit_hits: f.limit_hits,
+        refault_bytes_per_second: nonzero(f.refault_bytes_per_second),
+        limit_hits: nonzero(f.limit_hits),
         high_bytes: f.high_bytes,
-        high_events: f.high_hits,
+        high_events: nonzero(f.high_hits),
     }
 }
 
@@ -197,7 +195,7 @@ fn pod_fields(pod: Option<&PodRef>, names: &Names) -> PodFields {
         pod: some(&names.pod),
         container: some(&names.container),
         container_id: p.container_id.as_deref().and_then(some),
-        qos_class: p.qos.map(|q| q.label().to_string()),
+        qos_class: p.qos,
         workload: some(&names.workload),
         workload_kind: some(&names.workload_kind),
     }
@@ -206,6 +204,11 @@ fn pod_fields(pod: Option<&PodRef>, names: &Names) -> PodFields {
 /// `None` for an empty string: unknown fields are left out of records.
 fn some(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
+}
+
+/// `None` for none: counts of nothing are left out of records.
+fn nonzero(n: u64) -> Option<u64> {
+    (n > 0).then_some(n)
 }
 
 #[cfg(test)]
@@ -230,13 +233,7 @@ mod tests {
         let names = Names { namespace: "shop".into(), pod: "web".into(), ..Names::default() };
         let kill = Finding::OomKill(Box::new(OomKill {
             explained: crate::watchdog::explain::Explanation::UNKNOWN,
-            victim_rss: Some(crate::events::kernel::OomRss {
-                total_vm_kb: 0,
-                anon_rss_kb: 1,
-                file_rss_kb: 0,
-                shmem_rss_kb: 0,
-                pgtables_kb: 0,
-            }),
+            victim_rss: Some(crate::watchdog::finding::VictimRss { anon_bytes: 1024, file_bytes: 0, shmem_bytes: 0 }),
             oom_score_adj: 0,
             trigger_container: None,
             warned: None,
@@ -247,18 +244,18 @@ mod tests {
         }));
         let Some((Stamp::Boot(5), Body::OomKill(r))) = record_of(&kill) else { panic!("{:?}", record_of(&kill)) };
         assert_eq!(
-            (r.pod.pod_uid.as_deref(), r.pod.pod.as_deref(), r.pod.container.as_deref(), r.pod.qos_class.as_deref()),
-            (Some("u"), Some("web"), None, Some("burstable"))
+            (r.pod.pod_uid.as_deref(), r.pod.pod.as_deref(), r.pod.container.as_deref(), r.pod.qos_class),
+            (Some("u"), Some("web"), None, Some(QosClass::Burstable))
         );
         assert_eq!(
-            (r.victim_role.as_str(), r.pid, r.comm.as_deref(), r.rss_bytes),
-            ("container_init", 9, Some("dd"), Some(1024))
+            (r.victim_role, r.pid, r.comm.as_deref(), r.rss_bytes),
+            (TaskRole::ContainerInit, 9, Some("dd"), Some(1024))
         );
         let edge = StormEdge { started: false, events_in_window: 2, window_secs: 60 };
         assert!(matches!(record_of(&Finding::OomStorm(edge)), Some((Stamp::Now, Body::OomStormEnd(_)))));
         let lost = Finding::EventsLost { stage: LossStage::Channel, count: 4 };
         assert!(
-            matches!(record_of(&lost), Some((Stamp::Now, Body::EventsDropped(l))) if l.stage == "channel" && l.count == 4)
+            matches!(record_of(&lost), Some((Stamp::Now, Body::EventsDropped(l))) if l.stage == LossStage::Channel && l.count == 4)
         );
         assert_eq!(record_of(&Finding::Mismatch(Expired::default())), None, "a counter, not a record");
     }

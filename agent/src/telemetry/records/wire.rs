@@ -1,18 +1,108 @@
 //! Event records on the wire: one JSON object per line, `time`, `node`,
 //! `kind`, and the fields of its kind (a serde-tagged enum, one variant
 //! per kind). Fields that are not known are left out. These types are
-//! all a client (`sandwatch events`) needs; what turns a finding into a
-//! record is [`super::mapping`], what keeps and streams them
-//! [`super::hub`].
+//! all a client (`sandwatch events`) needs; each kind's fields are
+//! declared once ([`super::kinds`]) and made into structs here. What turns
+//! a finding into a record is [`super::mapping`], what keeps and streams
+//! them [`super::hub`].
 //!
-//! The record is the one field mapping of a finding: the JSON log line of
-//! a recorded finding is rendered from its record (`telemetry::logs`), so
-//! a field is named the same in both, and as the metrics' label.
+//! The record is the one field mapping of a finding: the log line of a
+//! recorded finding carries its record's fields (`telemetry::logs`), so a
+//! field is named the same in both, and as the metrics' label.
 
-use std::time::SystemTime;
+use std::{marker::PhantomData, time::SystemTime};
 
 use hyper::body::Bytes;
 use serde::{Deserialize, Serialize};
+use strum::IntoEnumIterator;
+
+use super::kinds::record_kinds;
+use crate::{
+    labels::Label,
+    model::{dispatch::OutcomeKind, DeathCause, ExitReason, LateReason, QosClass, Source, TaskRole},
+    watchdog::{
+        crashes::CrashReason,
+        explain::{DecidedBy, OomCause},
+        limits::{Direction as LimitDirection, LimitKind, LimitScope, SeenBy},
+        oom_limit::UnknownLimit,
+        pressure::{PressureEnd, PressureReason},
+        LossStage, OomConstraint, OomLimit,
+    },
+};
+
+/// The structs of [`record_kinds`], with serde: a field left out when it
+/// is `None`, empty or `false`, and read back so; the others always there.
+macro_rules! wire_structs {
+    (
+        $(#[$pod_meta:meta])* pod $pod:ident { $($pod_fields:tt)* }
+        $( $(#[$meta:meta])* $name:ident $(with $with:ident)? { $($fields:tt)* } )*
+    ) => {
+        wire_structs!(@fields [$(#[$pod_meta])* #[derive(Default)] $pod] [] $($pod_fields)*);
+        $(
+            wire_structs!(@fields [$(#[$meta])* $name] [$(#[serde(flatten)] pub $with: $pod,)?] $($fields)*);
+        )*
+    };
+    // One field at a time, by the shape of its type.
+    (@fields $head:tt [$($done:tt)*] $(#[$m:meta])* $f:ident: Option<$t:ty>, $($rest:tt)*) => {
+        wire_structs!(@fields $head [$($done)*
+            $(#[$m])* #[serde(default, skip_serializing_if = "Option::is_none")] pub $f: Option<$t>,
+        ] $($rest)*);
+    };
+    (@fields $head:tt [$($done:tt)*] $(#[$m:meta])* $f:ident: Vec<$t:ty>, $($rest:tt)*) => {
+        wire_structs!(@fields $head [$($done)*
+            $(#[$m])* #[serde(default, skip_serializing_if = "Vec::is_empty")] pub $f: Vec<$t>,
+        ] $($rest)*);
+    };
+    (@fields $head:tt [$($done:tt)*] $(#[$m:meta])* $f:ident: bool, $($rest:tt)*) => {
+        wire_structs!(@fields $head [$($done)*
+            $(#[$m])* #[serde(default, skip_serializing_if = "std::ops::Not::not")] pub $f: bool,
+        ] $($rest)*);
+    };
+    (@fields $head:tt [$($done:tt)*] $(#[$m:meta])* $f:ident: $t:ty, $($rest:tt)*) => {
+        wire_structs!(@fields $head [$($done)* $(#[$m])* pub $f: $t,] $($rest)*);
+    };
+    (@fields [$(#[$meta:meta])* $name:ident] [$($done:tt)*]) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct $name { $($done)* }
+    };
+}
+
+/// Makes each of the core's enums named a [`WireLabel`]: serialized as its
+/// label, deserialized from it.
+macro_rules! wire_labels {
+    ($($label:ty),* $(,)?) => {$(
+        impl WireLabel for $label {}
+
+        impl Serialize for $label {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.label())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $label {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_str(LabelVisitor(PhantomData))
+            }
+        }
+    )*};
+}
+
+/// Reads a [`WireLabel`] from its label.
+struct LabelVisitor<T>(PhantomData<T>);
+
+impl<T: WireLabel> serde::de::Visitor<'_> for LabelVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let labels: Vec<&str> = T::iter().map(Label::label).collect();
+        write!(f, "one of {}", labels.join(", "))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
+        T::iter().find(|t| t.label() == s).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(s), &self))
+    }
+}
 
 /// One event record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,143 +137,7 @@ pub enum Body {
     Missed(MissedRecord),
 }
 
-/// The pod a record is about, as far as known.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodFields {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_uid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qos_class: Option<String>,
-    /// The pod's workload (from its labels) and its kind.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload_kind: Option<String>,
-}
-
-/// An OOM kill and its post-mortem: who was killed and who ran out of
-/// memory, whose limit fired, what filled that cgroup, what else its pod
-/// held.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OomKillRecord {
-    #[serde(flatten)]
-    pub pod: PodFields,
-    pub victim_role: String,
-    pub pid: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comm: Option<String>,
-    /// The task that ran out of memory, when it is not the victim.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger_pid: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger_comm: Option<String>,
-    /// Its container, when it is not the victim's (names as the runtime said).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger_container: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger_container_id: Option<String>,
-    /// The victim's resident memory (anon + file + shmem) when it was
-    /// picked, and its parts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rss_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub victim_anon_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub victim_file_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub victim_shmem_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oom_score_adj: Option<i32>,
-    /// Whose limit fired: container, pod, node or unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<String>,
-    /// The OOM's constraint: memcg, global, cpuset, memory_policy or unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub constraint: Option<String>,
-    /// What said which limit fired: oom_control (the OOM killer's own
-    /// control), victim_memcg or allocating_task_memcg (page counters).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decided_by: Option<String>,
-    /// Why the limit is unknown: no_counters, unplaced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_unknown: Option<String>,
-    /// The cgroup whose limit fired, at the kill: its usage and limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_bytes: Option<u64>,
-    /// What filled it at the kill (a global OOM: the victim's pod).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub anon_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_cache_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shmem_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel_bytes: Option<u64>,
-    /// Beside those: what was out in swap, and what zswap held
-    /// compressed (left out where none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub swap_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zswap_bytes: Option<u64>,
-    /// How long after the kill its `memory.stat` was read (µs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_read_after_us: Option<u64>,
-    /// The largest of those: anon, page_cache, shmem, kernel, unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cause: Option<String>,
-    /// When the pod's limit fired: its containers, largest first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pod_containers: Vec<ContainerUsage>,
-    /// How long before the kill its container was first warned of memory
-    /// pressure (ms), and of what (near_limit, thrashing, growing); absent:
-    /// it was not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warned_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warned_reasons: Vec<String>,
-    /// The limit that fired was lowered shortly before the kill: which
-    /// (memory_max, swap), from what to what (absent: unlimited), and how
-    /// long before the kill (ms).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lowered_limit: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lowered_from_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lowered_to_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lowered_ms: Option<u64>,
-    /// The dispatcher's outcome: handled, late, unknown, host.
-    pub outcome: String,
-}
-
-/// A pod's or a container's memory limit moved.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LimitChangeRecord {
-    #[serde(flatten)]
-    pub pod: PodFields,
-    /// Which limit: memory_max, memory_high, swap.
-    pub limit: String,
-    /// lowered, raised, set (none before), lifted (none now).
-    pub direction: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to_bytes: Option<u64>,
-    /// What said it: kernel_notice, runtime, read, oom_kill.
-    pub seen_by: String,
-    /// Whose limit: the pod's own (its sandbox cgroup) or its container's.
-    pub scope: String,
-}
+record_kinds!(wire_structs);
 
 /// A container of a pod whose limit fired, and what it used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,137 +148,41 @@ pub struct ContainerUsage {
     pub usage_bytes: u64,
 }
 
-/// A container's init ended: how (its code, or its signal) and why it
-/// counts so.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContainerExitRecord {
-    #[serde(flatten)]
-    pub pod: PodFields,
-    pub victim_role: String,
-    pub pid: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comm: Option<String>,
-    /// completed, error, oom_killed, killed, or the signal's name.
-    pub reason: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<u8>,
-    /// The signal's number, when one ended it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signal: Option<u8>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub core_dumped: bool,
+/// Whether a memory pressure record starts its episode or ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum PressureState {
+    Start,
+    End,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SandboxDeathRecord {
-    #[serde(flatten)]
-    pub pod: PodFields,
-    pub victim_role: String,
-    pub pid: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comm: Option<String>,
-    /// oom, signal, exit.
-    pub cause: String,
-}
+/// A label on the wire: one of the core's enums, written as its label and
+/// read back by it (a value this build does not know is no record).
+pub trait WireLabel: Label + IntoEnumIterator {}
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LateExitRecord {
-    #[serde(flatten)]
-    pub pod: PodFields,
-    pub victim_role: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comm: Option<String>,
-    pub outcome: String,
-    /// sandbox_torn_down, container_missing, task_missing.
-    pub reason: String,
-    /// Who reported it: kernel, runtime.
-    pub source: String,
-}
-
-/// A container runtime's crash (with its reason) or restart.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuntimeRecord {
-    /// The container runtime (`containerd`, …).
-    pub runtime: String,
-    pub pid: u32,
-    /// How it crashed: panic, exit_code, killed, fatal_signal, signal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StormRecord {
-    /// OOM events in the window.
-    pub count: u64,
-    pub window_seconds: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LossRecord {
-    /// The pipeline stage: kernel, channel, decode.
-    pub stage: String,
-    pub count: u64,
-}
-
-/// A container's memory pressure started or ended, for one reason, with
-/// what the kernel said at that read.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryPressureRecord {
-    #[serde(flatten)]
-    pub pod: PodFields,
-    /// near_limit, thrashing, growing, throttled.
-    pub reason: String,
-    /// start, end.
-    pub state: String,
-    /// How it ended: eased, killed, gone, unlimited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended: Option<String>,
-    /// How long the episode lasted (ms; at its end).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lasted_ms: Option<u64>,
-    /// What no reclaim frees (usage less page cache: anonymous memory,
-    /// tmpfs, kernel memory), and the container's limit.
-    pub unreclaimable_bytes: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_bytes: Option<u64>,
-    /// The unreclaimable memory's share of the limit, thousandths.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unreclaimable_permille: Option<u32>,
-    /// The kubelet's working set (usage less inactive page cache).
-    pub working_set_bytes: u64,
-    /// At its current growth, when the unreclaimable memory meets the limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seconds_to_limit: Option<u64>,
-    /// PSI (v2): the share of the last 10 s some, or all, of its tasks
-    /// stalled on memory, thousandths.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub psi_some_permille: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub psi_full_permille: Option<u32>,
-    /// Pages evicted in use and read back, bytes a second.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub refault_bytes_per_second: u64,
-    /// Times it met its limit since the read before.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub limit_hits: u64,
-    /// Its `memory.high` (v2), and the times the kernel throttled it there
-    /// (crossings) since the read before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub high_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub high_events: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MissedRecord {
-    pub count: u64,
-}
+wire_labels!(
+    TaskRole,
+    OutcomeKind,
+    Source,
+    LateReason,
+    DeathCause,
+    ExitReason,
+    QosClass,
+    CrashReason,
+    LossStage,
+    OomLimit,
+    OomConstraint,
+    UnknownLimit,
+    OomCause,
+    PressureReason,
+    PressureEnd,
+    PressureState,
+    DecidedBy,
+    LimitKind,
+    LimitDirection,
+    SeenBy,
+    LimitScope,
+);
 
 impl Body {
     pub fn kind(&self) -> Kind {
@@ -402,7 +260,47 @@ pub(crate) mod tests {
     use strum::IntoEnumIterator as _;
 
     use super::*;
-    use crate::labels::Label as _;
+
+    /// A handled kill of `pid` known by nothing else.
+    pub(crate) fn bare_kill(victim_role: TaskRole, pid: u32) -> OomKillRecord {
+        OomKillRecord {
+            pod: PodFields::default(),
+            victim_role,
+            pid,
+            comm: None,
+            trigger_pid: None,
+            trigger_comm: None,
+            trigger_container: None,
+            trigger_container_id: None,
+            rss_bytes: None,
+            victim_anon_bytes: None,
+            victim_file_bytes: None,
+            victim_shmem_bytes: None,
+            oom_score_adj: None,
+            limit: None,
+            constraint: None,
+            decided_by: None,
+            limit_unknown: None,
+            usage_bytes: None,
+            limit_bytes: None,
+            anon_bytes: None,
+            page_cache_bytes: None,
+            shmem_bytes: None,
+            kernel_bytes: None,
+            swap_bytes: None,
+            zswap_bytes: None,
+            memory_read_after_us: None,
+            cause: None,
+            pod_containers: Vec::new(),
+            warned_ms: None,
+            warned_reasons: Vec::new(),
+            lowered_limit: None,
+            lowered_from_bytes: None,
+            lowered_to_bytes: None,
+            lowered_ms: None,
+            outcome: OutcomeKind::Handled,
+        }
+    }
 
     pub(crate) fn oom(pod: &str) -> Record {
         Record {
@@ -410,17 +308,9 @@ pub(crate) mod tests {
             node: "node-a".into(),
             body: Body::OomKill(Box::new(OomKillRecord {
                 pod: PodFields { namespace: Some("shop".into()), pod: Some(pod.into()), ..PodFields::default() },
-                victim_role: "container_child".into(),
-                pid: 42,
-                comm: None,
-                trigger_pid: None,
-                trigger_comm: None,
-                rss_bytes: None,
-                limit_bytes: None,
-                limit: Some("pod".into()),
-                constraint: Some("memcg".into()),
-                outcome: "handled".into(),
-                ..OomKillRecord::default()
+                limit: Some(OomLimit::Pod),
+                constraint: Some(OomConstraint::Memcg),
+                ..bare_kill(TaskRole::ContainerChild, 42)
             })),
         }
     }
@@ -428,10 +318,10 @@ pub(crate) mod tests {
     pub(crate) fn death() -> Record {
         let body = SandboxDeathRecord {
             pod: PodFields::default(),
-            victim_role: "sandbox".into(),
+            victim_role: TaskRole::Sandbox,
             pid: 7,
             comm: Some("pause".into()),
-            cause: "oom".into(),
+            cause: DeathCause::Oom,
         };
         Record { time: rfc3339(SystemTime::now()), node: "node-a".into(), body: Body::SandboxDeath(body) }
     }
@@ -474,42 +364,54 @@ pub(crate) mod tests {
                     workload_kind: Some("Deployment".into()),
                     ..PodFields::default()
                 },
-                victim_role: "container_init".into(),
+                victim_role: TaskRole::ContainerInit,
                 pid: 7,
                 comm: Some("app".into()),
-                reason: "sigsegv".into(),
+                reason: ExitReason::Sigsegv,
                 exit_code: None,
                 signal: Some(11),
                 core_dumped: true,
             }),
             Body::LateExit(LateExitRecord {
                 pod: PodFields::default(),
-                victim_role: "unknown".into(),
+                victim_role: TaskRole::Unknown,
                 pid: None,
                 comm: None,
-                outcome: "late".into(),
-                reason: "container_missing".into(),
-                source: "runtime".into(),
+                outcome: OutcomeKind::Late,
+                reason: LateReason::ContainerMissing,
+                source: Source::Runtime,
             }),
             Body::RuntimeCrash(runtime.clone()),
             Body::RuntimeRestart(runtime),
             Body::OomStormStart(storm.clone()),
             Body::OomStormEnd(storm),
-            Body::EventsDropped(LossRecord { stage: "kernel".into(), count: 3 }),
+            Body::EventsDropped(LossRecord { stage: LossStage::Kernel, count: 3 }),
             Body::MemoryPressure(MemoryPressureRecord {
-                reason: "near_limit".into(),
-                state: "start".into(),
+                pod: PodFields::default(),
+                reason: PressureReason::NearLimit,
+                state: PressureState::Start,
+                ended: None,
+                lasted_ms: None,
+                unreclaimable_bytes: 0,
+                limit_bytes: None,
+                unreclaimable_permille: None,
                 working_set_bytes: 1 << 20,
-                ..MemoryPressureRecord::default()
+                seconds_to_limit: None,
+                psi_some_permille: None,
+                psi_full_permille: None,
+                refault_bytes_per_second: None,
+                limit_hits: None,
+                high_bytes: None,
+                high_events: None,
             }),
             Body::LimitChange(LimitChangeRecord {
-                limit: "memory_max".into(),
-                direction: "lowered".into(),
-                from_bytes: Some(128 << 20),
-                to_bytes: Some(32 << 20),
-                seen_by: "kernel_notice".into(),
-                scope: "container".into(),
-                ..LimitChangeRecord::default()
+                pod: PodFields::default(),
+                limit: LimitKind::MemoryHigh,
+                direction: LimitDirection::Set,
+                from_bytes: None,
+                to_bytes: Some(24 << 20),
+                seen_by: SeenBy::Runtime,
+                scope: LimitScope::Pod,
             }),
             Body::Missed(MissedRecord { count: 2 }),
         ];

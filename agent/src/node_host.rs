@@ -12,7 +12,7 @@ use strum::IntoEnumIterator as _;
 
 use crate::{
     events::Event,
-    host::{self, inotify::Inotify, notices::Notices},
+    os::{self, inotify::Inotify, notices::Notices},
     pipeline::Pipeline,
     probes::{
         cgroups::CgroupLayout,
@@ -266,14 +266,14 @@ impl Host for NodeHost {
     }
 
     fn comm(&self, pid: u32, start_ns: u64) -> Option<String> {
-        host::proc::comm(pid, start_ns)
+        os::proc::comm(pid, start_ns)
     }
 
     fn runtime_processes(&self) -> Vec<RuntimeProcess> {
-        host::proc::processes_named(&self.runtime_names)
+        os::proc::processes_named(&self.runtime_names)
             .into_iter()
             .map(|(pid, comm)| {
-                let cgroup = host::proc::cgroups(pid)
+                let cgroup = os::proc::cgroups(pid)
                     .and_then(|text| self.layout.task_path(&text).map(|p| self.layout.host_path(p)));
                 RuntimeProcess { pid, comm, cgroup }
             })

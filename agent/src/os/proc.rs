@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use agent_common::as_comm;
+
 /// Field 22 (starttime, in clock ticks since boot) of /proc/<pid>/stat. The
 /// comm field may hold spaces and parentheses: parse after the last ')'.
 pub fn start_ticks(stat: &str) -> Option<u64> {
@@ -26,8 +28,6 @@ pub fn comm(pid: u32, start_ns: u64) -> Option<String> {
 pub fn tick_ns() -> u64 {
     1_000_000_000 / super::clock_ticks().max(1)
 }
-
-pub use crate::events::kernel::{as_comm, COMM_MAX};
 
 /// (tgid, comm) of every process whose comm is one of `names` (as comm
 /// shows them: cut to 15 bytes).
