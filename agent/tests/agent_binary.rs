@@ -15,8 +15,17 @@ const OTHER_UID: &str = "7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d";
 /// Programs of ours that are loaded in the kernel right now (names are cut
 /// to 15 bytes by the kernel).
 fn our_programs_loaded() -> usize {
-    const OURS: [&str; 6] =
-        ["sched_process_e", "sched_process_f", "mark_victim", "cgroup_mkdir", "cgroup_rmdir", "cgroup_attach_t"];
+    // The kernel keeps 15 bytes of a program's name.
+    const OURS: [&str; 8] = [
+        "sched_process_e",
+        "sched_process_f",
+        "mark_victim",
+        "mark_victim_tas",
+        "oom_control",
+        "cgroup_mkdir",
+        "cgroup_rmdir",
+        "cgroup_attach_t",
+    ];
     aya::programs::loaded_programs()
         .filter_map(Result::ok)
         .filter(|p| p.name_as_str().is_some_and(|n| OURS.contains(&n)))
@@ -36,14 +45,18 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     assert!(node.sandboxes >= 1.0 && node.processes >= 3.0, "the other pod is there: {node:?}");
     let before = our_programs_loaded();
     let agent = AgentProcess::start(&[]);
-    assert_eq!(our_programs_loaded(), before + 6, "six programs attached");
+    // Six everywhere; the victim's own program where the OOM tracepoint
+    // passes its task (on v1 too), the OOM killer's entry where the kernel
+    // takes a trampoline.
+    let attached = our_programs_loaded() - before;
+    assert!((6..=8).contains(&attached), "{attached} programs attached");
     let m0 = agent.metrics();
     // Host processes' exits are counted in the kernel; pods' are streamed.
     let host_exits = |m: &str| metric(m, "sandwatch_task_exits_total{outcome=\"host\",role=\"host\"}").unwrap_or(0.0);
     let host0 = host_exits(&m0);
     let exits0 = metric(&m0, "sandwatch_events_total{kind=\"exit\"}").expect("exit counter");
     let ooms0 = metric(&m0, "sandwatch_events_total{kind=\"oom_kill\"}").expect("oom counter");
-    assert_eq!(metric(&m0, "sandwatch_programs_attached"), Some(6.0));
+    assert_eq!(metric(&m0, "sandwatch_programs_attached"), Some(attached as f64), "as the kernel has them");
 
     for code in 0..20 {
         sh(&format!("exit {code}")).wait().expect("wait");
@@ -301,7 +314,8 @@ fn least_privilege_bpf_and_perfmon_suffice_and_each_is_needed() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(after >= before + 5.0, "exits counted with least privilege: {before} -> {after}");
-    assert_eq!(metric(&agent.metrics(), "sandwatch_programs_attached"), Some(6.0));
+    let attached = metric(&agent.metrics(), "sandwatch_programs_attached").unwrap_or(0.0);
+    assert!((6.0..=8.0).contains(&attached), "{attached} programs attached with CAP_BPF and CAP_PERFMON");
     let (status, log) = agent.terminate(Duration::from_secs(10));
     assert!(status.success(), "{log}");
 

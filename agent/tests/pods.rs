@@ -704,7 +704,7 @@ async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
     drop(swap);
 }
 
-const UID_ELSEWHERE: &str = "5d2a7c1e-000b-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_ELSEWHERE: &str = "5d2a7c1e-000e-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_LIMITS: &str = "5d2a7c1e-000c-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_NOTICE: &str = "5d2a7c1e-000d-4a6d-8e9f-0a1b2c3d4e5f";
 
@@ -1063,5 +1063,70 @@ async fn a_slowly_growing_container_is_warned_before_its_kill_and_a_steady_one_n
     let steady: Vec<_> =
         watch.pressure.iter().filter(|p| p.pod.container_id.as_deref() == Some(cid(3).as_str())).collect();
     assert!(steady.is_empty(), "the steady container at a quarter was never warned: {steady:#?}");
+    drop(pod);
+}
+
+const UID_QOS: &str = "5d2a7c1e-000f-4a6d-8e9f-0a1b2c3d4e5f";
+
+/// A container shaped as the kubelet's MemoryQoS makes it (`memory.high`
+/// at 80 % of its 64 MiB limit) that grows slowly is said throttled at
+/// `memory.high` before it is near its limit and before any kill; one held
+/// steady below its `memory.high` beside it never is. cgroup v2 (the VMs):
+/// v1 has no `memory.high`.
+#[cfg(feature = "vm")]
+#[tokio::test(flavor = "current_thread")]
+async fn a_container_held_at_memory_high_is_throttled_before_it_is_near_its_limit() {
+    use sandwatch::watchdog::pressure::PressureReason;
+    let mut watch = Watch::start();
+    let mut pod = KubePod::build("qos", UID_QOS, false, 3);
+    for i in [A, B] {
+        pod.cg.set_memory_limit(&pod.paths[i], 64 << 20);
+        let high = pod.cg.layout.dir(&pod.paths[i]).join("memory.high");
+        std::fs::write(&high, ((64u64 << 20) * 8 / 10).to_string()).expect("memory.high");
+    }
+    pod.start_init(SANDBOX, "exec sleep 1000");
+    pod.start_init(A, &grower(40, 1));
+    pod.start_init(B, &holder(24));
+    for i in [SANDBOX, A, B] {
+        pod.trigger(i);
+    }
+    let grower_pid = pod.init_pid(A);
+    let edges_of = |watch: &Watch, n: u8| -> Vec<(PressureReason, PressureChange)> {
+        watch
+            .pressure
+            .iter()
+            .filter(|p| p.pod.container_id.as_deref() == Some(cid(n).as_str()))
+            .map(|p| (p.reason, p.change))
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    // Until, once it is throttled, it is near its limit or killed (or it
+    // stayed throttled, held there, for 30 s).
+    let mut throttled_at = None;
+    loop {
+        let edges = edges_of(&watch, 2);
+        let killed = watch.warned.iter().any(|(pid, _)| *pid == grower_pid);
+        let near = edges.contains(&(PressureReason::NearLimit, PressureChange::Start));
+        if throttled_at.is_none() && edges.contains(&(PressureReason::Throttled, PressureChange::Start)) {
+            throttled_at = Some(std::time::Instant::now());
+        }
+        if near || killed || throttled_at.is_some_and(|t| t.elapsed() > Duration::from_secs(30)) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(240), "never throttled nor near its limit: {edges:?}");
+        watch.losing(Duration::from_secs(1), |_| false).await;
+        watch.tick();
+    }
+    let grower = edges_of(&watch, 2);
+    eprintln!("the grower's edges after {:.0} s: {grower:?}", started.elapsed().as_secs_f64());
+    let throttled = grower.iter().position(|e| *e == (PressureReason::Throttled, PressureChange::Start));
+    let near = grower.iter().position(|e| e.0 == PressureReason::NearLimit);
+    let throttled = throttled.unwrap_or_else(|| panic!("never said throttled: {grower:?}"));
+    assert!(near.is_none_or(|n| throttled < n), "throttled before near its limit: {grower:?}");
+    if let Some((_, w)) = watch.warned.iter().find(|(pid, _)| *pid == grower_pid) {
+        let w = w.as_ref().expect("its kill was warned");
+        assert!(w.reasons.contains(&PressureReason::Throttled), "{w:?}");
+    }
+    assert!(edges_of(&watch, 3).is_empty(), "the steady container below memory.high: {:?}", edges_of(&watch, 3));
     drop(pod);
 }

@@ -180,13 +180,25 @@ const UNDER_PRESSURE: usize = 50;
 const WINDOW: Duration = Duration::from_secs(20);
 
 /// The agent over one window: CPU (user, and all) and read syscalls a
-/// second, and its RSS at the end.
+/// second, its reads of cgroups' limits a second, and at the end its RSS,
+/// its open file descriptors, and the kernel notices it holds.
 #[derive(Clone, Copy, Default)]
 struct Cost {
     user_ms: f64,
     cpu_ms: f64,
     reads: f64,
+    limit_reads: f64,
     rss_kib: u64,
+    fds: usize,
+    notices: f64,
+}
+
+/// The agent's reads of cgroups' memory limits so far, by every reason.
+fn limit_reads(agent: &Agent) -> f64 {
+    ["start", "kernel_notice", "runtime", "timer"]
+        .iter()
+        .map(|r| agent.value(&format!("sandwatch_memory_limit_reads_total{{reason=\"{r}\"}}")))
+        .sum()
 }
 
 /// A process's user CPU (clock ticks of /proc/PID/stat, as ns).
@@ -200,6 +212,7 @@ fn user_ns(pid: u32) -> u64 {
 
 fn cost(agent: &Agent) -> Cost {
     let pid = agent.pid();
+    let limits0 = limit_reads(agent);
     let (reads0, cpu0, user0) = (reads_and_cpu(pid).0, cpu_ns(pid), user_ns(pid));
     std::thread::sleep(WINDOW);
     let (reads1, cpu1, user1) = (reads_and_cpu(pid).0, cpu_ns(pid), user_ns(pid));
@@ -208,7 +221,10 @@ fn cost(agent: &Agent) -> Cost {
         user_ms: (user1 - user0) as f64 / 1e6 / secs,
         cpu_ms: (cpu1 - cpu0) as f64 / 1e6 / secs,
         reads: (reads1 - reads0) as f64 / secs,
+        limit_reads: (limit_reads(agent) - limits0) / secs,
         rss_kib: status_kib(pid, "VmRSS:"),
+        fds: std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0),
+        notices: agent.value("sandwatch_memory_notices_total{result=\"registered\"}"),
     }
 }
 
@@ -265,6 +281,67 @@ fn pressure(bin: &Path, agent_args: &[String], pods: &Pods) -> Result<([Cost; 3]
     Ok(([off, quiet, under], warned))
 }
 
+/// Growth rates (MiB a second) whose warning lead is measured, each from
+/// 8 MiB towards a 64 MiB limit.
+const RATES: [u32; 4] = [1, 2, 4, 8];
+
+/// How long before its kill a growing container is warned, at each of
+/// `RATES`, among `pods` (app containers no other part uses): one
+/// container per rate, growing at once. (rate, seconds from half its
+/// limit to its kill, lead in seconds; `None`: not warned.)
+fn leads(bin: &Path, agent_args: &[String], pods: &Pods) -> Result<Vec<(u32, f64, Option<f64>)>> {
+    let agent = start_agent(bin, agent_args, None)?;
+    std::thread::sleep(Duration::from_secs(12));
+    let apps: Vec<&Path> = pods.containers.iter().skip(1).step_by(2).map(|p| p.as_path()).collect();
+    // Past the kills' pods and before the pressure part's.
+    let picked: Vec<&Path> = apps.iter().skip(apps.len() * 7 / 10).take(RATES.len()).copied().collect();
+    if picked.len() < RATES.len() {
+        bail!("too few pods for the growth rates");
+    }
+    let mut growers = Vec::new();
+    for (dir, rate) in picked.iter().zip(RATES) {
+        // Raised to 64 MiB (v1: memory + swap first, which bounds it).
+        for file in ["memory.memsw.limit_in_bytes", "memory.limit_in_bytes", "memory.max"] {
+            let path = dir.join(file);
+            if path.exists() {
+                std::fs::write(&path, (64u64 << 20).to_string())
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+        }
+        let script = format!(
+            "echo $$ > {} && exec /bin/busybox awk 'BEGIN {{ s = sprintf(\"%01000d\", 0); \
+             for (n = 0; n < 8 * 1024; n++) a[n] = s n; \
+             while (1) {{ for (i = 0; i < {rate} * 1024; i++) a[n++] = s n; system(\"sleep 1\") }} }}'",
+            dir.join("cgroup.procs").display()
+        );
+        growers.push(Command::new("sh").args(["-c", &script]).stdin(Stdio::null()).stdout(Stdio::null()).spawn()?);
+    }
+    let ids: Vec<String> =
+        picked.iter().map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()).collect();
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let mut found: Vec<Option<Option<f64>>> = vec![None; RATES.len()];
+    while found.iter().any(Option::is_none) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        let Some((_, body)) = agent.events_get("/events?kind=oom_kill") else { continue };
+        for line in body.lines() {
+            let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+            let Some(i) = ids.iter().position(|id| record["container_id"].as_str() == Some(id.as_str())) else {
+                continue;
+            };
+            found[i].get_or_insert(record["warned_ms"].as_u64().map(|ms| ms as f64 / 1000.0));
+        }
+    }
+    agent.stop()?;
+    for mut g in growers {
+        // SAFETY: kill(2) of the grower this bench started, by its pid.
+        unsafe { libc::kill(g.id() as i32, libc::SIGKILL) };
+        let _ = g.wait();
+    }
+    // From half its limit (32 MiB, from 8 at `rate` a second, about 7 %
+    // more for awk's own) to its limit.
+    Ok(RATES.iter().zip(found).map(|(&rate, lead)| (rate, 32.0 / (f64::from(rate) * 1.07), lead.flatten())).collect())
+}
+
 /// The section's report, each build a column.
 pub fn run(builds: &[(&str, &Path)], agent_args: &[String], count: u32) -> Result<String> {
     let mut idle = Vec::new();
@@ -277,6 +354,11 @@ pub fn run(builds: &[(&str, &Path)], agent_args: &[String], count: u32) -> Resul
     for ((name, bin), idle) in builds.iter().zip(idle) {
         eprintln!("bench: memory at scale, {name} build");
         figures.push(at_scale(bin, agent_args, &pods, count, idle)?);
+    }
+    let mut growth = Vec::new();
+    if let Some((name, bin)) = builds.first() {
+        eprintln!("bench: the warning's lead at growth rates {RATES:?} MiB/s, {name} build");
+        growth = leads(bin, agent_args, &pods)?;
     }
     let mut pressures = Vec::new();
     for (name, bin) in builds {
@@ -365,11 +447,23 @@ pub fn run(builds: &[(&str, &Path)], agent_args: &[String], count: u32) -> Resul
     line(&mut out, "user CPU a second, off → none → 50 under pressure", per(&|c| c.user_ms, "ms", 2));
     line(&mut out, "all CPU a second (user + system)", per(&|c| c.cpu_ms, "ms", 2));
     line(&mut out, "read syscalls a second", per(&|c| c.reads, "", 0));
+    line(&mut out, "reads of limits a second (limit tracking)", per(&|c| c.limit_reads, "", 2));
+    line(&mut out, "open file descriptors at the end", per(&|c| c.fds as f64, "", 0));
+    line(&mut out, "kernel notices registered (v1 thresholds, v2 PSI triggers)", per(&|c| c.notices, "", 0));
     line(&mut out, "RSS at the end of the window", per(&|c| mib(c.rss_kib), "MiB", 1));
     line(
         &mut out,
         "containers it warned of (near_limit)",
         pressures.iter().map(|(_, w)| format!("{w} of {UNDER_PRESSURE}")).collect(),
     );
+    out.push_str(&format!(
+        "\nThe warning's lead at {count} pods ({} build), a container growing from 8 MiB towards its 64 MiB \
+         limit at each rate, all at once\n\n| growth | half its limit to its limit | warned before its kill |\n|---|---|---|\n",
+        builds.first().map_or("", |(name, _)| *name)
+    ));
+    for (rate, half, lead) in &growth {
+        let lead = lead.map_or("not warned".to_string(), |s| format!("{s:.1} s"));
+        out.push_str(&format!("| {rate} MiB/s | {half:.0} s | {lead} |\n"));
+    }
     Ok(out)
 }
