@@ -16,9 +16,8 @@ use crate::{
     pipeline::Pipeline,
     probes::{
         cgroups::CgroupLayout,
-        loader::TrackedKind,
         scan::{self, MAX_CGROUPS},
-        CgroupTracker, KernelCounters,
+        CgroupTracker, KernelCounters, TrackedKind,
     },
     runtime::{cri::MetadataRequests, metrics::RuntimeMetrics},
     stats::PipelineStats,

@@ -1066,6 +1066,7 @@ async fn a_slowly_growing_container_is_warned_before_its_kill_and_a_steady_one_n
     drop(pod);
 }
 
+#[cfg(feature = "vm")]
 const UID_QOS: &str = "5d2a7c1e-000f-4a6d-8e9f-0a1b2c3d4e5f";
 
 /// A container shaped as the kubelet's MemoryQoS makes it (`memory.high`

@@ -2,14 +2,14 @@
 //! seeds the per-task table from /proc, and hands out the ring buffer and the
 //! kernel counters. Dropping [`Probes`] detaches everything.
 
-use std::{collections::HashMap, path::Path};
+use std::path::Path;
 
 use agent_common::{
-    names, tracked, unstreamed, MemcgOffsets, OomControlOffsets, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets,
-    TracepointOffsets, TrackedCgroup, ABSENT, COMM_LEN, MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
+    names, MemcgOffsets, OomControlOffsets, ProbeConfig, RuntimeComms, TaskOffsets, TracepointOffsets, ABSENT,
+    COMM_LEN, MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
 };
 use aya::{
-    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, MapData, PerCpuArray, RingBuf},
     programs::{FEntry, RawTracePoint, TracePoint},
     util::KernelVersion,
     Ebpf, EbpfLoader,
@@ -18,8 +18,11 @@ use aya::{
 use super::{
     btf::{Btf, BtfError},
     cgroups::{CgroupError, CgroupLayout},
+    counters::KernelCounters,
     landlock::{with_reads_only_beneath, Confinement},
+    offsets::{memcg_offsets, oom_control_offsets, task_offsets},
     tracefs::{Tracefs, TracefsError},
+    tracker::CgroupTracker,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -179,117 +182,6 @@ pub fn check_privileges() -> Result<(), LoadError> {
     } else {
         Err(LoadError::NotPrivileged { uid: crate::os::uid() })
     }
-}
-
-fn task_offsets(btf: &Btf) -> Result<TaskOffsets, BtfError> {
-    let (cgroup_ancestors, ancestor_ids) = ancestor_offsets(btf);
-    let o = btf.member_offsets(&[
-        ("task_struct", "exit_code"),
-        ("task_struct", "pid"),
-        ("task_struct", "tgid"),
-        ("task_struct", "real_parent"),
-        ("task_struct", "start_boottime"),
-        ("task_struct", "group_leader"),
-        ("task_struct", "signal"),
-        ("signal_struct", "live"),
-        ("signal_struct", "nr_threads"),
-        ("signal_struct", "sum_sched_runtime"),
-        ("task_struct", "comm"),
-        ("cgroup", "root"),
-        ("cgroup_root", "hierarchy_id"),
-        ("cgroup", "level"),
-        ("cgroup", "kn"),
-        ("kernfs_node", "id"),
-    ])?;
-    Ok(TaskOffsets {
-        exit_code: o[0],
-        pid: o[1],
-        tgid: o[2],
-        real_parent: o[3],
-        start_boottime: o[4],
-        group_leader: o[5],
-        signal: o[6],
-        signal_live: o[7],
-        signal_nr_threads: o[8],
-        signal_sum_runtime: o[9],
-        comm: o[10],
-        cgroup_root: o[11],
-        root_hierarchy_id: o[12],
-        cgroup_level: o[13],
-        cgroup_kn: o[14],
-        kn_id: o[15],
-        // Where a task's cgroup is read off it (v2).
-        task_cgroups: btf.member_offset("task_struct", "cgroups").unwrap_or(ABSENT),
-        css_dfl_cgrp: btf.member_offset("css_set", "dfl_cgrp").unwrap_or(ABSENT),
-        cgroup_ancestors,
-        ancestor_ids: u32::from(ancestor_ids),
-    })
-}
-
-/// Where a cgroup's ancestors are listed by level: `cgroup.ancestors`
-/// (pointers, Linux 6.0 on) or `cgroup.ancestor_ids` (ids, before); where
-/// neither is, a cgroup nested below a container's is not found (its
-/// tasks read as the host's) and the agent says so once.
-fn ancestor_offsets(btf: &Btf) -> (u32, bool) {
-    if let Ok(at) = btf.member_offset("cgroup", "ancestors") {
-        return (at, false);
-    }
-    if let Ok(at) = btf.member_offset("cgroup", "ancestor_ids") {
-        return (at, true);
-    }
-    log::warn!("this kernel's BTF has neither cgroup.ancestors nor cgroup.ancestor_ids: processes in cgroups a container made below its own read as the host's");
-    (ABSENT, false)
-}
-
-/// Where the OOM program finds the page counters of the task that ran out
-/// of memory and of each memory cgroup above it (which limit fired). All
-/// or nothing: where this kernel's BTF lacks one, none are read and every
-/// kill's limit is said unknown, for that reason.
-fn memcg_offsets(btf: &Btf, v1: bool) -> Result<MemcgOffsets, BtfError> {
-    let memory_id = btf
-        .enumerator("cgroup_subsys_id", "memory_cgrp_id")
-        .and_then(|id| u32::try_from(id).ok())
-        .ok_or_else(|| BtfError::NoMember("cgroup_subsys_id".into(), "memory_cgrp_id".into()))?;
-    let o = btf.member_offsets(&[
-        ("css_set", "subsys"),
-        ("cgroup_subsys_state", "cgroup"),
-        ("mem_cgroup", "memory"),
-        ("page_counter", "usage"),
-        ("page_counter", "max"),
-        ("page_counter", "parent"),
-    ])?;
-    let pointer = core::mem::size_of::<u64>() as u32;
-    Ok(MemcgOffsets {
-        css_set_memory: o[0] + memory_id * pointer,
-        css_cgroup: o[1],
-        memory: o[2],
-        // v1 charges memory + swap first where a limit is set on it (runc
-        // sets it to the memory limit): its counter can be the one that fails.
-        memsw: if v1 { btf.member_offset("mem_cgroup", "memsw")? } else { ABSENT },
-        counter_usage: o[3],
-        counter_max: o[4],
-        counter_parent: o[5],
-        _pad: 0,
-    })
-}
-
-/// Where the OOM record reads the killer's own decision (`struct
-/// oom_control`, and the values of `enum oom_constraint`). All or nothing.
-fn oom_control_offsets(btf: &Btf) -> Result<OomControlOffsets, BtfError> {
-    let o = btf.member_offsets(&[("oom_control", "memcg"), ("oom_control", "constraint")])?;
-    let value = |name: &str| {
-        btf.enumerator("oom_constraint", name)
-            .and_then(|v| u32::try_from(v).ok())
-            .ok_or_else(|| BtfError::NoMember("oom_constraint".into(), name.into()))
-    };
-    Ok(OomControlOffsets {
-        memcg: o[0],
-        constraint: o[1],
-        none: value("CONSTRAINT_NONE")?,
-        cpuset: value("CONSTRAINT_CPUSET")?,
-        memory_policy: value("CONSTRAINT_MEMORY_POLICY")?,
-        memcg_value: value("CONSTRAINT_MEMCG")?,
-    })
 }
 
 /// Where which limit fired on an OOM kill is read from.
@@ -582,190 +474,7 @@ impl Probes {
 
 pub type Logger = aya_log::EbpfLogger<&'static dyn log::Log>;
 
-/// Emitted / dropped per event kind, summed over CPUs.
-pub struct KernelCounters {
-    emitted: PerCpuArray<MapData, u64>,
-    dropped: PerCpuArray<MapData, u64>,
-    unstreamed: PerCpuArray<MapData, u64>,
-}
-
-/// What the kernel counted instead of streaming.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Unstreamed {
-    /// Exits of threads that were not the last of their process.
-    pub thread_exits: u64,
-    /// Exits of processes in no tracked cgroup (host, not a runtime).
-    pub host_exits: u64,
-    /// New cgroups the tracked-cgroup map had no room for.
-    pub tracking_refused: u64,
-    /// mkdirs and rmdirs of cgroups nested below a container's.
-    pub nested_cgroup_changes: u64,
-    /// Attaches that sent no record (nested, or beyond a cgroup's allowance).
-    pub attaches_unstreamed: u64,
-    /// Pod tasks the task table had lost: their exit or kill went out
-    /// with the cgroup unknown.
-    pub task_table_misses: u64,
-}
-
-fn per_cpu_sum(m: &PerCpuArray<MapData, u64>, slot: u32) -> u64 {
-    m.get(&slot, 0).map(|v| v.iter().sum::<u64>()).unwrap_or(0)
-}
-
-impl KernelCounters {
-    /// Whether the maps can be read now (with the thread's capabilities).
-    pub fn readable(&self) -> bool {
-        self.emitted.get(&0, 0).is_ok()
-    }
-
-    /// (emitted, dropped) for one kind; zeros if the map cannot be read.
-    pub fn read(&self, kind: u32) -> (u64, u64) {
-        (per_cpu_sum(&self.emitted, kind), per_cpu_sum(&self.dropped, kind))
-    }
-
-    pub fn unstreamed(&self) -> Unstreamed {
-        Unstreamed {
-            thread_exits: per_cpu_sum(&self.unstreamed, unstreamed::THREAD_EXITS),
-            host_exits: per_cpu_sum(&self.unstreamed, unstreamed::HOST_EXITS),
-            tracking_refused: per_cpu_sum(&self.unstreamed, unstreamed::TRACKING_REFUSED),
-            nested_cgroup_changes: per_cpu_sum(&self.unstreamed, unstreamed::NESTED_CGROUP_CHANGES),
-            attaches_unstreamed: per_cpu_sum(&self.unstreamed, unstreamed::ATTACHES_UNSTREAMED),
-            task_table_misses: per_cpu_sum(&self.unstreamed, unstreamed::TASK_TABLE_MISSES),
-        }
-    }
-}
-
-/// The tracked-cgroup map and the task table, as user space writes them:
-/// the model says which cgroups are pods' (tracked) and which are not.
-pub struct CgroupTracker {
-    tracked: BpfHashMap<MapData, u64, TrackedCgroup>,
-    tasks: BpfHashMap<MapData, u32, TaskInfo>,
-    /// Where the programs kept the task table (the fork table's kernels):
-    /// they skip it for unmarked threads, and read a marked one it lost as
-    /// a pod's.
-    marks: Option<PodPidMarks>,
-    /// The lowest level of a container's cgroup, as the programs know it.
-    nesting: Array<MapData, u32>,
-    lowest_container_level: u32,
-    layout: CgroupLayout,
-}
-
-/// What a tracked cgroup is, for the programs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrackedKind {
-    Pod,
-    Container,
-}
-
-impl CgroupTracker {
-    fn new(ebpf: &mut Ebpf, layout: CgroupLayout, pod_pid_slots: u32, path: KernelPath) -> Result<Self, LoadError> {
-        let tracked = BpfHashMap::try_from(take_map(ebpf, names::TRACKED)?)
-            .map_err(|source| LoadError::Map { name: names::TRACKED, source })?;
-        let tasks = BpfHashMap::try_from(take_map(ebpf, names::TASKS)?)
-            .map_err(|source| LoadError::Map { name: names::TASKS, source })?;
-        let marks = match take_map(ebpf, names::POD_PIDS)? {
-            aya::maps::Map::Array(data) if path == KernelPath::ForkTable => {
-                Some(PodPidMarks::map(data, pod_pid_slots)?)
-            }
-            _ => None,
-        };
-        let mut nesting = Array::try_from(take_map(ebpf, names::NESTING)?)
-            .map_err(|source| LoadError::Map { name: names::NESTING, source })?;
-        // No container known yet: no cgroup is nested below one.
-        nesting.set(0, u32::MAX, 0).map_err(|source| LoadError::Map { name: names::NESTING, source })?;
-        Ok(Self { tracked, tasks, marks, nesting, lowest_container_level: u32::MAX, layout })
-    }
-
-    /// Streams the events of `cgroup_id`'s tasks from now on, `kind`
-    /// saying what it is (what a container's nests is its own); false if
-    /// the map is full. A container at `level` lower than any before lets
-    /// the programs look for cgroups nested below it from there: set
-    /// first, so that none is missed meanwhile.
-    pub fn track(&mut self, cgroup_id: u64, kind: TrackedKind, level: u32) -> bool {
-        if kind == TrackedKind::Container
-            && level < self.lowest_container_level
-            && self.nesting.set(0, level, 0).is_ok()
-        {
-            self.lowest_container_level = level;
-        }
-        let kind = match kind {
-            TrackedKind::Pod => tracked::POD,
-            TrackedKind::Container => tracked::CONTAINER,
-        };
-        // What the programs counted of it so far stays.
-        let attaches = self.tracked.get(&cgroup_id, 0).map_or(0, |t| t.attaches);
-        self.tracked.insert(cgroup_id, TrackedCgroup { kind, attaches }, 0).is_ok()
-    }
-
-    /// Counts `cgroup_id`'s events in the kernel from now on.
-    pub fn untrack(&mut self, cgroup_id: u64) {
-        let _ = self.tracked.remove(&cgroup_id);
-    }
-
-    /// Puts the threads that live in `cgroups` now into the task table
-    /// (never over what the probes recorded meanwhile); returns how many.
-    pub fn seed(&mut self, cgroups: &std::collections::HashSet<u64>) -> usize {
-        if cgroups.is_empty() {
-            return 0;
-        }
-        seed_tasks(&mut self.tasks, self.marks.as_mut(), &self.layout, cgroups)
-    }
-}
-
-/// `POD_PIDS` mapped into this process (the map is `BPF_F_MMAPABLE`): a
-/// thread is marked with one byte store, as the programs mark it, so no
-/// neighbour's mark is rewritten.
-struct PodPidMarks {
-    base: std::ptr::NonNull<u8>,
-    len: usize,
-    /// Keeps the map alive as long as the mapping.
-    _map: MapData,
-}
-
-// SAFETY: the mapping is owned by this value alone and written only
-// through `&mut self`.
-unsafe impl Send for PodPidMarks {}
-
-impl PodPidMarks {
-    fn map(map: MapData, slots: u32) -> Result<Self, LoadError> {
-        use std::os::fd::{AsFd as _, AsRawFd as _};
-        let len = slots as usize * PIDS_PER_SLOT as usize;
-        // SAFETY: a shared mapping of the map's own memory, `len` bytes
-        // (its values; the kernel checks the length), unmapped on drop.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                map.fd().as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(LoadError::MapMemory(std::io::Error::last_os_error()));
-        }
-        let base = std::ptr::NonNull::new(ptr.cast::<u8>())
-            .ok_or(LoadError::MapMemory(std::io::ErrorKind::InvalidData.into()))?;
-        Ok(Self { base, len, _map: map })
-    }
-
-    /// Marks thread `tid` (beyond the slots every thread counts as marked).
-    fn mark(&mut self, tid: u32) {
-        if (tid as usize) < self.len {
-            // SAFETY: inside the mapping; a single byte store.
-            unsafe { std::ptr::write_volatile(self.base.as_ptr().add(tid as usize), 1) };
-        }
-    }
-}
-
-impl Drop for PodPidMarks {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-    }
-}
-
-fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoadError> {
+pub(super) fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoadError> {
     ebpf.take_map(name).ok_or(LoadError::MissingMap(name))
 }
 
@@ -815,54 +524,6 @@ fn attach_raw_tracepoint(ebpf: &mut Ebpf, name: &'static str, tracepoint: &str) 
     prog.load().map_err(err)?;
     prog.attach(tracepoint).map_err(err)?;
     Ok(())
-}
-
-/// BPF_NOEXIST: an entry the fork/attach probes already wrote is newer.
-const BPF_NOEXIST: u64 = 1;
-
-/// Records the cgroup, start time and tgid of every live thread of
-/// `cgroups` in the kernel's task table, so exits and OOM kills of pod
-/// tasks that predate the agent are attributed. Returns how many were
-/// written.
-fn seed_tasks(
-    table: &mut BpfHashMap<MapData, u32, TaskInfo>,
-    mut marks: Option<&mut PodPidMarks>,
-    layout: &CgroupLayout,
-    cgroups: &std::collections::HashSet<u64>,
-) -> usize {
-    let ticks_ns = crate::os::proc::tick_ns();
-    let mut ids: HashMap<String, u64> = HashMap::new();
-    let mut seeded = 0;
-    for (tgid, tid) in crate::os::proc::tasks(Path::new("/proc")) {
-        let dir = format!("/proc/{tgid}/task/{tid}");
-        // Tasks may exit during the scan: skip what vanished.
-        let Ok(cgroup_text) = std::fs::read_to_string(format!("{dir}/cgroup")) else { continue };
-        let Some(path) = layout.task_path(&cgroup_text).map(|p| layout.host_path(p)) else { continue };
-        // A task in a cgroup nested below a container's is the container's.
-        let path = crate::model::cgroup_path::owner_path(&path).map_or(path.as_str(), |p| p).to_string();
-        let cgroup_id = match ids.get(&path) {
-            Some(id) => *id,
-            None => match layout.cgroup_id(&path) {
-                Ok(id) => *ids.entry(path).or_insert(id),
-                Err(_) => continue,
-            },
-        };
-        if !cgroups.contains(&cgroup_id) {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(format!("{dir}/stat")) else { continue };
-        let Some(start_ticks) = crate::os::proc::start_ticks(&stat) else { continue };
-        let info = TaskInfo { cgroup_id, start_ns: start_ticks * ticks_ns, tgid, _pad: 0 };
-        // Marked first: a table entry the programs cannot see is worse
-        // than a mark without one.
-        if let Some(m) = marks.as_deref_mut() {
-            m.mark(tid);
-        }
-        if table.insert(tid, info, BPF_NOEXIST).is_ok() {
-            seeded += 1;
-        }
-    }
-    seeded
 }
 
 /// Lifts RLIMIT_MEMLOCK for this process (needs CAP_SYS_RESOURCE unless

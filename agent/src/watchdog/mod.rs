@@ -22,13 +22,16 @@ pub mod crashes;
 pub mod explain;
 pub mod finding;
 pub mod host;
+mod kills;
 pub mod limits;
 pub mod losses;
 pub mod names;
+mod naming;
 pub mod oom_events;
 pub mod oom_group;
 pub mod oom_limit;
 pub mod pressure;
+mod resync;
 pub mod retiring;
 pub mod runtime_side;
 pub mod storm;
@@ -375,75 +378,6 @@ impl<H: Host> Watchdog<H> {
         }
     }
 
-    fn oom_kill(&mut self, mut r: OomReport, o: &KernelOomKill, now: u64) {
-        let registry = &self.dispatcher.registry;
-        let container = o.victim.and_then(|v| registry.container_of(v.cgroup_id));
-        let group_mode = container.is_some_and(|c| c.oom_group == Some(true));
-        let host = &self.host;
-        let explained =
-            self.oom_events.victim(&mut r, || explain::explain(host, registry, o, now), o.ts_ns, group_mode);
-        let trigger_container = r.trigger.as_ref().and_then(|t| {
-            let owner = registry.owner(t.cgroup_id)?;
-            let crate::model::registry::CgroupOwner::Container { pod_uid, container_id } = owner else { return None };
-            let victims = r.pod.as_ref().and_then(|p| p.container_id.as_deref());
-            (victims != Some(container_id.as_str()))
-                .then(|| (container_id.clone(), registry.names(pod_uid, Some(container_id))))
-        });
-        if let (Some(side), Some(container)) =
-            (self.runtime.as_mut(), r.pod.as_ref().and_then(|p| p.container_id.as_deref()))
-        {
-            side.kernel_oom(&self.host, container, o.ts_ns, &mut self.out);
-        }
-        let names = self.names(r.pod.as_ref());
-        // What the kill's container was warned of: the kill ends it.
-        let warned = match (self.pressure.as_mut(), container.map(|c| c.cgroup_id)) {
-            (Some(p), Some(id)) => p.killed(id, o.ts_ns, &mut self.edges),
-            _ => None,
-        };
-        let lowered = self.lowered_before_kill(o, &explained);
-        self.out.push(Finding::OomKill(Box::new(OomKill {
-            report: r,
-            explained,
-            names,
-            victim_rss: o.rss.map(Into::into),
-            oom_score_adj: o.oom_score_adj,
-            trigger_container,
-            warned,
-            lowered,
-            ts_ns: o.ts_ns,
-        })));
-        self.name_edges();
-        self.name_limit_changes();
-    }
-
-    /// Whether the limit that fired was lowered shortly before the kill.
-    /// The limit the kernel counted at the kill is its own word: where it
-    /// is not the one last read, the limit moved since (a kill run inside
-    /// the write that lowered it comes before the write's notice).
-    fn lowered_before_kill(&mut self, o: &KernelOomKill, explained: &explain::Explanation) -> Option<limits::Lowered> {
-        let registry = &self.dispatcher.registry;
-        let victim = o.victim.map(|v| v.cgroup_id);
-        let fired = match explained.fired.limit {
-            OomLimit::Container => victim.and_then(|id| registry.container_of(id)).map(|c| c.cgroup_id),
-            OomLimit::Pod => victim.and_then(|id| match registry.owner(id)? {
-                CgroupOwner::Container { pod_uid, .. } => registry.sandbox(pod_uid)?.cgroup_id,
-                CgroupOwner::Pod { .. } => None,
-            }),
-            _ => None,
-        }?;
-        if let Some(level) = o.levels.iter().find(|l| l.cgroup_id == fired) {
-            self.limits.observed(
-                fired,
-                limits::LimitKind::MemoryMax,
-                level.limit_bytes,
-                SeenBy::OomKill,
-                o.ts_ns,
-                &mut self.limit_changes,
-            );
-        }
-        self.limits.lowered_before(fired, o.ts_ns)
-    }
-
     /// Once a tick: the pods' and containers' memory limits (see
     /// [`limits`]) and the containers' memory pressure (see [`pressure`]),
     /// from what the kernel said since the last tick.
@@ -479,44 +413,6 @@ impl<H: Host> Watchdog<H> {
             })
             .collect();
         self.out.push(Finding::PressureLevels(PressureLevels { containers, reads, watched }));
-    }
-
-    /// The limit changes found so far, with their pods' names.
-    fn name_limit_changes(&mut self) {
-        let registry = &self.dispatcher.registry;
-        for change in self.limit_changes.drain(..) {
-            let pod = match registry.owner(change.cgroup_id) {
-                Some(CgroupOwner::Pod { pod_uid }) => {
-                    let qos = registry.sandbox(pod_uid).map(|s| s.qos);
-                    PodRef { pod_uid: pod_uid.clone(), qos, container_id: None }
-                }
-                _ => match pod_of_container(registry, change.cgroup_id) {
-                    Some(pod) => pod,
-                    None => continue,
-                },
-            };
-            let names = names_in(registry, Some(&pod));
-            self.out.push(Finding::LimitChange(Box::new(finding::LimitChanged { pod, names, change })));
-        }
-    }
-
-    /// The pressure edges found so far, with their pods' names.
-    fn name_edges(&mut self) {
-        let registry = &self.dispatcher.registry;
-        for e in self.edges.drain(..) {
-            // A container gone is named by its tombstone.
-            let Some(pod) = pod_of_container(registry, e.cgroup_id) else { continue };
-            let names = names_in(registry, Some(&pod));
-            self.out.push(Finding::MemoryPressure(Box::new(MemoryPressure {
-                pod,
-                names,
-                reason: e.reason,
-                change: e.change,
-                since_ns: e.since_ns,
-                ts_ns: e.ts_ns,
-                figures: e.figures,
-            })));
-        }
     }
 
     fn runtime_event(&mut self, event: &RuntimeEvent, now: Now) {
@@ -566,89 +462,6 @@ impl<H: Host> Watchdog<H> {
         self.release_named(now_ns);
     }
 
-    /// After a loss that may have held cgroup changes: the registry is
-    /// compared with the cgroup tree as it is, and each difference applied
-    /// as the lost mkdir or rmdir would have been (a pod torn down in the
-    /// gap goes, one created in it is known).
-    fn resync(&mut self, now: u64) {
-        self.losses.resynced_ns = now;
-        let tree = self.host.cgroup_tree(now);
-        let present: HashSet<u64> = tree.cgroups.iter().map(|c| c.cgroup_id).collect();
-        // A walk cut short at its bound has not seen every cgroup: nothing
-        // is taken for gone then.
-        let gone: Vec<u64> = if tree.complete {
-            self.dispatcher.registry.known_cgroups().filter(|id| !present.contains(id)).collect()
-        } else {
-            Vec::new()
-        };
-        let mut created = 0;
-        for c in tree.cgroups {
-            // Only pods' cgroups matter to the model; parents come first.
-            if cgroup_path::parse(&c.path).is_none() || self.dispatcher.registry.owner(c.cgroup_id).is_some() {
-                continue;
-            }
-            let id = c.cgroup_id;
-            self.kernel(&Event::CgroupMkdir(c), now);
-            created += u64::from(self.dispatcher.registry.owner(id).is_some());
-        }
-        let removed = gone.len() as u64;
-        for cgroup_id in gone {
-            let rmdir = CgroupChange {
-                ts_ns: now,
-                hierarchy_id: 0,
-                level: 0,
-                cgroup_id,
-                path: String::new(),
-                truncated: false,
-            };
-            self.kernel(&Event::CgroupRmdir(rmdir), now);
-        }
-        self.out.push(Finding::CgroupResync { reread: true, created, removed });
-    }
-
-    /// For a mkdir produced before the last re-read of the tree (it waited
-    /// in the ring buffer meanwhile) of a cgroup that is not there now:
-    /// the rmdir that must follow, since its own may be one of the lost.
-    fn gone_already(&self, c: &CgroupChange, now: u64) -> Option<Event> {
-        if c.ts_ns >= self.losses.resynced_ns || c.truncated || cgroup_path::parse(&c.path).is_none() {
-            return None;
-        }
-        if self.host.cgroup_id(&c.path) == Some(c.cgroup_id) {
-            return None;
-        }
-        Some(Event::CgroupRmdir(CgroupChange { ts_ns: now, path: String::new(), ..c.clone() }))
-    }
-
-    /// Counts the OOM events whose burst of victims is over by `seen_ns`
-    /// (kernel time the agent has seen events up to); their per-pod series
-    /// wait for names.
-    fn close_oom_events(&mut self, seen_ns: u64, now_ns: u64) {
-        self.oom_events.expire(seen_ns);
-        for event in self.oom_events.take_closed() {
-            self.out.push(Finding::OomEvent {
-                scope: event.scope,
-                qos: event.qos,
-                victims: event.victims,
-                fired: event.explained.fired,
-                cause: event.explained.cause,
-                unknown: event.explained.unknown,
-            });
-            let state = self.storm.record(now_ns);
-            self.report_storm(state);
-            if event.report.pod.is_some() {
-                self.defer(
-                    Awaiting::PodOom(PodOom {
-                        report: event.report,
-                        fired: event.explained.fired,
-                        cause: event.explained.cause,
-                        names: Names::default(),
-                    }),
-                    now_ns,
-                );
-            }
-        }
-    }
-
     fn report_storm(&mut self, state: StormState) {
         self.out.push(Finding::OomWindow {
             events: state.events_in_window,
@@ -658,22 +471,6 @@ impl<H: Host> Watchdog<H> {
         if let Some(edge) = state.edge {
             self.out.push(Finding::OomStorm(edge));
         }
-    }
-
-    /// `what` goes out now, named, unless the runtime is listing and has
-    /// not named its container yet: then it waits (and the listing is
-    /// asked for it).
-    fn defer(&mut self, what: Awaiting, now_ns: u64) {
-        let names = names_in(&self.dispatcher.registry, what.pod());
-        if let Some(id) = self.names.defer(what, names, self.host.listing_up(), now_ns, &mut self.out) {
-            self.host.want_names(&id);
-        }
-    }
-
-    /// What waited for names and is named now, or waited long enough.
-    fn release_named(&mut self, now_ns: u64) {
-        let registry = &self.dispatcher.registry;
-        self.names.release(now_ns, |p| names_in(registry, p), &mut self.out);
     }
 
     /// What the model holds, if it changed since the last report.
@@ -701,18 +498,6 @@ impl<H: Host> Watchdog<H> {
         match self.dispatcher.registry.owner(c.cgroup_id)? {
             CgroupOwner::Pod { .. } => Some(Tracking::Pod),
             CgroupOwner::Container { .. } => Some(Tracking::Container { level: c.level }),
-        }
-    }
-
-    /// Names of the pod (and container) a report is about.
-    fn names(&self, pod: Option<&PodRef>) -> Names {
-        names_in(&self.dispatcher.registry, pod)
-    }
-
-    /// Passes containers that appeared without a name on to the listing.
-    fn ask_names(&mut self) {
-        for id in self.dispatcher.registry.take_unnamed() {
-            self.host.want_names(&id);
         }
     }
 
