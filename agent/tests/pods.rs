@@ -891,7 +891,10 @@ t.join()
 async fn limits_written_to_a_pods_cgroups_are_seen_from_the_kernels_notice() {
     use sandwatch::watchdog::limits::{Direction, LimitKind, SeenBy};
     let mut watch = Watch::start();
-    let pod = KubePod::build("limits", UID_LIMITS, false, 2);
+    let mut pod = KubePod::build("limits", UID_LIMITS, false, 2);
+    // Followed once a process runs in the container.
+    pod.start_init(A, "exec sleep 1000");
+    pod.trigger(A);
     watch.know_limits(&[pod.cgroup_id(A), pod.cg.id_of(&pod.pod_path)]).await;
     let dir = pod.cg.layout.dir(&pod.paths[A]);
     let pod_dir = pod.cg.layout.dir(&pod.pod_path);

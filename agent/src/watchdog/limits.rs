@@ -23,7 +23,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::Host;
 pub use crate::events::memory::{LimitKind, MemoryLimits};
-use crate::model::{registry::ContainerRole, PodRegistry};
+use crate::model::{
+    registry::{Container, ContainerRole},
+    PodRegistry,
+};
 
 /// How long after a decrease a kill is said to follow it.
 pub const LOWERED_WINDOW_NS: u64 = 600 * SEC;
@@ -165,16 +168,21 @@ impl LimitWatch {
         }
         self.generation = Some(registry.generation());
         let mut live = HashSet::new();
+        // Followed once a process runs in them: before, the runtime is still
+        // setting a new container up (runc writes its limits after it made
+        // its cgroup), and that is no change of anyone's limit.
+        let running = |c: &Container| c.init.is_some() || c.exited_init.is_some();
         for sandbox in registry.sandboxes() {
+            let mut containers = sandbox.workloads().chain(sandbox.sandbox_container.as_deref());
             let pod_path = sandbox
                 .workloads()
                 .chain(sandbox.sandbox_container.as_deref())
                 .find_map(|c| c.path.rsplit_once('/').map(|(pod, _)| pod.to_string()));
-            if let (Some(id), Some(path)) = (sandbox.cgroup_id, pod_path) {
+            if let (Some(id), Some(path), true) = (sandbox.cgroup_id, pod_path, containers.any(running)) {
                 live.insert(id);
                 self.learn(host, id, &path, LimitScope::Pod, false, now_ns);
             }
-            for c in sandbox.workloads().filter(|c| c.role == ContainerRole::Workload) {
+            for c in sandbox.workloads().filter(|c| c.role == ContainerRole::Workload && running(c)) {
                 live.insert(c.cgroup_id);
                 self.learn(host, c.cgroup_id, &c.path, LimitScope::Container, events, now_ns);
             }

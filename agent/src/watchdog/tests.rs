@@ -1228,3 +1228,29 @@ fn the_runtimes_word_an_unwatchable_cgroup_and_lost_notices_are_read_in_time() {
     }
     assert_eq!(seen.iter().map(|c| c.4).collect::<Vec<_>>(), [SeenBy::Read]);
 }
+
+/// Guards: a new container's first limits said as a change (runc writes
+/// them after it made the cgroup, and the kernel's notice says so): every
+/// container start was a `limit_change`, and a kill soon after read as
+/// following a decrease. A container is followed once a process runs in
+/// it, its limits then where they stand.
+#[test]
+fn a_new_containers_first_limits_are_no_change() {
+    let mut wd = started(node_with_one_pod(), Settings::default());
+    tick(&mut wd, 2 * SEC);
+    let mut seen = Vec::new();
+    for (path, id) in [(pod_path(2), 200), (container_path(2, 1), 201), (container_path(2, 2), 202)] {
+        wd.host_mut().cgroups.insert(path.clone(), id);
+        seen.extend(kernel(&mut wd, mkdir(&path, id, 3 * SEC), 3 * SEC));
+    }
+    seen.extend(tick(&mut wd, 4 * SEC));
+    // runc sets the limit, then starts the init.
+    wd.host_mut().limits.insert(container_path(2, 2), limits_of(64 * MIB, None));
+    wd.host_mut().limit_wakeups = vec![202];
+    seen.extend(tick(&mut wd, 5 * SEC));
+    seen.extend(kernel(&mut wd, attach(&container_path(2, 1), 201, 40, "pause", 5 * SEC), 5 * SEC));
+    seen.extend(kernel(&mut wd, attach(&container_path(2, 2), 202, 41, "app", 5 * SEC), 5 * SEC));
+    seen.extend(tick(&mut wd, 6 * SEC));
+    assert!(limit_changes(&seen).is_empty(), "{:?}", limit_changes(&seen));
+    assert_eq!(wd.limits().limits(202).and_then(|l| l.max), Some(64 * MIB), "followed from where it stands");
+}

@@ -51,7 +51,7 @@
 //! what they warned of; the kill's post-mortem says how long before it was
 //! warned, and of what.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::Host;
 pub use crate::events::memory::{MemorySample, Psi};
@@ -164,6 +164,10 @@ impl Default for PressureSettings {
 }
 
 pub(super) const SEC: u64 = 1_000_000_000;
+/// A new container's first screens, closer together.
+const FIRST_SCREENS: u32 = 4;
+/// Screens kept to start a full read's trend.
+const SCREENS_KEPT: usize = 4;
 /// A screened container's limit is read again every this many screens.
 const LIMIT_EVERY_SCREENS: u32 = 6;
 /// One watched container (its path is the registry's).
@@ -176,8 +180,9 @@ struct Watched {
     screens: u32,
     next_screen_ns: u64,
     next_detail_ns: u64,
-    /// The last screen: when, and the usage it read.
-    last_screen: Option<(u64, u64)>,
+    /// The last screens: when, and the usage each read (at most
+    /// `SCREENS_KEPT`); they start a full read's trend.
+    last_screens: VecDeque<(u64, u64)>,
     /// The usage the kernel was asked to say it crossed (v1; on v2 any
     /// threshold stands for the PSI trigger), and whether it agreed.
     notice: Option<(u64, bool)>,
@@ -257,7 +262,7 @@ impl PressureWatch {
                     screens: 0,
                     next_screen_ns: now_ns.saturating_add(offset),
                     next_detail_ns: now_ns,
-                    last_screen: None,
+                    last_screens: VecDeque::new(),
                     notice: None,
                     detail: None,
                     woken: false,
@@ -331,18 +336,27 @@ impl PressureWatch {
             if candidate(usage, 0, w.limit, w.high) {
                 w.woken = true;
             }
-            // Growing towards the line: looked at again before it gets
-            // there (a third of the way), down to a second.
-            if let Some((then, before)) = w.last_screen {
+            // A new container's first screens come 1, 2, 4, 8 s apart, so
+            // that its pace is known early; one growing towards the line is
+            // looked at again before it gets there (a third of the way), down
+            // to a second.
+            if w.screens < FIRST_SCREENS {
+                let first = SEC << w.screens.min(FIRST_SCREENS);
+                w.next_screen_ns = now_ns.saturating_add(first.min(s.screen_interval_ns));
+            }
+            if let Some(&(then, before)) = w.last_screens.back() {
                 let grew = usage.saturating_sub(before);
                 let took = now_ns.saturating_sub(then);
                 if grew > 0 && took > 0 && usage < line {
                     let eta = u128::from(line - usage) * u128::from(took) / u128::from(grew);
                     let next = (eta / 3).clamp(u128::from(SEC), u128::from(s.screen_interval_ns)) as u64;
-                    w.next_screen_ns = now_ns.saturating_add(next);
+                    w.next_screen_ns = w.next_screen_ns.min(now_ns.saturating_add(next));
                 }
             }
-            w.last_screen = Some((now_ns, usage));
+            if w.last_screens.len() >= SCREENS_KEPT {
+                w.last_screens.pop_front();
+            }
+            w.last_screens.push_back((now_ns, usage));
         }
         // Full reads: candidates and what the kernel or a screen woke.
         let mut due: Vec<(u64, u64)> = self
@@ -366,7 +380,14 @@ impl PressureWatch {
                 w.detail = None;
                 continue;
             }
-            let detail = w.detail.get_or_insert_with(Box::default);
+            // A full read's trend starts with the screens that led to it,
+            // less the page cache the full read sees (screens read usage
+            // only): a fast grower's pace is known at its first full read.
+            let screens = std::mem::take(&mut w.last_screens);
+            let detail = w.detail.get_or_insert_with(|| {
+                let cache = sample.usage.saturating_sub(sample.unreclaimable());
+                Box::new(Detail::seeded(screens.iter().map(|&(t, u)| (t, u.saturating_sub(cache)))))
+            });
             judge(id, detail, &sample, now_ns, edges);
             // Back to screening once nothing is near.
             if detail.open.is_empty() && !candidate(sample.usage, sample.unreclaimable(), sample.limit, sample.high) {

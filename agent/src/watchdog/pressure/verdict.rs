@@ -56,6 +56,13 @@ pub(super) struct Detail {
     pub(super) figures: Figures,
 }
 
+impl Detail {
+    /// A trend begun with `reads` (time, unreclaimable bytes).
+    pub(super) fn seeded(reads: impl Iterator<Item = (u64, u64)>) -> Self {
+        Self { trend: reads.collect(), ..Self::default() }
+    }
+}
+
 /// Thousandths of `of` that `part` is.
 pub(super) fn permille(part: u64, of: u64) -> u64 {
     if of == 0 {
