@@ -314,7 +314,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}", if restarted { 1.0 } else { a_kills as f64 }),
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}", 1.0),
         ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
-        (&format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\",workload=\"\",workload_kind=\"\"}}", cid(1)), 1.0),
+        (&format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\",warned=\"false\",workload=\"\",workload_kind=\"\"}}"), 1.0),
         ("sandwatch_tracked_sandboxes", watch.node.sandboxes + 1.0),
     ] {
         // The kills as counted, and the kernel's word on them, rather than
@@ -440,7 +440,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     let pod_series = |text: &str, uid: &str, role: &str| {
         metric(
             text,
-            &format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"\",workload_kind=\"\"}}", cid(2)),
+            &format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"{role}\",warned=\"false\",workload=\"\",workload_kind=\"\"}}"),
         )
     };
     if v2 {

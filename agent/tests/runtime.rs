@@ -354,7 +354,7 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
 
     // The container's own limit, whatever runc set beside it (memory +
     // swap equal to memory on v1): the kernel's counters at the kill say so.
-    let series = format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",workload=\"web\",workload_kind=\"Pod\"}}");
+    let series = format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"hog\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",warned=\"false\",workload=\"web\",workload_kind=\"Pod\"}}");
     wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
     let text = agent.metrics();
     let unnamed = text
@@ -457,14 +457,9 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
         Some(32 << 20),
         "dd if=/dev/zero of=/dev/shm/fill bs=1M count=60; rm -f /dev/shm/fill; exec sleep 1000",
     );
-    let grower = cri.run_container(
-        &fill,
-        "grower",
-        Some(32 << 20),
-        "dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000",
-    );
-    wait_kill(&agent, &explain_series("shm", &shm, "fill", UID_FILL, "container_child", "container", "shmem"));
-    wait_kill(&agent, &explain_series("grower", &grower, "fill", UID_FILL, "container_child", "container", "anon"));
+    cri.run_container(&fill, "grower", Some(32 << 20), "dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000");
+    wait_kill(&agent, &explain_series("shm", "fill", UID_FILL, "container_child", "container", "shmem"));
+    wait_kill(&agent, &explain_series("grower", "fill", UID_FILL, "container_child", "container", "anon"));
     let line = kill_line(&agent, &shm);
     assert_eq!((field(&line, "cause"), field(&line, "comm")), ("shmem", "dd"), "{line}");
     std::thread::sleep(Duration::from_millis(500));
@@ -489,7 +484,7 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let hog = cri.run_container(&pair, "hog", None, "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
-    wait_kill(&agent, &explain_series("hog", &hog, "pair", UID_PAIR, "container_init", "pod", "shmem"));
+    wait_kill(&agent, &explain_series("hog", "pair", UID_PAIR, "container_init", "pod", "shmem"));
     let line = kill_line(&agent, &hog);
     let ranked = line.split("pod_containers=").nth(1).unwrap_or_else(|| panic!("no pod_containers: {line}"));
     let (at_holder, at_hog) = (ranked.find(&holder), ranked.find(&hog));
@@ -534,7 +529,7 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
     let details_before = details();
     let reader_path = reader_pod.container_path(&reader);
     let reader_dir = reader_pod.cg.layout.dir(&reader_path);
-    let reader_kill = explain_series("reader", &reader, "reader", UID_READER, "container_child", "container", "anon");
+    let reader_kill = explain_series("reader", "reader", UID_READER, "container_child", "container", "anon");
     let mut most_cache = 0u64;
     let start = Instant::now();
     while metric(&agent.metrics(), &reader_kill) != Some(1.0) {
@@ -594,9 +589,9 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
 
 /// The kill series of a bare pod (its workload is itself) in namespace
 /// `explain`.
-fn explain_series(container: &str, id: &str, pod: &str, uid: &str, role: &str, limit: &str, cause: &str) -> String {
+fn explain_series(container: &str, pod: &str, uid: &str, role: &str, limit: &str, cause: &str) -> String {
     format!(
-        "sandwatch_pod_oom_kills_total{{cause=\"{cause}\",container=\"{container}\",container_id=\"{id}\",limit=\"{limit}\",namespace=\"explain\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
+        "sandwatch_pod_oom_kills_total{{cause=\"{cause}\",container=\"{container}\",limit=\"{limit}\",namespace=\"explain\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",warned=\"false\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
     )
 }
 
@@ -691,7 +686,7 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     // swap equal to memory on v1): the kernel's counters at the kill say so.
     let series = |role: &str| {
         format!(
-            "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"worker\",container_id=\"{worker}\",limit=\"container\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\",workload=\"batch\",workload_kind=\"Pod\"}}"
+            "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"worker\",limit=\"container\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\",warned=\"false\",workload=\"batch\",workload_kind=\"Pod\"}}"
         )
     };
     if v2 {
@@ -1003,7 +998,7 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     // workload's; the runtime agrees on the code.
     for ((name, _, _, reason, code), id) in ways.iter().zip(&ids) {
         let series = format!(
-            "sandwatch_pod_container_exits_total{{container=\"{name}\",container_id=\"{id}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
+            "sandwatch_pod_container_exits_total{{container=\"{name}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
         );
         wait_metric(&agent, &series, Duration::from_secs(30), |v| v >= 1.0);
         let start = Instant::now();

@@ -388,6 +388,9 @@ impl<H: Host> Watchdog<H> {
             (Some(p), Some(id)) => p.killed(id, o.ts_ns, &mut self.edges),
             _ => None,
         };
+        if let Some(w) = &warned {
+            self.oom_events.warned(w.for_ns);
+        }
         self.out.push(Finding::OomKill(Box::new(OomKill {
             report: r,
             explained,
@@ -557,6 +560,7 @@ impl<H: Host> Watchdog<H> {
                         fired: event.explained.fired,
                         cause: event.explained.cause,
                         names: Names::default(),
+                        warned_for_ns: event.warned_for_ns,
                     }),
                     now_ns,
                 );
@@ -598,7 +602,17 @@ impl<H: Host> Watchdog<H> {
             return;
         }
         self.reported_generation = Some(registry.generation());
+        // Per namespace, so that dashboards list a namespace before
+        // anything happens in it.
+        let mut namespaces = std::collections::BTreeMap::<&str, usize>::new();
+        for sandbox in registry.sandboxes() {
+            let namespace = registry.metadata.pod(&sandbox.pod_uid).map_or("", |p| p.namespace.as_str());
+            if !namespace.is_empty() {
+                *namespaces.entry(namespace).or_default() += 1;
+            }
+        }
         self.out.push(Finding::Model(ModelStats {
+            namespaces: namespaces.into_iter().map(|(n, c)| (n.to_string(), c)).collect(),
             sandboxes: registry.tracked_sandboxes(),
             containers: registry.tracked_containers(),
             processes: registry.tracked_processes(),

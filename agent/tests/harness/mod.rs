@@ -299,7 +299,15 @@ impl AgentProcess {
     /// which must exec it so the pid stays the agent's.
     pub fn start_wrapped(wrapper: &[&str], extra: &[&str]) -> Self {
         let bin = Path::new(env!("CARGO_BIN_EXE_sandwatch"));
-        let launch = Launch { wrapper, ready_within: Duration::from_secs(20), ..Launch::new(bin, extra) };
+        // Tests read a pod's series as soon as its event is counted: no hold
+        // at 0 unless a test asks for one (what the hold is for, Prometheus
+        // counting a series' first event, is tested in alerts.rs with a
+        // real Prometheus, and the shipped default in daemonset.rs).
+        let mut args = extra.to_vec();
+        if !args.contains(&"--pod-series-hold") {
+            args.extend(["--pod-series-hold", "0"]);
+        }
+        let launch = Launch { wrapper, ready_within: Duration::from_secs(20), ..Launch::new(bin, &args) };
         let agent = Agent::start(launch).unwrap_or_else(|e| panic!("{e:#}"));
         Self { addr: agent.addr, agent }
     }
