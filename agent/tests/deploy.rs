@@ -408,29 +408,69 @@ fn prometheusrule_carries_exactly_the_rules_file() {
 fn dashboard_is_current_grafana_json_with_variables() {
     let dash: serde_json::Value = serde_json::from_str(&read("dashboards/sandwatch.json")).expect("dashboard JSON");
     assert!(dash["schemaVersion"].as_u64().is_some_and(|v| v >= 39));
-    let vars: Vec<&str> =
-        dash["templating"]["list"].as_array().expect("variables").iter().filter_map(|v| v["name"].as_str()).collect();
-    assert_eq!(vars, ["datasource", "node", "namespace"]);
+    let vars = dash["templating"]["list"].as_array().expect("variables");
+    let names: Vec<&str> = vars.iter().filter_map(|v| v["name"].as_str()).collect();
+    assert_eq!(names, ["datasource", "node", "namespace"]);
+    // Drawn from series that exist before anything happens: the agent's
+    // build info, and the pods it holds by namespace.
+    assert_eq!(vars[1]["query"]["query"], "label_values(sandwatch_build_info, node)");
+    assert_eq!(vars[2]["query"]["query"], "label_values(sandwatch_namespace_pods{node=~\"$node\"}, namespace)");
     let panels = dash["panels"].as_array().expect("panels");
     let mut queries = 0;
     for p in panels.iter().filter(|p| p["type"] != "row") {
-        assert_eq!(p["datasource"]["uid"], "${datasource}", "panel {} uses the datasource variable", p["title"]);
+        let title = &p["title"];
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "panel {title} uses the datasource variable");
+        let unit = p["fieldConfig"]["defaults"]["unit"].as_str().unwrap_or("");
+        assert!(!unit.is_empty(), "panel {title} has a unit");
         let targets = p["targets"].as_array().expect("targets");
-        assert!(!targets.is_empty(), "panel {} has a query", p["title"]);
+        assert!(!targets.is_empty(), "panel {title} has a query");
         for t in targets {
             let expr = t["expr"].as_str().expect("expr");
-            assert!(expr.contains("$node"), "panel {} filters by node: {expr}", p["title"]);
+            assert!(expr.contains("$node"), "panel {title} filters by node: {expr}");
+            let per_pod = [
+                "sandwatch_pod_oom",
+                "sandwatch_pod_container",
+                "sandwatch_pod_memory",
+                "sandwatch_workload_oom",
+                "sandwatch_workload_container",
+            ];
+            if per_pod.iter().any(|f| expr.contains(f)) {
+                assert!(expr.contains("$namespace"), "panel {title} filters by namespace: {expr}");
+            }
+            // A count over $__rate_interval has no unit: its size changes with the zoom.
+            assert!(
+                !expr.contains("increase(") || !expr.contains("[$__rate_interval]") || expr.contains(" / "),
+                "panel {title} plots increase() over $__rate_interval: {expr}"
+            );
             queries += 1;
         }
     }
-    assert!(queries >= 12);
+    assert!(queries >= 40, "{queries}");
+    // The first screen answers "a kill happened": its table, full width, on top.
+    let first = panels.iter().find(|p| p["type"] != "row").expect("a panel");
+    assert_eq!(
+        (first["type"].as_str(), first["gridPos"]["y"].as_u64(), first["gridPos"]["w"].as_u64()),
+        (Some("table"), Some(1), Some(24))
+    );
+    let exprs: Vec<&str> =
+        first["targets"].as_array().expect("targets").iter().filter_map(|t| t["expr"].as_str()).collect();
+    for (what, needle) in [
+        ("whose limit fired and what filled it", "limit, cause"),
+        ("whether it was warned", "warned=\"true\""),
+        ("how long before", "sandwatch_pod_oom_kills_warned_seconds_total"),
+    ] {
+        assert!(exprs.iter().any(|e| e.contains(needle)), "the first table says {what}: {exprs:?}");
+    }
     // The panels the deployment promises.
     for title in [
+        "OOM kills: pod, limit, what filled it, warning",
         "OOM kills by victim role",
         "Top pods by OOM kills",
         "OOM storm per node",
         "Sandbox deaths by cause",
         "Late exit events",
+        "Runtime exit lag",
+        "Blind spots",
         "Exit handling delay",
         "Events per second",
         "Dropped events by stage",

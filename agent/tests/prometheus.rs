@@ -7,7 +7,8 @@ mod harness;
 use std::time::Duration;
 
 use harness::{
-    needs_live_pressure, needs_runtime_names, require_root, shipped_queries, AgentProcess, KubePod, PrometheusProcess,
+    needs_live_pressure, needs_runtime_names, needs_warned_kill, require_root, shipped_queries, AgentProcess, KubePod,
+    PrometheusProcess,
 };
 
 const UID: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
@@ -102,11 +103,13 @@ fn prometheus_sees_an_oom_storm_exactly() {
     // — parses on this Prometheus, and every panel has data to show (those
     // of workloads, which need the runtime's names, in runtime.rs's
     // container-exits test, with a real CRI; those of containers under
-    // memory pressure in its pressure test, as it warns).
+    // memory pressure in its pressure test, as it warns and after its
+    // warned kill).
     for (origin, expr) in shipped_queries() {
         let (status, body) = prom.raw_query(&expr);
         assert_eq!(status, 200, "{origin}: {expr}: {body}");
-        if origin.starts_with("dashboard") && !needs_runtime_names(&expr) && !needs_live_pressure(&expr) {
+        let later = needs_runtime_names(&expr) || needs_live_pressure(&expr) || needs_warned_kill(&expr);
+        if origin.starts_with("dashboard") && !later {
             assert!(!prom.query(&expr, None).is_empty(), "{origin} returns no data: {expr}");
         }
     }

@@ -1074,7 +1074,9 @@ fn cri_memory_pressure_warns_before_the_kill(rt: &Runtime) {
     require_root();
     let cgroups = RuntimePod::new("cri-pressure", UID_LEAKY);
     let ctrd = Containerd::start_cri(rt, "cri-pressure");
-    let agent = cri_agent(&ctrd);
+    // Its kill's series served at 0 for two scrapes first, as a node's
+    // agent does: Prometheus then counts the kill and its warning's lead.
+    let agent = cri_agent_with(&ctrd, &["--pod-series-hold", "2s"]);
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     #[cfg(not(feature = "vm"))]
     let prom = harness::PrometheusProcess::start(agent.addr);
@@ -1140,6 +1142,38 @@ fn cri_memory_pressure_warns_before_the_kill(rt: &Runtime) {
     );
     let warned = metric(&agent.metrics(), "sandwatch_oom_kills_warned_total{warned=\"true\"}");
     assert!(warned >= Some(1.0), "the warned kill is counted: {warned:?}");
+    // Its pod's kill series says it was warned, and the first table of
+    // the dashboard how long before.
+    let series = agent
+        .metrics()
+        .lines()
+        .find(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains("container=\"leaky\""))
+        .map(str::to_string)
+        .unwrap_or_default();
+    assert!(series.contains("warned=\"true\""), "{series}");
+    #[cfg(not(feature = "vm"))]
+    {
+        for (origin, expr) in harness::shipped_queries()
+            .into_iter()
+            .filter(|(o, e)| o.starts_with("dashboard") && harness::needs_warned_kill(e))
+        {
+            let start = Instant::now();
+            let lead = loop {
+                let found = prom.query(&expr, None);
+                if let Some((_, v)) = found.iter().find(|(l, _)| l["container"] == "leaky") {
+                    break *v;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(15),
+                    "{origin} returns no lead for the leaky container: {expr}"
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            };
+            let said = warned_ms as f64 / 1000.0;
+            assert!((lead - said).abs() <= 1.0, "{origin}: {lead} s, its record {said} s");
+        }
+        drop(prom);
+    }
     cri.remove_pod(&pod.id);
     drop(cri);
     drop(ctrd);

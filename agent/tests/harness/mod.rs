@@ -566,9 +566,17 @@ pub fn shipped_queries() -> Vec<(String, String)> {
 }
 
 /// Whether a panel's expression shows only what the runtime names (the
-/// workload families): its data is checked where a real CRI names pods.
+/// workload families, its version): its data is checked where a real CRI
+/// names pods.
 pub fn needs_runtime_names(expr: &str) -> bool {
-    expr.contains("sandwatch_workload_")
+    expr.contains("sandwatch_workload_") || expr.contains("sandwatch_runtime_info")
+}
+
+/// Whether a shipped expression shows data only once a warned container
+/// was OOM-killed (how long before): the CRI's pressure test checks those
+/// panels after its kill.
+pub fn needs_warned_kill(expr: &str) -> bool {
+    expr.contains("sandwatch_pod_oom_kills_warned_seconds_total")
 }
 
 /// Whether a shipped expression shows data only while a container is under
