@@ -605,10 +605,18 @@ impl PrometheusProcess {
     /// With these scrape configs (YAML list items under `scrape_configs:`),
     /// every second; `tag` makes its directory its own.
     pub fn start_with(tag: u16, scrape_configs: &str) -> Self {
+        Self::start_with_rules(tag, scrape_configs, &[])
+    }
+
+    /// The same with rule files loaded, evaluated every second.
+    pub fn start_with_rules(tag: u16, scrape_configs: &str, rule_files: &[&Path]) -> Self {
         let dir = std::env::temp_dir().join(format!("sandwatch-prom-{}-{tag}", std::process::id()));
         std::fs::create_dir_all(dir.join("data")).expect("prometheus dir");
-        let config =
-            format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{scrape_configs}");
+        let rules: String = rule_files.iter().map(|f| format!("  - {}\n", f.display())).collect();
+        let rules = if rules.is_empty() { String::new() } else { format!("rule_files:\n{rules}") };
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rules}scrape_configs:\n{scrape_configs}"
+        );
         std::fs::write(dir.join("prometheus.yml"), config).expect("prometheus.yml");
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let log = std::fs::File::create(dir.join("prometheus.log")).expect("log");
