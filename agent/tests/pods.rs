@@ -81,11 +81,12 @@ struct Watch {
 
 impl Watch {
     /// The agent's own pipeline, watchdog core and metrics (in `prom`), as
-    /// its default flags make them, without the runtime's side.
+    /// its default flags make them, without the runtime's side, and with
+    /// no hold of a new series at 0 (this test reads them, not Prometheus).
     fn start() -> Self {
         require_root();
         let node = node_pods();
-        let settings = harness::settings(&[]);
+        let settings = harness::settings(&["--pod-series-hold", "0"]);
         let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, CancellationToken::new())
             .unwrap_or_else(|e| panic!("pipeline: {e}"));
         // Every family, as the agent registers them.
