@@ -568,7 +568,7 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
     let reader_kills: f64 = agent
         .metrics()
         .lines()
-        .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(&reader))
+        .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains("container=\"reader\""))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert_eq!(reader_kills, 1.0, "reading at its limit cost the reader no kill");
@@ -932,14 +932,29 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     require_root();
     let socket = Containerd::socket_for("exits").display().to_string();
     let ctrd = Containerd::start_cri(rt, "exits");
-    let agent =
-        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
+    // A new series served at 0 for two scrapes first, as a node's agent
+    // does: the workload panels' increase() counts its first exit.
+    let agent = AgentProcess::start(&[
+        "--containerd-socket",
+        &socket,
+        "--cri-socket",
+        &socket,
+        "--cri-refresh-seconds",
+        "1",
+        "--pod-series-hold",
+        "2s",
+    ]);
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(30), |v| v == 1.0);
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(30), |v| v == 1.0);
     // The dashboard's workload panels, on a real Prometheus (on the host,
     // for each containerd; the VM's initramfs carries no Prometheus).
     #[cfg(not(feature = "vm"))]
     let prom = harness::PrometheusProcess::start(agent.addr);
+    // Scraped before anything happens: Prometheus takes its first scrape
+    // seconds after it starts, and increase() counts only what it saw
+    // change.
+    #[cfg(not(feature = "vm"))]
+    assert_eq!(prom.wait_for("up", Duration::from_secs(30), |v| v == 1.0), Some(1.0), "{}", prom.log());
     let before = agent.metrics();
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     let pods = RuntimePod::new("exits", UID_EXITS);
@@ -1144,12 +1159,20 @@ fn cri_memory_pressure_warns_before_the_kill(rt: &Runtime) {
     assert!(warned >= Some(1.0), "the warned kill is counted: {warned:?}");
     // Its pod's kill series says it was warned, and the first table of
     // the dashboard how long before.
-    let series = agent
-        .metrics()
-        .lines()
-        .find(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains("container=\"leaky\""))
-        .map(str::to_string)
-        .unwrap_or_default();
+    let leaky_series = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains("container=\"leaky\""))
+            .map(str::to_string)
+    };
+    let start = Instant::now();
+    let series = loop {
+        // Its OOM event closes once its burst is over (a tick).
+        if let Some(series) = leaky_series(&agent.metrics()) {
+            break series;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no kill series of the leaky container");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(series.contains("warned=\"true\""), "{series}");
     #[cfg(not(feature = "vm"))]
     {
