@@ -119,9 +119,12 @@ pub struct PodSeries {
     /// increments are added.
     hold: Duration,
     /// New counter series and what waits to be added to them, with when
-    /// they were made.
-    held: HashMap<(Family, Vec<String>), (Instant, f64)>,
+    /// they were made, by family (their labels shared with the caps'
+    /// tables: a node's first kills make hundreds at once).
+    held: Held,
 }
+
+type Held = HashMap<Family, HashMap<Arc<Vec<String>>, (Instant, f64)>>;
 
 impl PodSeries {
     /// The families in their own registry; the caps' counters in
@@ -163,18 +166,20 @@ impl PodSeries {
             }
         }
         let workload_pods = HashMap::new();
-        Ok(Self { counters, gauges, family, text: None, caps, workload_pods, hold, held: HashMap::new() })
+        Ok(Self { counters, gauges, family, text: None, caps, workload_pods, hold, held: Held::new() })
     }
 
     fn remove(
         counters: &HashMap<Family, CounterVec>,
         gauges: &HashMap<Family, GaugeVec>,
-        held: &mut HashMap<(Family, Vec<String>), (Instant, f64)>,
+        held: &mut Held,
         family: Family,
-        labels: &[String],
+        labels: &Vec<String>,
     ) -> bool {
         // What waited goes with it: a series made again is held anew.
-        held.remove(&(family, labels.to_vec()));
+        if let Some(waiting) = held.get_mut(&family) {
+            waiting.remove(labels);
+        }
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
         match family.gauge() {
             true => gauges.get(&family).is_some_and(|g| g.remove_label_values(&labels).is_ok()),
@@ -188,7 +193,7 @@ impl PodSeries {
         capped: &mut Capped,
         counters: &HashMap<Family, CounterVec>,
         gauges: &HashMap<Family, GaugeVec>,
-        held: &mut HashMap<(Family, Vec<String>), (Instant, f64)>,
+        held: &mut Held,
         family: Family,
     ) {
         if capped.series.len() >= capped.max {
@@ -237,7 +242,7 @@ impl PodSeries {
     /// `now`; for a workload family, `pod_uid` is the pod it came from. A
     /// series made here is served at 0 first: the amount waits for the
     /// hold (see the module's doc).
-    pub fn inc(&mut self, family: Family, labels: Vec<String>, pod_uid: &str, amount: f64, now: Instant) {
+    pub fn inc(&mut self, family: Family, mut labels: Vec<String>, pod_uid: &str, amount: f64, now: Instant) {
         if family.per_workload() {
             if let [namespace, workload, kind, ..] = labels.as_slice() {
                 let key = [namespace.clone(), workload.clone(), kind.clone()];
@@ -246,48 +251,46 @@ impl PodSeries {
         }
         let Some(capped) = self.caps.get_mut(&family) else { return };
         let Some(counters) = self.counters.get(&family) else { return };
-        let values: Vec<&str> = labels.iter().map(String::as_str).collect();
         let made = !capped.series.contains(&labels);
         if made {
             Self::make_room(capped, &self.counters, &self.gauges, &mut self.held, family);
         }
+        let values: Vec<&str> = labels.iter().map(String::as_str).collect();
         // Made at 0 (a new child of the family starts there).
         let Ok(counter) = counters.get_metric_with_label_values(&values) else { return };
-        let key = (family, labels);
-        match self.held.get_mut(&key) {
-            Some((_, waiting)) => *waiting += amount,
-            None if made && !self.hold.is_zero() => {
-                self.held.insert(key.clone(), (now, amount));
-                self.text = None;
-            }
-            None => {
-                counter.inc_by(amount);
-                self.text = None;
-            }
+        let waiting = self.held.entry(family).or_default();
+        let hold = made && !self.hold.is_zero();
+        match waiting.get_mut(&labels) {
+            Some((_, held)) => *held += amount,
+            None if hold => {} // waits from below, under the table's labels
+            None => counter.inc_by(amount),
         }
-        let (_, mut labels) = key;
+        self.text = None;
         let namespace = family.namespace(&labels);
         // Kept for as long as the series: no room for labels never added.
         labels.shrink_to_fit();
-        capped.series.touch(labels, namespace);
+        let kept = capped.series.touch(labels, namespace);
+        if hold {
+            waiting.insert(kept, (now, amount));
+        }
     }
 
     /// Adds what waited in series whose 0 has been served for the hold.
     fn release(&mut self, now: Instant) {
         let hold = self.hold;
-        let due: Vec<(Family, Vec<String>)> = self
-            .held
-            .iter()
-            .filter(|(_, (made, _))| now.saturating_duration_since(*made) >= hold)
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in due {
-            let Some((_, amount)) = self.held.remove(&key) else { continue };
-            let (family, labels) = key;
-            let values: Vec<&str> = labels.iter().map(String::as_str).collect();
-            if let Some(Ok(c)) = self.counters.get(&family).map(|c| c.get_metric_with_label_values(&values)) {
-                c.inc_by(amount);
-                self.text = None;
+        for (family, waiting) in &mut self.held {
+            let due: Vec<Arc<Vec<String>>> = waiting
+                .iter()
+                .filter(|(_, (made, _))| now.saturating_duration_since(*made) >= hold)
+                .map(|(labels, _)| labels.clone())
+                .collect();
+            for labels in due {
+                let Some((_, amount)) = waiting.remove(&labels) else { continue };
+                let values: Vec<&str> = labels.iter().map(String::as_str).collect();
+                if let Some(Ok(c)) = self.counters.get(family).map(|c| c.get_metric_with_label_values(&values)) {
+                    c.inc_by(amount);
+                    self.text = None;
+                }
             }
         }
     }
