@@ -51,6 +51,7 @@ fn time_renders(served: &(prometheus::Registry, WatchdogMetrics), runs: usize, c
                 fired: FIRED,
                 cause: OomCause::Anon,
                 names: names(pod),
+                warned_for_ns: None,
             }));
         }
         let start = Instant::now();
@@ -105,6 +106,7 @@ fn build(pods: usize, cap: usize) -> (prometheus::Registry, WatchdogMetrics) {
             fired: FIRED,
             cause: OomCause::Anon,
             names: names(pod),
+            warned_for_ns: None,
         }));
     }
     (reg, m)

@@ -6,7 +6,7 @@
 //! (docs/operating.md) is checked against this table.
 
 use prometheus::{
-    GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    CounterVec, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
 /// A family's type, as Prometheus knows it.
@@ -132,20 +132,22 @@ catalogue! {
         "New cgroups the kernel's tracked-cgroup map had no room for (their tasks' exits count as the host's).";
 
     // telemetry/pod_series.rs
-    POD_MEMORY_PRESSURE = Gauge, "sandwatch_pod_memory_pressure", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "reason"],
+    POD_MEMORY_PRESSURE = Gauge, "sandwatch_pod_memory_pressure", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind", "reason"],
         "1 while a container is under memory pressure, by reason (near_limit: what no reclaim frees at 90 % of its limit; thrashing: at its limit and stalling; growing: at its current growth its limit within 10 minutes); absent otherwise. Capped with the per-pod series.";
-    POD_MEMORY_SECONDS_TO_LIMIT = Gauge, "sandwatch_pod_memory_seconds_to_limit", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind"],
+    POD_MEMORY_SECONDS_TO_LIMIT = Gauge, "sandwatch_pod_memory_seconds_to_limit", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind"],
         "While a container under memory pressure grows: seconds until what no reclaim frees meets its limit at its current growth. Capped with the per-pod series.";
-    POD_MEMORY_UNRECLAIMABLE_RATIO = Gauge, "sandwatch_pod_memory_unreclaimable_ratio", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind"],
+    POD_MEMORY_UNRECLAIMABLE_RATIO = Gauge, "sandwatch_pod_memory_unreclaimable_ratio", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind"],
         "While a container is under memory pressure: what no reclaim frees (usage less page cache: anonymous memory, tmpfs, kernel memory) over its limit. Capped with the per-pod series.";
-    POD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_pod_container_exits_total", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "reason"],
-        "Exits of containers' inits per pod and container, by reason (completed, error, oom_killed, killed, or the signal's name). Capped with the OOM series.";
-    POD_OOM_KILLS_TOTAL = Counter, "sandwatch_pod_oom_kills_total", ["pod_uid", "namespace", "pod", "container", "container_id", "workload", "workload_kind", "victim_role", "limit", "cause"],
-        "OOM kills per pod and container (namespace, pod, container and workload names are empty without runtime metadata). Capped series.";
+    POD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_pod_container_exits_total", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind", "reason"],
+        "Exits of containers' inits per pod and container, by reason (completed, error, oom_killed, killed, or the signal's name), across the container's restarts. Capped with the OOM series, served at 0 before their first exit.";
+    POD_OOM_KILLS_TOTAL = Counter, "sandwatch_pod_oom_kills_total", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind", "victim_role", "limit", "cause", "warned"],
+        "OOM kills per pod and container, by whose limit fired, what filled it and whether the container was warned of memory pressure first (namespace, pod, container and workload names are empty without runtime metadata). Capped series, served at 0 before their first kill.";
+    POD_OOM_KILLS_WARNED_SECONDS_TOTAL = Counter, "sandwatch_pod_oom_kills_warned_seconds_total", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind", "victim_role", "limit", "cause"],
+        "For the OOM kills of a container that was warned of memory pressure, the seconds from its warning to the kill, summed: over the warned kills, how long before they were warned. Capped series, served at 0 before their first kill.";
     WORKLOAD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_workload_container_exits_total", ["namespace", "workload", "workload_kind", "reason"],
-        "Exits of containers' inits per workload, by reason, across its pods' replacements. Capped with the workload OOM series.";
+        "Exits of containers' inits per workload, by reason, across its pods' replacements. Capped with the workload OOM series, served at 0 before their first exit.";
     WORKLOAD_OOM_KILLS_TOTAL = Counter, "sandwatch_workload_oom_kills_total", ["namespace", "workload", "workload_kind", "victim_role"],
-        "OOM kills per workload (Deployment, StatefulSet, DaemonSet, CronJob, Job, or the bare Pod) across its pods' replacements. Capped series.";
+        "OOM kills per workload (Deployment, StatefulSet, DaemonSet, CronJob, Job, or the bare Pod) across its pods' replacements. Capped series, served at 0 before their first kill.";
 
     // telemetry/watchdog_metrics.rs: memory pressure
     MEMORY_LIMIT_CHANGES_TOTAL = Counter, "sandwatch_memory_limit_changes_total", ["limit", "direction", "scope"],
@@ -254,6 +256,8 @@ catalogue! {
         "Container init processes alive and known to the registry.";
     TRACKED_SANDBOXES = Gauge, "sandwatch_tracked_sandboxes", [],
         "Pod sandboxes in the registry.";
+    NAMESPACE_PODS = Gauge, "sandwatch_namespace_pods", ["namespace"],
+        "Pods in the registry by the namespace the runtime named for them (pods it has not named are not counted): a series for each namespace with pods on the node, before anything happens in it.";
 }
 
 impl Family {
@@ -319,6 +323,15 @@ impl Family {
         let g = self.new_gauge_vec()?;
         into.register(Box::new(g.clone()))?;
         Ok(g)
+    }
+
+    /// A labelled counter of fractions (seconds summed), registered in
+    /// `into`.
+    pub fn float_counter_vec(&self, into: &Registry) -> Result<CounterVec, prometheus::Error> {
+        self.check("counter", true)?;
+        let c = CounterVec::new(self.opts(), self.labels)?;
+        into.register(Box::new(c.clone()))?;
+        Ok(c)
     }
 
     /// A labelled gauge of fractions (a ratio), registered in `into`.

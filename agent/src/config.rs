@@ -97,6 +97,13 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_POD_SERIES_TTL", default_value = "15m", value_parser = parse_duration_secs)]
     pub pod_series_ttl: u64,
 
+    /// How long a new per-pod or per-workload counter series is served at
+    /// 0 before its first events are added (e.g. 30s; at most 10m; 0 adds
+    /// them at once). Prometheus never counts a series' first sample: keep
+    /// it at least the scrape interval, so that a scrape sees the 0 first.
+    #[arg(long, env = "SANDWATCH_POD_SERIES_HOLD", default_value = "30s", value_parser = parse_hold)]
+    pub pod_series_hold: u64,
+
     /// Most series kept of each per-workload family
     /// (sandwatch_workload_oom_kills_total,
     /// sandwatch_workload_container_exits_total); beyond it the family's
@@ -232,6 +239,15 @@ fn parse_ring_size(s: &str) -> Result<u32, String> {
     u32::try_from(bytes).map_err(|_| format!("{bytes} bytes is too large"))
 }
 
+/// The per-pod series' hold: a duration of at most 10 minutes.
+fn parse_hold(s: &str) -> Result<u64, String> {
+    let secs = parse_duration_secs(s)?;
+    if secs > 600 {
+        return Err(format!("{s}: at most 10m (a scrape interval or two)"));
+    }
+    Ok(secs)
+}
+
 /// A duration in seconds: a number with an optional unit s, m or h.
 fn parse_duration_secs(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -361,6 +377,7 @@ impl Config {
             metrics: MetricsSettings {
                 max_pod_series: self.max_pod_series as usize,
                 max_workload_series: self.max_workload_series as usize,
+                pod_series_hold: Duration::from_secs(self.pod_series_hold),
                 window_secs: self.oom_window_seconds,
                 runtime_names: self.runtime_names,
             },
@@ -504,7 +521,7 @@ mod tests {
 
     #[test]
     fn each_invalid_value_is_one_clear_line() {
-        let cases: [(&[&str], &str); 14] = [
+        let cases: [(&[&str], &str); 15] = [
             (&["--pod-series-ttl", "15x"], "unknown duration unit"),
             (&["--pod-series-ttl", "30d"], "--pod-series-ttl"),
             (&["--max-pod-series", "0"], "--max-pod-series"),
@@ -518,6 +535,7 @@ mod tests {
             (&["--channel-capacity", "0"], "--channel-capacity"),
             (&["--max-event-subscribers", "0"], "--max-event-subscribers"),
             (&["--node-name", "a b"], "--node-name"),
+            (&["--pod-series-hold", "1h"], "at most 10m"),
             (&["--bogus"], "--bogus"),
         ];
         for (args, needle) in cases {
@@ -534,6 +552,10 @@ mod tests {
             assert_eq!(ttl, Some(secs * 1_000_000_000), "{text}");
         }
         assert_eq!(settings(&["--pod-series-ttl", "0"]).watchdog.pod_series_ttl_ns, None, "0 keeps them");
+        let hold = |args: &[&str]| settings(args).metrics.pod_series_hold;
+        assert_eq!(hold(&[]), Duration::from_secs(30));
+        assert_eq!(hold(&["--pod-series-hold", "2m"]), Duration::from_secs(120));
+        assert_eq!(hold(&["--pod-series-hold", "0"]), Duration::ZERO);
     }
 
     #[test]

@@ -71,8 +71,7 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     pod.trigger(1);
 
     let pod_series = format!(
-        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"container_child\",workload=\"\",workload_kind=\"\"}}",
-        cid(2)
+        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"container_child\",warned=\"false\",workload=\"\",workload_kind=\"\"}}"
     );
     let mut m1 = String::new();
     for _ in 0..100 {

@@ -60,8 +60,7 @@ fn kills(text: &str) -> f64 {
 /// returns the metrics then.
 fn kill_counted_and_named(agent: &AgentProcess, uid: &str) -> String {
     let series = format!(
-        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"container_init\",workload=\"\",workload_kind=\"\"}}",
-        cid(2)
+        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"container_init\",warned=\"false\",workload=\"\",workload_kind=\"\"}}"
     );
     let start = Instant::now();
     loop {
@@ -334,9 +333,9 @@ fn one_namespaces_flood_of_kills_keeps_every_other_namespaces_evidence() {
     }
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     let quiet = cri.run_pod("db", "quiet", UID_QUIET, &quiet_cg.pod_path);
-    let db = cri.run_container(&quiet, "db", Some(32 << 20), "x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 100");
+    cri.run_container(&quiet, "db", Some(32 << 20), "x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 100");
     let quiet_series = format!(
-        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"db\",container_id=\"{db}\",limit=\"container\",namespace=\"quiet\",pod=\"db\",pod_uid=\"{UID_QUIET}\",victim_role=\"container_init\",workload=\"db\",workload_kind=\"Pod\"}}"
+        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"db\",limit=\"container\",namespace=\"quiet\",pod=\"db\",pod_uid=\"{UID_QUIET}\",victim_role=\"container_init\",warned=\"false\",workload=\"db\",workload_kind=\"Pod\"}}"
     );
     let start = Instant::now();
     while metric(&agent.metrics(), &quiet_series) != Some(1.0) {

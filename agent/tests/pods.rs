@@ -85,11 +85,12 @@ struct Watch {
 
 impl Watch {
     /// The agent's own pipeline, watchdog core and metrics (in `prom`), as
-    /// its default flags make them, without the runtime's side.
+    /// its default flags make them, without the runtime's side, and with
+    /// no hold of a new series at 0 (this test reads them, not Prometheus).
     fn start() -> Self {
         require_root();
         let node = node_pods();
-        let settings = harness::settings(&[]);
+        let settings = harness::settings(&["--pod-series-hold", "0"]);
         let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, CancellationToken::new())
             .unwrap_or_else(|e| panic!("pipeline: {e}"));
         // Every family, as the agent registers them.
@@ -336,7 +337,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}", if restarted { 1.0 } else { a_kills as f64 }),
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}", 1.0),
         ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
-        (&format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\",workload=\"\",workload_kind=\"\"}}", cid(1)), 1.0),
+        (&format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\",warned=\"false\",workload=\"\",workload_kind=\"\"}}"), 1.0),
         ("sandwatch_tracked_sandboxes", watch.node.sandboxes + 1.0),
     ] {
         // The kills as counted, and the kernel's word on them, rather than
@@ -462,7 +463,7 @@ async fn group_kill_is_one_event_of_a_whole_container() {
     let pod_series = |text: &str, uid: &str, role: &str| {
         metric(
             text,
-            &format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"\",workload_kind=\"\"}}", cid(2)),
+            &format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{uid}\",victim_role=\"{role}\",warned=\"false\",workload=\"\",workload_kind=\"\"}}"),
         )
     };
     if v2 {

@@ -362,7 +362,7 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
 
     // The container's own limit, whatever runc set beside it (memory +
     // swap equal to memory on v1): the kernel's counters at the kill say so.
-    let series = format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",workload=\"web\",workload_kind=\"Pod\"}}");
+    let series = format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"hog\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",warned=\"false\",workload=\"web\",workload_kind=\"Pod\"}}");
     wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
     let text = agent.metrics();
     let unnamed = text
@@ -465,14 +465,9 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
         Some(32 << 20),
         "dd if=/dev/zero of=/dev/shm/fill bs=1M count=60; rm -f /dev/shm/fill; exec sleep 1000",
     );
-    let grower = cri.run_container(
-        &fill,
-        "grower",
-        Some(32 << 20),
-        "dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000",
-    );
-    wait_kill(&agent, &explain_series("shm", &shm, "fill", UID_FILL, "container_child", "container", "shmem"));
-    wait_kill(&agent, &explain_series("grower", &grower, "fill", UID_FILL, "container_child", "container", "anon"));
+    cri.run_container(&fill, "grower", Some(32 << 20), "dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 1000");
+    wait_kill(&agent, &explain_series("shm", "fill", UID_FILL, "container_child", "container", "shmem"));
+    wait_kill(&agent, &explain_series("grower", "fill", UID_FILL, "container_child", "container", "anon"));
     let line = kill_line(&agent, &shm);
     assert_eq!((field(&line, "cause"), field(&line, "comm")), ("shmem", "dd"), "{line}");
     std::thread::sleep(Duration::from_millis(500));
@@ -497,7 +492,7 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let hog = cri.run_container(&pair, "hog", None, "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
-    wait_kill(&agent, &explain_series("hog", &hog, "pair", UID_PAIR, "container_init", "pod", "shmem"));
+    wait_kill(&agent, &explain_series("hog", "pair", UID_PAIR, "container_init", "pod", "shmem"));
     let line = kill_line(&agent, &hog);
     let ranked = line.split("pod_containers=").nth(1).unwrap_or_else(|| panic!("no pod_containers: {line}"));
     let (at_holder, at_hog) = (ranked.find(&holder), ranked.find(&hog));
@@ -542,7 +537,7 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
     let details_before = details();
     let reader_path = reader_pod.container_path(&reader);
     let reader_dir = reader_pod.cg.layout.dir(&reader_path);
-    let reader_kill = explain_series("reader", &reader, "reader", UID_READER, "container_child", "container", "anon");
+    let reader_kill = explain_series("reader", "reader", UID_READER, "container_child", "container", "anon");
     let mut most_cache = 0u64;
     let start = Instant::now();
     while metric(&agent.metrics(), &reader_kill) != Some(1.0) {
@@ -581,7 +576,7 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
     let reader_kills: f64 = agent
         .metrics()
         .lines()
-        .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(&reader))
+        .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains("container=\"reader\""))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert_eq!(reader_kills, 1.0, "reading at its limit cost the reader no kill");
@@ -602,9 +597,9 @@ fn cri_page_cache_at_the_limit_is_no_kill(rt: &Runtime) {
 
 /// The kill series of a bare pod (its workload is itself) in namespace
 /// `explain`.
-fn explain_series(container: &str, id: &str, pod: &str, uid: &str, role: &str, limit: &str, cause: &str) -> String {
+fn explain_series(container: &str, pod: &str, uid: &str, role: &str, limit: &str, cause: &str) -> String {
     format!(
-        "sandwatch_pod_oom_kills_total{{cause=\"{cause}\",container=\"{container}\",container_id=\"{id}\",limit=\"{limit}\",namespace=\"explain\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
+        "sandwatch_pod_oom_kills_total{{cause=\"{cause}\",container=\"{container}\",limit=\"{limit}\",namespace=\"explain\",pod=\"{pod}\",pod_uid=\"{uid}\",victim_role=\"{role}\",warned=\"false\",workload=\"{pod}\",workload_kind=\"Pod\"}}"
     )
 }
 
@@ -699,7 +694,7 @@ fn cri_group_kill_is_one_event_of_the_container(rt: &Runtime) {
     // swap equal to memory on v1): the kernel's counters at the kill say so.
     let series = |role: &str| {
         format!(
-            "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"worker\",container_id=\"{worker}\",limit=\"container\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\",workload=\"batch\",workload_kind=\"Pod\"}}"
+            "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"worker\",limit=\"container\",namespace=\"jobs\",pod=\"batch\",pod_uid=\"{UID_GROUP}\",victim_role=\"{role}\",warned=\"false\",workload=\"batch\",workload_kind=\"Pod\"}}"
         )
     };
     if v2 {
@@ -945,14 +940,29 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     require_root();
     let socket = Containerd::socket_for("exits").display().to_string();
     let ctrd = Containerd::start_cri(rt, "exits");
-    let agent =
-        AgentProcess::start(&["--containerd-socket", &socket, "--cri-socket", &socket, "--cri-refresh-seconds", "1"]);
+    // A new series served at 0 for two scrapes first, as a node's agent
+    // does: the workload panels' increase() counts its first exit.
+    let agent = AgentProcess::start(&[
+        "--containerd-socket",
+        &socket,
+        "--cri-socket",
+        &socket,
+        "--cri-refresh-seconds",
+        "1",
+        "--pod-series-hold",
+        "2s",
+    ]);
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(30), |v| v == 1.0);
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(30), |v| v == 1.0);
     // The dashboard's workload panels, on a real Prometheus (on the host,
     // for each containerd; the VM's initramfs carries no Prometheus).
     #[cfg(not(feature = "vm"))]
     let prom = harness::PrometheusProcess::start(agent.addr);
+    // Scraped before anything happens: Prometheus takes its first scrape
+    // seconds after it starts, and increase() counts only what it saw
+    // change.
+    #[cfg(not(feature = "vm"))]
+    assert_eq!(prom.wait_for("up", Duration::from_secs(30), |v| v == 1.0), Some(1.0), "{}", prom.log());
     let before = agent.metrics();
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     let pods = RuntimePod::new("exits", UID_EXITS);
@@ -1011,7 +1021,7 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     // workload's; the runtime agrees on the code.
     for ((name, _, _, reason, code), id) in ways.iter().zip(&ids) {
         let series = format!(
-            "sandwatch_pod_container_exits_total{{container=\"{name}\",container_id=\"{id}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
+            "sandwatch_pod_container_exits_total{{container=\"{name}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
         );
         wait_metric(&agent, &series, Duration::from_secs(30), |v| v >= 1.0);
         let start = Instant::now();
@@ -1087,7 +1097,9 @@ fn cri_memory_pressure_warns_before_the_kill(rt: &Runtime) {
     require_root();
     let cgroups = RuntimePod::new("cri-pressure", UID_LEAKY);
     let ctrd = Containerd::start_cri(rt, "cri-pressure");
-    let agent = cri_agent(&ctrd);
+    // Its kill's series served at 0 for two scrapes first, as a node's
+    // agent does: Prometheus then counts the kill and its warning's lead.
+    let agent = cri_agent_with(&ctrd, &["--pod-series-hold", "2s"]);
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
     #[cfg(not(feature = "vm"))]
     let prom = harness::PrometheusProcess::start(agent.addr);
@@ -1168,6 +1180,46 @@ fn cri_memory_pressure_warns_before_the_kill(rt: &Runtime) {
     assert!(fast_warned >= 3_000, "a fast grower warned {fast_warned} ms before its kill: {}", fast.json);
     let warned = metric(&agent.metrics(), "sandwatch_oom_kills_warned_total{warned=\"true\"}");
     assert!(warned >= Some(2.0), "the warned kills are counted: {warned:?}");
+    // Its pod's kill series says it was warned, and the first table of
+    // the dashboard how long before.
+    let leaky_series = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains("container=\"leaky\""))
+            .map(str::to_string)
+    };
+    let start = Instant::now();
+    let series = loop {
+        // Its OOM event closes once its burst is over (a tick).
+        if let Some(series) = leaky_series(&agent.metrics()) {
+            break series;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no kill series of the leaky container");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(series.contains("warned=\"true\""), "{series}");
+    #[cfg(not(feature = "vm"))]
+    {
+        for (origin, expr) in harness::shipped_queries()
+            .into_iter()
+            .filter(|(o, e)| o.starts_with("dashboard") && harness::needs_warned_kill(e))
+        {
+            let start = Instant::now();
+            let lead = loop {
+                let found = prom.query(&expr, None);
+                if let Some((_, v)) = found.iter().find(|(l, _)| l["container"] == "leaky") {
+                    break *v;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(15),
+                    "{origin} returns no lead for the leaky container: {expr}"
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            };
+            let said = warned_ms as f64 / 1000.0;
+            assert!((lead - said).abs() <= 1.0, "{origin}: {lead} s, its record {said} s");
+        }
+        drop(prom);
+    }
     cri.remove_pod(&pod.id);
     drop(cri);
     drop(ctrd);

@@ -123,7 +123,7 @@ fn a_workload_init_named_pause_is_no_sandbox_with_the_runtimes_data() {
     let pod = cri.run_pod("web", "shop", UID_PAUSE_CRI, &cgroups.pod_path);
     // The shell is the init: it renames itself and then holds the memory
     // itself, so the OOM killer takes it.
-    let hog = cri.run_container(
+    cri.run_container(
         &pod,
         "hog",
         Some(32 << 20),
@@ -132,7 +132,7 @@ fn a_workload_init_named_pause_is_no_sandbox_with_the_runtimes_data() {
     // The container's own limit, whatever runc set beside it (memory +
     // swap equal to memory on v1): the kernel's counters at the kill say so.
     let series = format!(
-        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"hog\",container_id=\"{hog}\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_PAUSE_CRI}\",victim_role=\"container_init\",workload=\"web\",workload_kind=\"Pod\"}}"
+        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"hog\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_PAUSE_CRI}\",victim_role=\"container_init\",warned=\"false\",workload=\"web\",workload_kind=\"Pod\"}}"
     );
     let start = Instant::now();
     while metric(&agent.metrics(), &series) != Some(1.0) {

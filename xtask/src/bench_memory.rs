@@ -64,6 +64,13 @@ struct Figures {
     after_kib: u64,
     scrape_p99_ms: f64,
     scrape_kb: usize,
+    /// Series on /metrics with the pods, before and after the kills.
+    series: (usize, usize),
+}
+
+/// The series in a scrape: its lines that are not comments.
+fn series_in(text: &str) -> usize {
+    text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count()
 }
 
 /// The agent idle beside one pod, then through a storm of exits in it.
@@ -100,6 +107,7 @@ fn at_scale(bin: &Path, agent_args: &[String], pods: &Pods, count: u32, idle: (u
     let tracked = agent.value("sandwatch_tracked_sandboxes");
     std::thread::sleep(Duration::from_secs(3));
     let steady_kib = status_kib(agent.pid(), "VmRSS:");
+    let steady_series = series_in(&agent.metrics()?);
     let kills = (count as usize).min(KILLS);
     let (counted, lost, reads_per_kill, cpu_ms_per_kill) = kill(&agent, pods, kills)?;
     let text = agent.metrics()?;
@@ -129,6 +137,7 @@ fn at_scale(bin: &Path, agent_args: &[String], pods: &Pods, count: u32, idle: (u
         after_kib,
         scrape_p99_ms: scrapes[((scrapes.len() - 1) as f64 * 0.99).round() as usize],
         scrape_kb: text.len() / 1000,
+        series: (steady_series, series_in(&text)),
     })
 }
 
@@ -399,6 +408,12 @@ pub fn run(builds: &[(&str, &Path)], agent_args: &[String], count: u32) -> Resul
         "",
     );
     row(&mut out, "steady RSS with the pods", each(&|f| format!("{:.1} MiB", mib(f.steady_kib))), "");
+    row(
+        &mut out,
+        "series on /metrics with the pods, before / after the kills",
+        each(&|f| format!("{} / {}", f.series.0, f.series.1)),
+        "",
+    );
     row(
         &mut out,
         &format!("OOM kills in {KILLS} pods"),

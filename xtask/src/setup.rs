@@ -11,7 +11,8 @@ use crate::util::{download, is_root, output};
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// Debian packages the tests use, besides LLVM (which depends on nightly):
-/// setpriv (util-linux) for the unprivileged run, Prometheus and promtool;
+/// setpriv (util-linux) for the unprivileged run, Prometheus and promtool,
+/// Alertmanager and amtool (the shipped inhibitions are run in one);
 /// QEMU, cpio and a static busybox for the second-kernel VMs (the kernels
 /// themselves are fetched by `cargo xtask vm`, see xtask/src/vm.rs).
 /// containerd and runc for the runtime tests; protoc because the containerd
@@ -23,6 +24,7 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 const TEST_PACKAGES: &[&str] = &[
     "util-linux",
     "prometheus",
+    "prometheus-alertmanager",
     "qemu-system-x86",
     "cpio",
     "busybox-static",

@@ -54,8 +54,10 @@ impl<K: Ord + Hash + Clone, I: Hash + Eq + Clone> FairShare<K, I> {
         self.entries.keys().map(|e| &**e)
     }
 
-    /// Adds `entry` for `owner`, or makes it the owner's most recent.
-    pub fn touch(&mut self, entry: I, owner: K) {
+    /// Adds `entry` for `owner`, or makes it the owner's most recent;
+    /// returns the entry as the table keeps it, for a caller to share
+    /// rather than copy.
+    pub fn touch(&mut self, entry: I, owner: K) -> Arc<I> {
         let entry = match self.entries.get_key_value(&entry) {
             Some((kept, _)) => kept.clone(),
             None => Arc::new(entry),
@@ -65,8 +67,9 @@ impl<K: Ord + Hash + Clone, I: Hash + Eq + Clone> FairShare<K, I> {
         let stamp = self.next;
         self.entries.insert(entry.clone(), (owner.clone(), stamp));
         self.reorder(&owner, |held| {
-            held.insert(stamp, entry);
+            held.insert(stamp, entry.clone());
         });
+        entry
     }
 
     /// Forgets `entry`; false if it was not there.

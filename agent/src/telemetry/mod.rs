@@ -7,6 +7,7 @@ pub mod fair;
 mod golden;
 pub mod logs;
 pub mod metrics;
+pub mod pod_labels;
 pub mod pod_series;
 pub mod records;
 pub mod server;
@@ -109,6 +110,10 @@ mod tests {
         runtime.stream.info.observe("containerd", "2.1.9", "abc");
         outputs.publish([
             Finding::RuntimeUp { runtime: "containerd".into(), up: true },
+            Finding::Model(crate::watchdog::ModelStats {
+                namespaces: vec![("shop".into(), 1)],
+                ..crate::watchdog::ModelStats::default()
+            }),
             Finding::PodOom(PodOom {
                 fired: crate::watchdog::Fired::UNKNOWN,
                 cause: crate::watchdog::explain::OomCause::Unknown,
@@ -122,6 +127,7 @@ mod tests {
                     delay_ns: 0,
                 },
                 names: Names { workload: "web".into(), workload_kind: "Deployment".into(), ..Names::default() },
+                warned_for_ns: Some(1_000_000_000),
             }),
             Finding::ContainerExit(ContainerExit {
                 report: ExitReport {

@@ -4,23 +4,36 @@
 //! family), so that container exits, which are many, never push an OOM
 //! kill's series out, and one tenant's churn never pushes out another
 //! namespace's ([`FairShare`], O(log n)). Per pod:
-//! `sandwatch_pod_oom_kills_total` and `sandwatch_pod_container_exits_total`
-//! (`--max-pod-series` each); a torn-down pod's series go when the
-//! watchdog says their grace is over. Per workload:
-//! `sandwatch_workload_oom_kills_total` and
+//! `sandwatch_pod_oom_kills_total`,
+//! `sandwatch_pod_oom_kills_warned_seconds_total` and
+//! `sandwatch_pod_container_exits_total` (`--max-pod-series` each); a
+//! torn-down pod's series go when the watchdog says their grace is over.
+//! Per workload: `sandwatch_workload_oom_kills_total` and
 //! `sandwatch_workload_container_exits_total` (`--max-workload-series`
 //! each); a workload's series go when the last of its pods that were
 //! counted has gone so. They are most of a scrape's text at scale and
 //! change only with OOM events, container exits and expiries: they live in
 //! their own registry and are rendered once per change, not once per
 //! scrape.
+//!
+//! A counter series is served at 0 before its first event: Prometheus'
+//! `increase()` and `rate()` never count a series' first sample, so a
+//! series that appeared with its first event counted would lose that event
+//! to every rule and panel. A new series is made at 0 and its first
+//! increments are held for `hold` (at least the scrape interval), so that
+//! a scrape sees the 0 first; a series removed (expired, evicted) and made
+//! again is held anew. Zeros are not made ahead for every container: the
+//! labels of a count (a reason, a role, whose limit, what filled it) are
+//! known only at the event, and a zero for every combination would be over
+//! a hundred series per container.
 
 use std::{
     collections::{HashMap, HashSet},
     sync::Arc,
+    time::{Duration, Instant},
 };
 
-use prometheus::{GaugeVec, IntCounter, IntCounterVec, Registry};
+use prometheus::{CounterVec, GaugeVec, IntCounter, Registry};
 
 use super::{exposition::render, fair::FairShare};
 use crate::catalogue;
@@ -29,6 +42,8 @@ use crate::catalogue;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Family {
     PodOomKills,
+    /// The seconds by which a warned kill was warned, summed.
+    PodOomWarnedSeconds,
     PodContainerExits,
     WorkloadOomKills,
     WorkloadContainerExits,
@@ -39,8 +54,9 @@ pub enum Family {
 }
 
 impl Family {
-    const ALL: [Family; 7] = [
+    const ALL: [Family; 8] = [
         Family::PodOomKills,
+        Family::PodOomWarnedSeconds,
         Family::PodContainerExits,
         Family::WorkloadOomKills,
         Family::WorkloadContainerExits,
@@ -72,7 +88,7 @@ impl Family {
     /// The `family` label of the caps' counters.
     fn label(self) -> &'static str {
         match self {
-            Family::PodOomKills | Family::WorkloadOomKills => "oom_kills",
+            Family::PodOomKills | Family::PodOomWarnedSeconds | Family::WorkloadOomKills => "oom_kills",
             Family::PodContainerExits | Family::WorkloadContainerExits => "container_exits",
             Family::PodMemoryPressure | Family::PodUnreclaimableRatio | Family::PodSecondsToLimit => "memory_pressure",
         }
@@ -91,7 +107,7 @@ struct Capped {
 }
 
 pub struct PodSeries {
-    counters: HashMap<Family, IntCounterVec>,
+    counters: HashMap<Family, CounterVec>,
     gauges: HashMap<Family, GaugeVec>,
     family: Registry,
     /// The families as text since their last change (`None`: changed).
@@ -99,18 +115,34 @@ pub struct PodSeries {
     caps: HashMap<Family, Capped>,
     /// The pods counted in each workload's series, till they expire.
     workload_pods: HashMap<WorkloadKey, HashSet<String>>,
+    /// How long a new counter series is served at 0 before its first
+    /// increments are added.
+    hold: Duration,
+    /// New counter series and what waits to be added to them, with when
+    /// they were made, by family (their labels shared with the caps'
+    /// tables: a node's first kills make hundreds at once).
+    held: Held,
 }
+
+type Held = HashMap<Family, HashMap<Arc<Vec<String>>, (Instant, f64)>>;
 
 impl PodSeries {
     /// The families in their own registry; the caps' counters in
     /// `registry`.
-    pub fn register(registry: &Registry, max_pods: usize, max_workloads: usize) -> Result<Self, prometheus::Error> {
+    /// `hold`: how long a new counter series is served at 0 first.
+    pub fn register(
+        registry: &Registry,
+        max_pods: usize,
+        max_workloads: usize,
+        hold: Duration,
+    ) -> Result<Self, prometheus::Error> {
         let family = Registry::new();
         let counters = HashMap::from([
-            (Family::PodOomKills, catalogue::POD_OOM_KILLS_TOTAL.counter_vec(&family)?),
-            (Family::PodContainerExits, catalogue::POD_CONTAINER_EXITS_TOTAL.counter_vec(&family)?),
-            (Family::WorkloadOomKills, catalogue::WORKLOAD_OOM_KILLS_TOTAL.counter_vec(&family)?),
-            (Family::WorkloadContainerExits, catalogue::WORKLOAD_CONTAINER_EXITS_TOTAL.counter_vec(&family)?),
+            (Family::PodOomKills, catalogue::POD_OOM_KILLS_TOTAL.float_counter_vec(&family)?),
+            (Family::PodOomWarnedSeconds, catalogue::POD_OOM_KILLS_WARNED_SECONDS_TOTAL.float_counter_vec(&family)?),
+            (Family::PodContainerExits, catalogue::POD_CONTAINER_EXITS_TOTAL.float_counter_vec(&family)?),
+            (Family::WorkloadOomKills, catalogue::WORKLOAD_OOM_KILLS_TOTAL.float_counter_vec(&family)?),
+            (Family::WorkloadContainerExits, catalogue::WORKLOAD_CONTAINER_EXITS_TOTAL.float_counter_vec(&family)?),
         ]);
         let gauges = HashMap::from([
             (Family::PodMemoryPressure, catalogue::POD_MEMORY_PRESSURE.float_gauge_vec(&family)?),
@@ -133,15 +165,21 @@ impl PodSeries {
                 caps.insert(f, capped);
             }
         }
-        Ok(Self { counters, gauges, family, text: None, caps, workload_pods: HashMap::new() })
+        let workload_pods = HashMap::new();
+        Ok(Self { counters, gauges, family, text: None, caps, workload_pods, hold, held: Held::new() })
     }
 
     fn remove(
-        counters: &HashMap<Family, IntCounterVec>,
+        counters: &HashMap<Family, CounterVec>,
         gauges: &HashMap<Family, GaugeVec>,
+        held: &mut Held,
         family: Family,
-        labels: &[String],
+        labels: &Vec<String>,
     ) -> bool {
+        // What waited goes with it: a series made again is held anew.
+        if let Some(waiting) = held.get_mut(&family) {
+            waiting.remove(labels);
+        }
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
         match family.gauge() {
             true => gauges.get(&family).is_some_and(|g| g.remove_label_values(&labels).is_ok()),
@@ -153,13 +191,14 @@ impl PodSeries {
     /// series.
     fn make_room(
         capped: &mut Capped,
-        counters: &HashMap<Family, IntCounterVec>,
+        counters: &HashMap<Family, CounterVec>,
         gauges: &HashMap<Family, GaugeVec>,
+        held: &mut Held,
         family: Family,
     ) {
         if capped.series.len() >= capped.max {
             if let Some((gone, _)) = capped.series.evict() {
-                Self::remove(counters, gauges, family, &gone);
+                Self::remove(counters, gauges, held, family, &gone);
                 capped.evicted.inc();
             }
         }
@@ -176,14 +215,14 @@ impl PodSeries {
                 capped.series.entries().filter(|l| !wanted.contains(&(family, (*l).clone()))).cloned().collect();
             for labels in gone {
                 capped.series.remove(&labels);
-                Self::remove(&self.counters, &self.gauges, family, &labels);
+                Self::remove(&self.counters, &self.gauges, &mut self.held, family, &labels);
                 self.text = None;
             }
         }
         for (family, mut labels, value) in now {
             let Some(capped) = self.caps.get_mut(&family) else { continue };
             if !capped.series.contains(&labels) {
-                Self::make_room(capped, &self.counters, &self.gauges, family);
+                Self::make_room(capped, &self.counters, &self.gauges, &mut self.held, family);
                 self.text = None;
             }
             let values: Vec<&str> = labels.iter().map(String::as_str).collect();
@@ -199,10 +238,11 @@ impl PodSeries {
         }
     }
 
-    /// One more in `family`'s series `labels`; for a workload family,
-    /// `pod_uid` is the pod it came from.
-    pub fn inc(&mut self, family: Family, mut labels: Vec<String>, pod_uid: &str) {
-        self.text = None;
+    /// `amount` more in `family`'s series `labels` (a counter family), at
+    /// `now`; for a workload family, `pod_uid` is the pod it came from. A
+    /// series made here is served at 0 first: the amount waits for the
+    /// hold (see the module's doc).
+    pub fn inc(&mut self, family: Family, mut labels: Vec<String>, pod_uid: &str, amount: f64, now: Instant) {
         if family.per_workload() {
             if let [namespace, workload, kind, ..] = labels.as_slice() {
                 let key = [namespace.clone(), workload.clone(), kind.clone()];
@@ -210,17 +250,49 @@ impl PodSeries {
             }
         }
         let Some(capped) = self.caps.get_mut(&family) else { return };
-        if !capped.series.contains(&labels) {
-            Self::make_room(capped, &self.counters, &self.gauges, family);
+        let Some(counters) = self.counters.get(&family) else { return };
+        let made = !capped.series.contains(&labels);
+        if made {
+            Self::make_room(capped, &self.counters, &self.gauges, &mut self.held, family);
         }
         let values: Vec<&str> = labels.iter().map(String::as_str).collect();
-        if let Some(Ok(c)) = self.counters.get(&family).map(|c| c.get_metric_with_label_values(&values)) {
-            c.inc();
+        // Made at 0 (a new child of the family starts there).
+        let Ok(counter) = counters.get_metric_with_label_values(&values) else { return };
+        let waiting = self.held.entry(family).or_default();
+        let hold = made && !self.hold.is_zero();
+        match waiting.get_mut(&labels) {
+            Some((_, held)) => *held += amount,
+            None if hold => {} // waits from below, under the table's labels
+            None => counter.inc_by(amount),
         }
+        self.text = None;
         let namespace = family.namespace(&labels);
         // Kept for as long as the series: no room for labels never added.
         labels.shrink_to_fit();
-        capped.series.touch(labels, namespace);
+        let kept = capped.series.touch(labels, namespace);
+        if hold {
+            waiting.insert(kept, (now, amount));
+        }
+    }
+
+    /// Adds what waited in series whose 0 has been served for the hold.
+    fn release(&mut self, now: Instant) {
+        let hold = self.hold;
+        for (family, waiting) in &mut self.held {
+            let due: Vec<Arc<Vec<String>>> = waiting
+                .iter()
+                .filter(|(_, (made, _))| now.saturating_duration_since(*made) >= hold)
+                .map(|(labels, _)| labels.clone())
+                .collect();
+            for labels in due {
+                let Some((_, amount)) = waiting.remove(&labels) else { continue };
+                let values: Vec<&str> = labels.iter().map(String::as_str).collect();
+                if let Some(Ok(c)) = self.counters.get(family).map(|c| c.get_metric_with_label_values(&values)) {
+                    c.inc_by(amount);
+                    self.text = None;
+                }
+            }
+        }
     }
 
     /// Removes every series of `pod_uid`, and those of each workload whose
@@ -247,7 +319,7 @@ impl PodSeries {
                 .collect();
             for labels in gone {
                 capped.series.remove(&labels);
-                if Self::remove(&self.counters, &self.gauges, family, &labels) {
+                if Self::remove(&self.counters, &self.gauges, &mut self.held, family, &labels) {
                     capped.expired.inc();
                 }
                 self.text = None;
@@ -255,8 +327,9 @@ impl PodSeries {
         }
     }
 
-    /// The families' text, rendered again only if they changed.
-    pub fn text(&mut self) -> Result<Arc<str>, prometheus::Error> {
+    /// The families' text at `now`, rendered again only if they changed.
+    pub fn text(&mut self, now: Instant) -> Result<Arc<str>, prometheus::Error> {
+        self.release(now);
         if let Some(text) = &self.text {
             return Ok(text.clone());
         }

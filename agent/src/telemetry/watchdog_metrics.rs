@@ -1,19 +1,27 @@
 //! The metrics consumer of the watchdog's findings: what the findings mean
 //! to an SRE, as Prometheus families. Labels are bounded enums, except the
-//! per-pod family (see [`super::pod_series`]), which names pods and is
-//! capped.
+//! per-pod and per-workload families (see [`super::pod_series`]), which
+//! name pods and are capped, labelled through [`PodLabels`], and the
+//! pods per namespace.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry};
 use strum::{EnumCount as _, IntoEnumIterator as _};
 
-use super::pod_series::{Family, PodSeries};
+use super::{
+    pod_labels::PodLabels,
+    pod_series::{Family, PodSeries},
+};
 use crate::{
     labels::Label as _,
     model::{
-        dispatch::OutcomeKind, registry::EvictionKind, DeathCause, ExitReason, ExitReport, LateReason, Names, Outcome,
-        PodRef, QosClass, Source, TaskRole,
+        dispatch::OutcomeKind, registry::EvictionKind, DeathCause, ExitReason, ExitReport, LateReason, Outcome,
+        QosClass, Source, TaskRole,
     },
     watchdog::{
         crashes::CrashReason,
@@ -68,6 +76,9 @@ pub struct MetricsSettings {
     pub max_pod_series: usize,
     /// Cap on the per-workload series.
     pub max_workload_series: usize,
+    /// A new per-pod or per-workload counter series is served at 0 this
+    /// long before its first events are added to it.
+    pub pod_series_hold: Duration,
     /// The OOM-churn window, for its gauge's label.
     pub window_secs: u64,
     /// Runtimes whose crash and restart series exist from the start.
@@ -76,7 +87,13 @@ pub struct MetricsSettings {
 
 impl Default for MetricsSettings {
     fn default() -> Self {
-        Self { max_pod_series: 500, max_workload_series: 500, window_secs: 60, runtime_names: Vec::new() }
+        Self {
+            max_pod_series: 500,
+            max_workload_series: 500,
+            pod_series_hold: Duration::from_secs(30),
+            window_secs: 60,
+            runtime_names: Vec::new(),
+        }
     }
 }
 
@@ -101,6 +118,9 @@ pub struct WatchdogMetrics {
     tracked_sandboxes: IntGauge,
     tracked_containers: IntGauge,
     tracked_processes: IntGauge,
+    namespace_pods: IntGaugeVec,
+    /// The namespaces `namespace_pods` has series of.
+    namespaces: Arc<Mutex<HashSet<String>>>,
     registry_evictions: IntCounterVec,
     resyncs: IntCounter,
     resync_changes: IntCounterVec,
@@ -153,7 +173,8 @@ impl WatchdogMetrics {
         use crate::catalogue::*;
         let r = registry;
         let window = OOM_KILLS_WINDOW.gauge_vec(r)?.with_label_values(&[&format!("{}s", settings.window_secs)]);
-        let pod_series = PodSeries::register(r, settings.max_pod_series, settings.max_workload_series)?;
+        let pod_series =
+            PodSeries::register(r, settings.max_pod_series, settings.max_workload_series, settings.pod_series_hold)?;
         let mut m = Self {
             oom_kills: OOM_KILLS_TOTAL.counter_vec(r)?,
             oom_events: OOM_EVENTS_TOTAL.counter_vec(r)?,
@@ -172,6 +193,8 @@ impl WatchdogMetrics {
             tracked_sandboxes: TRACKED_SANDBOXES.gauge(r)?,
             tracked_containers: TRACKED_CONTAINERS.gauge(r)?,
             tracked_processes: TRACKED_PROCESSES.gauge(r)?,
+            namespace_pods: NAMESPACE_PODS.gauge_vec(r)?,
+            namespaces: Arc::new(Mutex::new(HashSet::new())),
             registry_evictions: REGISTRY_EVICTIONS_TOTAL.counter_vec(r)?,
             resyncs: CGROUP_RESYNCS_TOTAL.counter(r)?,
             resync_changes: CGROUP_RESYNC_CHANGES_TOTAL.counter_vec(r)?,
@@ -355,19 +378,31 @@ impl WatchdogMetrics {
             }
             Finding::PodOom(p) => {
                 let Some(pod) = &p.report.pod else { return };
-                let role = p.report.role.label();
-                let how = [p.fired.limit.label(), p.cause.label()];
-                self.kept(pod, &p.names, [Family::PodOomKills, Family::WorkloadOomKills], role, how);
+                let labels = PodLabels::of(pod, &p.names);
+                let how = [p.report.role.label(), p.fired.limit.label(), p.cause.label()];
+                let warned = if p.warned_for_ns.is_some() { "true" } else { "false" };
+                let now = Instant::now();
+                let Ok(mut series) = self.pod_series.lock() else { return };
+                let kills = labels.series(&[how[0], how[1], how[2], warned]);
+                series.inc(Family::PodOomKills, kills, labels.pod_uid, 1.0, now);
+                if let Some(for_ns) = p.warned_for_ns {
+                    let lead = for_ns as f64 / 1e9;
+                    series.inc(Family::PodOomWarnedSeconds, labels.series(&how), labels.pod_uid, lead, now);
+                }
+                if let Some(workload) = workload_series(&labels, how[0]) {
+                    series.inc(Family::WorkloadOomKills, workload, labels.pod_uid, 1.0, now);
+                }
             }
             Finding::ContainerExit(e) => {
                 let Some(pod) = &e.report.pod else { return };
-                self.kept(
-                    pod,
-                    &e.names,
-                    [Family::PodContainerExits, Family::WorkloadContainerExits],
-                    e.reason.label(),
-                    ["", ""],
-                );
+                let labels = PodLabels::of(pod, &e.names);
+                let reason = e.reason.label();
+                let now = Instant::now();
+                let Ok(mut series) = self.pod_series.lock() else { return };
+                series.inc(Family::PodContainerExits, labels.series(&[reason]), labels.pod_uid, 1.0, now);
+                if let Some(workload) = workload_series(&labels, reason) {
+                    series.inc(Family::WorkloadContainerExits, workload, labels.pod_uid, 1.0, now);
+                }
             }
             Finding::PodSeriesExpired { pod_uid } => {
                 if let Ok(mut series) = self.pod_series.lock() {
@@ -430,33 +465,6 @@ impl WatchdogMetrics {
         self.exit_delay.observe(r.delay_ns as f64 / 1e9);
     }
 
-    /// One more in a pod's series of `families[0]` and, where the pod's
-    /// workload is known, its workload's of `families[1]`: `what` is the
-    /// victim's role or the exit's reason; `how` (OOM kills only) whose
-    /// limit fired and what filled it.
-    fn kept(&self, pod: &PodRef, names: &Names, families: [Family; 2], what: &str, how: [&str; 2]) {
-        let Ok(mut series) = self.pod_series.lock() else { return };
-        let mut labels = vec![
-            pod.pod_uid.clone(),
-            names.namespace.clone(),
-            names.pod.clone(),
-            names.container.clone(),
-            pod.container_id.clone().unwrap_or_default(),
-            names.workload.clone(),
-            names.workload_kind.clone(),
-            what.to_string(),
-        ];
-        if families[0] == Family::PodOomKills {
-            labels.extend(how.map(str::to_string));
-        }
-        series.inc(families[0], labels, &pod.pod_uid);
-        if !names.workload.is_empty() {
-            let labels =
-                vec![names.namespace.clone(), names.workload.clone(), names.workload_kind.clone(), what.to_string()];
-            series.inc(families[1], labels, &pod.pod_uid);
-        }
-    }
-
     /// The containers under memory pressure now: the node's counts, what
     /// the watch read, and each one's per-pod gauges (the others' go).
     fn pressure(&self, levels: &PressureLevels) {
@@ -480,19 +488,10 @@ impl WatchdogMetrics {
         }
         let mut now = Vec::new();
         for c in &levels.containers {
-            let base = vec![
-                c.pod.pod_uid.clone(),
-                c.names.namespace.clone(),
-                c.names.pod.clone(),
-                c.names.container.clone(),
-                c.pod.container_id.clone().unwrap_or_default(),
-                c.names.workload.clone(),
-                c.names.workload_kind.clone(),
-            ];
+            let labels = PodLabels::of(&c.pod, &c.names);
+            let base = labels.series(&[]);
             for reason in &c.reasons {
-                let mut labels = base.clone();
-                labels.push(reason.label().to_string());
-                now.push((Family::PodMemoryPressure, labels, 1.0));
+                now.push((Family::PodMemoryPressure, labels.series(&[reason.label()]), 1.0));
             }
             if let Some(permille) = c.figures.unreclaimable_permille {
                 now.push((Family::PodUnreclaimableRatio, base.clone(), f64::from(permille) / 1000.0));
@@ -519,16 +518,39 @@ impl WatchdogMetrics {
         self.names_cached.with_label_values(&[NamedKind::Pod.label()]).set(s.named_pods as i64);
         self.names_cached.with_label_values(&[NamedKind::Container.label()]).set(s.named_containers as i64);
         self.names_evicted.inc_by(s.names_evicted.saturating_sub(self.names_evicted.get()));
+        if let Ok(mut had) = self.namespaces.lock() {
+            let now: HashSet<String> = s.namespaces.iter().map(|(n, _)| n.clone()).collect();
+            for gone in had.difference(&now) {
+                let _ = self.namespace_pods.remove_label_values(&[gone]);
+            }
+            for (namespace, pods) in &s.namespaces {
+                self.namespace_pods.with_label_values(&[namespace]).set(*pods as i64);
+            }
+            *had = now;
+        }
     }
 
-    /// `sandwatch_pod_oom_kills_total` in the text format, to serve after
-    /// the registry's families (see `metrics::render_with`).
+    /// The per-pod and per-workload families in the text format, to serve
+    /// after the registry's families (see `metrics::render_with`).
     pub fn pod_series_text(&self) -> Result<Arc<str>, prometheus::Error> {
+        self.pod_series_text_at(Instant::now())
+    }
+
+    /// The same as a scrape at `now` would read it (what waited for its
+    /// series' hold by then is added).
+    pub fn pod_series_text_at(&self, now: Instant) -> Result<Arc<str>, prometheus::Error> {
         match self.pod_series.lock() {
-            Ok(mut series) => series.text(),
+            Ok(mut series) => series.text(now),
             Err(_) => Err(prometheus::Error::Msg("per-pod series unavailable: a writer panicked".into())),
         }
     }
+}
+
+/// A pod's workload series: its namespace, workload and kind, then
+/// `what` (a role or a reason); `None` where its workload is not known.
+fn workload_series(pod: &PodLabels<'_>, what: &str) -> Option<Vec<String>> {
+    (!pod.workload.is_empty())
+        .then(|| [pod.namespace, pod.workload, pod.workload_kind, what].map(str::to_string).to_vec())
 }
 
 #[cfg(test)]
@@ -584,6 +606,7 @@ mod tests {
             cause: crate::watchdog::explain::OomCause::Unknown,
             report: r.clone(),
             names,
+            warned_for_ns: None,
         }));
     }
 
@@ -600,8 +623,10 @@ mod tests {
             Self { registry, m }
         }
 
+        /// As a scrape reads it once every new series' hold is over.
         fn text(&self) -> String {
-            render_with(&self.registry, &[self.m.pod_series_text().unwrap()]).unwrap()
+            let later = Instant::now() + Duration::from_secs(3600);
+            render_with(&self.registry, &[self.m.pod_series_text_at(later).unwrap()]).unwrap()
         }
     }
 
@@ -633,6 +658,7 @@ mod tests {
                 cause: crate::watchdog::explain::OomCause::Unknown,
                 report: report.clone(),
                 names: names(pod),
+                warned_for_ns: None,
             }));
             let reason = reasons[(pod / 20) as usize % reasons.len()];
             served.m.observe(&Finding::ContainerExit(ContainerExit {
@@ -699,7 +725,7 @@ mod tests {
         assert_eq!(series, 3, "{text}");
         assert_eq!(value(&text, "sandwatch_pod_series_evicted_total{family=\"oom_kills\"}"), Some(8.0));
         assert!(
-            text.contains("pod_uid=\"pod-9\",victim_role=\"container_child\",workload=\"\",workload_kind=\"\"} 2"),
+            text.contains("pod_uid=\"pod-9\",victim_role=\"container_child\",warned=\"false\",workload=\"\",workload_kind=\"\"} 2"),
             "{text}"
         );
         // 7, 8, 9 were kept; 9 was touched again, so 10 evicted 7.
@@ -734,6 +760,7 @@ mod tests {
                 cause: crate::watchdog::explain::OomCause::Unknown,
                 report: report(pod),
                 names,
+                warned_for_ns: None,
             }));
         };
         kill(1, "quiet");
@@ -756,20 +783,31 @@ mod tests {
 
     #[test]
     fn the_kept_pod_family_text_follows_every_change() {
-        let served = Served::new(MetricsSettings { max_pod_series: 2, ..MetricsSettings::default() });
+        let hold = Duration::from_secs(30);
+        let served =
+            Served::new(MetricsSettings { max_pod_series: 2, pod_series_hold: hold, ..MetricsSettings::default() });
         let m = &served.m;
         let count = |text: &str, pod: &str| {
-            value(text, &format!("sandwatch_pod_oom_kills_total{{cause=\"unknown\",container=\"\",container_id=\"c\",limit=\"unknown\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\",workload=\"\",workload_kind=\"\"}}"))
+            value(text, &format!("sandwatch_pod_oom_kills_total{{cause=\"unknown\",container=\"\",limit=\"unknown\",namespace=\"\",pod=\"\",pod_uid=\"{pod}\",victim_role=\"container_child\",warned=\"false\",workload=\"\",workload_kind=\"\"}}"))
         };
-        assert_eq!(&*m.pod_series_text().unwrap(), "", "no series, no family");
+        let t0 = Instant::now();
+        assert_eq!(&*m.pod_series_text_at(t0).unwrap(), "", "no series, no family");
         observe(m, &report(1));
-        let first = m.pod_series_text().unwrap();
-        assert!(Arc::ptr_eq(&first, &m.pod_series_text().unwrap()), "unchanged: the same text, not rendered again");
-        assert_eq!(count(&first, "pod-1"), Some(1.0), "{first}");
+        let first = m.pod_series_text_at(t0).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &m.pod_series_text_at(t0).unwrap()),
+            "unchanged: the same text, not rendered again"
+        );
+        assert_eq!(count(&first, "pod-1"), Some(0.0), "served at 0 first: {first}");
         assert!(first.starts_with("# HELP sandwatch_pod_oom_kills_total "), "{first}");
+        // Its kill is added once the hold is over, and shows at once then.
+        let later = t0 + hold + Duration::from_secs(1);
+        let released = m.pod_series_text_at(later).unwrap();
+        assert!(!Arc::ptr_eq(&first, &released));
+        assert_eq!(count(&released, "pod-1"), Some(1.0), "{released}");
         // An increment, an eviction and an expiry each show at the next scrape.
         observe(m, &report(1));
-        assert_eq!(count(&served.text(), "pod-1"), Some(2.0));
+        assert_eq!(count(&m.pod_series_text_at(later).unwrap(), "pod-1"), Some(2.0), "an old series is not held");
         observe(m, &report(2));
         observe(m, &report(3));
         let text = served.text();
@@ -784,6 +822,122 @@ mod tests {
             value(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"),
             Some(4.0)
         );
+    }
+
+    /// Guards: a per-pod series that appears with its first event already
+    /// counted (born at 1), which Prometheus' increase() never counts; a
+    /// container id in its labels, which makes every restart a new series
+    /// born at 1; and a series that expired coming back at 1 with a late
+    /// event.
+    #[test]
+    fn a_crash_loop_across_restarts_is_one_series_served_at_0_first() {
+        let hold = Duration::from_secs(15);
+        let served = Served::new(MetricsSettings { pod_series_hold: hold, ..MetricsSettings::default() });
+        let m = &served.m;
+        let names = Names {
+            namespace: "shop".into(),
+            pod: "web-1".into(),
+            container: "app".into(),
+            workload: "web".into(),
+            workload_kind: "Deployment".into(),
+        };
+        let exit = |restart: u32| {
+            use crate::{model::ExitReport, watchdog::ContainerExit};
+            let pod = PodRef { pod_uid: "u1".into(), qos: None, container_id: Some(format!("id-{restart}")) };
+            m.observe(&Finding::ContainerExit(ContainerExit {
+                report: ExitReport {
+                    source: Source::Kernel,
+                    outcome: Outcome::Handled,
+                    role: TaskRole::ContainerInit,
+                    pod: Some(pod),
+                    sandbox_death: None,
+                    container_exit: Some(ExitReason::Error),
+                    delay_ns: 0,
+                },
+                reason: ExitReason::Error,
+                status: crate::events::ExitStatus::Code(1),
+                names: names.clone(),
+                pid: restart,
+                comm: "app".into(),
+                ts_ns: 0,
+            }));
+        };
+        let pod = "sandwatch_pod_container_exits_total{container=\"app\",namespace=\"shop\",pod=\"web-1\",pod_uid=\"u1\",reason=\"error\",workload=\"web\",workload_kind=\"Deployment\"}";
+        let workload = "sandwatch_workload_container_exits_total{namespace=\"shop\",reason=\"error\",workload=\"web\",workload_kind=\"Deployment\"}";
+        let scrape = |at: Instant| render_with(&served.registry, &[m.pod_series_text_at(at).unwrap()]).unwrap();
+        let t0 = Instant::now();
+        exit(1);
+        // Scrapes inside the hold read 0, in the pod's and the workload's series.
+        for at in [t0, t0 + hold / 2] {
+            let text = scrape(at);
+            assert_eq!((value(&text, pod), value(&text, workload)), (Some(0.0), Some(0.0)), "{text}");
+        }
+        // Three restarts, each under a new id: the same series.
+        for restart in 2..=4 {
+            exit(restart);
+        }
+        // (The exits were observed just after t0.)
+        let over = hold + Duration::from_secs(1);
+        let text = scrape(t0 + over);
+        assert_eq!((value(&text, pod), value(&text, workload)), (Some(4.0), Some(4.0)), "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("sandwatch_pod_container_exits_total{")).count(), 1);
+        assert!(!text.contains("id-1"), "no container id in a counter's labels: {text}");
+        // Expired, then a late exit: back at 0 first, never at 1.
+        m.observe(&Finding::PodSeriesExpired { pod_uid: "u1".into() });
+        assert_eq!(value(&scrape(t0 + over), pod), None);
+        let t1 = Instant::now();
+        exit(5);
+        assert_eq!(value(&scrape(t1), pod), Some(0.0));
+        assert_eq!(value(&scrape(t1 + over), pod), Some(1.0));
+    }
+
+    /// A warned kill says so in its pod's series, and by how long.
+    #[test]
+    fn a_warned_kill_carries_its_warning_and_lead() {
+        let served = Served::new(MetricsSettings::default());
+        let mut r = report(7);
+        r.role = TaskRole::ContainerInit;
+        for warned_for_ns in [Some(90_000_000_000), None, Some(30_000_000_000)] {
+            served.m.observe(&Finding::PodOom(PodOom {
+                fired: crate::watchdog::Fired::UNKNOWN,
+                cause: crate::watchdog::explain::OomCause::Anon,
+                report: r.clone(),
+                names: Names::default(),
+                warned_for_ns,
+            }));
+        }
+        let text = served.text();
+        let labels = "cause=\"anon\",container=\"\",limit=\"unknown\",namespace=\"\",pod=\"\",pod_uid=\"pod-7\",victim_role=\"container_init\"";
+        let kills = |warned: &str| {
+            value(
+                &text,
+                &format!(
+                    "sandwatch_pod_oom_kills_total{{{labels},warned=\"{warned}\",workload=\"\",workload_kind=\"\"}}"
+                ),
+            )
+        };
+        assert_eq!((kills("true"), kills("false")), (Some(2.0), Some(1.0)), "{text}");
+        let lead = format!("sandwatch_pod_oom_kills_warned_seconds_total{{{labels},workload=\"\",workload_kind=\"\"}}");
+        assert_eq!(value(&text, &lead), Some(120.0), "{text}");
+    }
+
+    /// Every namespace with pods has its series before anything happens in
+    /// it, and loses it when its last pod goes.
+    #[test]
+    fn pods_are_counted_by_namespace_and_a_gone_namespace_goes() {
+        let served = Served::new(MetricsSettings::default());
+        let stats = |namespaces: &[(&str, usize)]| ModelStats {
+            namespaces: namespaces.iter().map(|(n, c)| (n.to_string(), *c)).collect(),
+            ..ModelStats::default()
+        };
+        served.m.observe(&Finding::Model(stats(&[("billing", 1), ("shop", 3)])));
+        let text = served.text();
+        assert_eq!(value(&text, "sandwatch_namespace_pods{namespace=\"shop\"}"), Some(3.0));
+        assert_eq!(value(&text, "sandwatch_namespace_pods{namespace=\"billing\"}"), Some(1.0));
+        served.m.observe(&Finding::Model(stats(&[("shop", 2)])));
+        let text = served.text();
+        assert_eq!(value(&text, "sandwatch_namespace_pods{namespace=\"shop\"}"), Some(2.0));
+        assert!(!text.contains("namespace=\"billing\""), "{text}");
     }
 
     #[test]
@@ -841,7 +995,7 @@ mod tests {
             reg.cgroup_removed(i, i);
         }
         let stats = ModelStats { sandboxes: 1, evictions: reg.evictions, names_evicted: 3, ..ModelStats::default() };
-        served.m.observe(&Finding::Model(stats));
+        served.m.observe(&Finding::Model(stats.clone()));
         served.m.observe(&Finding::Model(stats));
         let text = served.text();
         assert_eq!(value(&text, "sandwatch_registry_evictions_total{what=\"tombstone\"}"), Some(3.0), "{text}");

@@ -210,10 +210,13 @@ pub struct PodOom {
     pub fired: Fired,
     pub cause: OomCause,
     pub names: Names,
+    /// How long before the kill its container was first warned of memory
+    /// pressure; `None`: it was not.
+    pub warned_for_ns: Option<u64>,
 }
 
 /// What the pod model holds now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ModelStats {
     pub sandboxes: usize,
     pub containers: usize,
@@ -228,6 +231,9 @@ pub struct ModelStats {
     pub named_containers: usize,
     /// Names dropped from the full cache, since start.
     pub names_evicted: u64,
+    /// Pods held, by the namespace the runtime named (unnamed pods are
+    /// not counted), sorted by namespace.
+    pub namespaces: Vec<(String, usize)>,
 }
 
 /// An episode of a container's memory pressure started or ended.

@@ -30,6 +30,9 @@ impl<H: Host> Watchdog<H> {
             (Some(p), Some(id)) => p.killed(id, o.ts_ns, &mut self.edges),
             _ => None,
         };
+        if let Some(w) = &warned {
+            self.oom_events.warned(w.for_ns);
+        }
         let lowered = self.lowered_before_kill(o, &explained);
         self.out.push(Finding::OomKill(Box::new(OomKill {
             report: r,
@@ -101,6 +104,7 @@ impl<H: Host> Watchdog<H> {
                         fired: event.explained.fired,
                         cause: event.explained.cause,
                         names: Names::default(),
+                        warned_for_ns: event.warned_for_ns,
                     }),
                     now_ns,
                 );

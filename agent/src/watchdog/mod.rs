@@ -480,7 +480,17 @@ impl<H: Host> Watchdog<H> {
             return;
         }
         self.reported_generation = Some(registry.generation());
+        // Per namespace, so that dashboards list a namespace before
+        // anything happens in it.
+        let mut namespaces = std::collections::BTreeMap::<&str, usize>::new();
+        for sandbox in registry.sandboxes() {
+            let namespace = registry.metadata.pod(&sandbox.pod_uid).map_or("", |p| p.namespace.as_str());
+            if !namespace.is_empty() {
+                *namespaces.entry(namespace).or_default() += 1;
+            }
+        }
         self.out.push(Finding::Model(ModelStats {
+            namespaces: namespaces.into_iter().map(|(n, c)| (n.to_string(), c)).collect(),
             sandboxes: registry.tracked_sandboxes(),
             containers: registry.tracked_containers(),
             processes: registry.tracked_processes(),

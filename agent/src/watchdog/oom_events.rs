@@ -41,6 +41,9 @@ pub struct OomEvent {
     /// The first victim's explanation: whose limit fired, what filled it.
     pub explained: Explanation,
     pub victims: u32,
+    /// How long before the kill its container was first warned of memory
+    /// pressure (the longest among its victims'); `None`: it was not.
+    pub warned_for_ns: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -52,6 +55,7 @@ struct Open {
     victims: u32,
     /// The container said it is killed as a whole.
     group_mode: bool,
+    warned_for_ns: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -93,8 +97,24 @@ impl OomEvents {
         self.close();
         let explained = explain();
         let first = report.clone();
-        self.open = Some(Open { trigger, last_ns: ts_ns, first, explained: explained.clone(), victims: 1, group_mode });
+        self.open = Some(Open {
+            trigger,
+            last_ns: ts_ns,
+            first,
+            explained: explained.clone(),
+            victims: 1,
+            group_mode,
+            warned_for_ns: None,
+        });
         explained
+    }
+
+    /// The last victim's container had been warned of memory pressure
+    /// `for_ns` before its kill: so was the open event's.
+    pub fn warned(&mut self, for_ns: u64) {
+        if let Some(open) = self.open.as_mut() {
+            open.warned_for_ns = Some(open.warned_for_ns.map_or(for_ns, |w| w.max(for_ns)));
+        }
     }
 
     /// Closes the open event if its burst has been quiet for the gap.
@@ -122,7 +142,14 @@ impl OomEvents {
             report.role = TaskRole::ContainerInit;
         }
         let qos = report.pod.as_ref().and_then(|p| p.qos);
-        self.closed.push(OomEvent { scope, qos, report, explained: open.explained, victims: open.victims });
+        self.closed.push(OomEvent {
+            scope,
+            qos,
+            report,
+            explained: open.explained,
+            victims: open.victims,
+            warned_for_ns: open.warned_for_ns,
+        });
     }
 }
 

@@ -384,7 +384,7 @@ fn storms(findings: &[Finding]) -> Vec<StormEdge> {
 
 fn model(findings: &[Finding]) -> Option<ModelStats> {
     findings.iter().rev().find_map(|f| match f {
-        Finding::Model(m) => Some(*m),
+        Finding::Model(m) => Some(m.clone()),
         _ => None,
     })
 }
@@ -507,8 +507,12 @@ fn findings_wait_for_names_and_go_out_named_or_at_shutdown() {
     assert_eq!(oom_events(&found), [(OomScope::Process, 1)], "counted node-wide now");
     assert!(pod_ooms(&found).is_empty(), "the series waits for names: {found:?}");
     assert!(wd.host().wanted.borrow().contains(&cid(2)), "and the listing is asked for them");
-    // The listing names it: the series goes out with the names.
+    // The listing names it: the series goes out with the names, and its
+    // namespace is counted (guards: a namespace known only once something
+    // happens in it).
     let found: Vec<Finding> = wd.on_metadata(&listing(), 4 * SEC).collect();
+    assert_eq!(model(&found).map(|m| m.namespaces), Some(vec![("shop".to_string(), 1)]));
+    assert_eq!(pod_ooms(&found).first().map(|p| p.warned_for_ns), Some(None), "not warned");
     let named = pod_ooms(&found);
     assert_eq!(named.len(), 1, "{found:?}");
     assert_eq!(
@@ -1051,6 +1055,10 @@ fn a_growing_container_is_warned_and_its_kill_says_so() {
             (PressureReason::Growing, PressureChange::End(PressureEnd::Killed))
         ]
     );
+    // Its pod's series say it was warned, and by how long (guards: the
+    // lead lost between the kill and its OOM event's series).
+    let found = tick(&mut wd, 61 * SEC);
+    assert_eq!(pod_ooms(&found).iter().map(|p| p.warned_for_ns).collect::<Vec<_>>(), [Some(warned.for_ns)]);
     // With the watch off, nothing is read and no kill is said warned.
     let mut node = node_with_one_pod();
     node.pressure.insert(container_path(1, 2), a_read(63 * MIB));

@@ -180,11 +180,39 @@ impl Cri {
         script: &str,
         resources: LinuxContainerResources,
     ) -> String {
+        self.run_attempt(pod, name, 0, script, resources)
+    }
+
+    /// The kubelet's restart of container `name`: its attempt `attempt`,
+    /// a new container (a new id) under the same name in the same pod.
+    pub fn restart_container(
+        &mut self,
+        pod: &CriPod,
+        name: &str,
+        attempt: u32,
+        memory_limit: Option<i64>,
+        script: &str,
+    ) -> String {
+        let resources = LinuxContainerResources {
+            memory_limit_in_bytes: memory_limit.unwrap_or(0),
+            ..LinuxContainerResources::default()
+        };
+        self.run_attempt(pod, name, attempt, script, resources)
+    }
+
+    fn run_attempt(
+        &mut self,
+        pod: &CriPod,
+        name: &str,
+        attempt: u32,
+        script: &str,
+        resources: LinuxContainerResources,
+    ) -> String {
         let config = ContainerConfig {
-            metadata: Some(ContainerMetadata { name: name.into(), attempt: 0 }),
+            metadata: Some(ContainerMetadata { name: name.into(), attempt }),
             image: Some(ImageSpec { image: IMAGE.into(), ..ImageSpec::default() }),
             command: vec!["sh".into(), "-c".into(), script.into()],
-            log_path: format!("{name}.log"),
+            log_path: format!("{name}-{attempt}.log"),
             linux: Some(LinuxContainerConfig { resources: Some(resources), ..LinuxContainerConfig::default() }),
             ..ContainerConfig::default()
         };

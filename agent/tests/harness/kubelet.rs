@@ -208,6 +208,7 @@ pub fn plan(template: &Value, namespace: &str, node: &NodeContext) -> PodPlan {
             "hostPID",
             "hostNetwork",
             "priorityClassName",
+            "nodeSelector",
             "tolerations",
             "terminationGracePeriodSeconds",
             "containers",
@@ -217,6 +218,18 @@ pub fn plan(template: &Value, namespace: &str, node: &NodeContext) -> PodPlan {
     // The service account matters to the API only once no token is
     // mounted; a mounted token needs an API server this node lacks.
     assert_eq!(spec["automountServiceAccountToken"], Value::Bool(false), "a token volume cannot be translated here");
+    // The scheduler's part: a node selector must match this node's own
+    // well-known labels, or the DaemonSet would not run here at all.
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let node_labels = [("kubernetes.io/os", std::env::consts::OS), ("kubernetes.io/arch", arch)];
+    for (key, value) in spec["nodeSelector"].as_object().into_iter().flatten() {
+        let ours = node_labels.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+        assert_eq!(ours, value.as_str(), "spec.nodeSelector {key}: this node ({:?}) does not match", node_labels);
+    }
     // Tolerations only steer scheduling; this node takes the pod.
     let host_pid = spec["hostPID"].as_bool().unwrap_or(false);
     let host_network = spec["hostNetwork"].as_bool().unwrap_or(false);

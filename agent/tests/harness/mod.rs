@@ -299,7 +299,15 @@ impl AgentProcess {
     /// which must exec it so the pid stays the agent's.
     pub fn start_wrapped(wrapper: &[&str], extra: &[&str]) -> Self {
         let bin = Path::new(env!("CARGO_BIN_EXE_sandwatch"));
-        let launch = Launch { wrapper, ready_within: Duration::from_secs(20), ..Launch::new(bin, extra) };
+        // Tests read a pod's series as soon as its event is counted: no hold
+        // at 0 unless a test asks for one (what the hold is for, Prometheus
+        // counting a series' first event, is tested in alerts.rs with a
+        // real Prometheus, and the shipped default in daemonset.rs).
+        let mut args = extra.to_vec();
+        if !args.contains(&"--pod-series-hold") {
+            args.extend(["--pod-series-hold", "0"]);
+        }
+        let launch = Launch { wrapper, ready_within: Duration::from_secs(20), ..Launch::new(bin, &args) };
         let agent = Agent::start(launch).unwrap_or_else(|e| panic!("{e:#}"));
         Self { addr: agent.addr, agent }
     }
@@ -558,9 +566,17 @@ pub fn shipped_queries() -> Vec<(String, String)> {
 }
 
 /// Whether a panel's expression shows only what the runtime names (the
-/// workload families): its data is checked where a real CRI names pods.
+/// workload families, its version): its data is checked where a real CRI
+/// names pods.
 pub fn needs_runtime_names(expr: &str) -> bool {
-    expr.contains("sandwatch_workload_")
+    expr.contains("sandwatch_workload_") || expr.contains("sandwatch_runtime_info")
+}
+
+/// Whether a shipped expression shows data only once a warned container
+/// was OOM-killed (how long before): the CRI's pressure test checks those
+/// panels after its kill.
+pub fn needs_warned_kill(expr: &str) -> bool {
+    expr.contains("sandwatch_pod_oom_kills_warned_seconds_total")
 }
 
 /// Whether a shipped expression shows data only while a container is under
@@ -589,10 +605,18 @@ impl PrometheusProcess {
     /// With these scrape configs (YAML list items under `scrape_configs:`),
     /// every second; `tag` makes its directory its own.
     pub fn start_with(tag: u16, scrape_configs: &str) -> Self {
+        Self::start_with_rules(tag, scrape_configs, &[])
+    }
+
+    /// The same with rule files loaded, evaluated every second.
+    pub fn start_with_rules(tag: u16, scrape_configs: &str, rule_files: &[&Path]) -> Self {
         let dir = std::env::temp_dir().join(format!("sandwatch-prom-{}-{tag}", std::process::id()));
         std::fs::create_dir_all(dir.join("data")).expect("prometheus dir");
-        let config =
-            format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{scrape_configs}");
+        let rules: String = rule_files.iter().map(|f| format!("  - {}\n", f.display())).collect();
+        let rules = if rules.is_empty() { String::new() } else { format!("rule_files:\n{rules}") };
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rules}scrape_configs:\n{scrape_configs}"
+        );
         std::fs::write(dir.join("prometheus.yml"), config).expect("prometheus.yml");
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let log = std::fs::File::create(dir.join("prometheus.log")).expect("log");

@@ -188,17 +188,7 @@ fn memory_pressure(p: &MemoryPressure) -> MemoryPressureRecord {
 
 /// The pod a finding is about, as far as the runtime named it.
 fn pod_fields(pod: Option<&PodRef>, names: &Names) -> PodFields {
-    let Some(p) = pod else { return PodFields::default() };
-    PodFields {
-        pod_uid: some(&p.pod_uid),
-        namespace: some(&names.namespace),
-        pod: some(&names.pod),
-        container: some(&names.container),
-        container_id: p.container_id.as_deref().and_then(some),
-        qos_class: p.qos,
-        workload: some(&names.workload),
-        workload_kind: some(&names.workload_kind),
-    }
+    pod.map(|p| crate::telemetry::pod_labels::PodLabels::of(p, names).into()).unwrap_or_default()
 }
 
 /// `None` for an empty string: unknown fields are left out of records.
