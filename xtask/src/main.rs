@@ -8,6 +8,7 @@ mod debs;
 mod fuzz;
 mod image;
 mod lint;
+mod mirror;
 mod mutants;
 mod node;
 mod purity;
