@@ -54,33 +54,28 @@ pub fn workspace_files(root: &Path, skip: &Path) -> Result<Vec<PathBuf>> {
 /// likes. A listed file missing from the tree (deleted, not yet committed)
 /// is left out.
 pub fn sync(tree: &Path, copy: &Path, files: &[PathBuf]) -> Result<Synced> {
-    let mut synced = Synced::default();
+    let mut sources = Vec::new();
     let mut kept = BTreeSet::new();
     for rel in files {
         if rel.is_absolute() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
             bail!("{} is not a path inside the workspace", rel.display());
         }
         let from = tree.join(rel);
-        let Ok(meta) = fs::symlink_metadata(&from) else { continue };
-        let to = copy.join(rel);
-        if meta.is_symlink() {
-            let target = fs::read_link(&from)?;
-            if fs::read_link(&to).ok().as_ref() != Some(&target) {
-                remove(&to)?;
-                create_parent(&to)?;
-                std::os::unix::fs::symlink(&target, &to).with_context(|| format!("cannot link {}", to.display()))?;
-                synced.refreshed += 1;
-            }
-        } else if meta.is_file() {
-            if copy_file(&from, &meta, &to)? {
-                synced.refreshed += 1;
-            }
-        } else {
-            continue;
+        // A link is copied as the file it names.
+        let Ok(meta) = fs::metadata(&from) else { continue };
+        if meta.is_file() {
+            kept.extend(rel.ancestors().filter(|a| !a.as_os_str().is_empty()).map(Path::to_path_buf));
+            sources.push((from, meta, copy.join(rel)));
         }
-        kept.extend(rel.ancestors().filter(|a| !a.as_os_str().is_empty()).map(Path::to_path_buf));
     }
-    synced.removed = prune(copy, Path::new(""), &kept)?;
+    // First, so that the copy holds no link, and no write into it can
+    // follow one into the tree.
+    let mut synced = Synced { refreshed: 0, removed: prune(copy, Path::new(""), &kept)? };
+    for (from, meta, to) in sources {
+        if copy_file(&from, &meta, &to)? {
+            synced.refreshed += 1;
+        }
+    }
     Ok(synced)
 }
 
@@ -129,18 +124,19 @@ fn remove(path: &Path) -> Result<()> {
     }
 }
 
-/// Removes from `copy/dir` everything that is neither a kept file nor a
-/// directory holding one; returns how many entries went.
+/// Removes from `copy/dir` every link and everything that is neither a
+/// kept file nor a directory holding one; returns how many entries went.
 fn prune(copy: &Path, dir: &Path, kept: &BTreeSet<PathBuf>) -> Result<usize> {
     let mut removed = 0;
     let Ok(entries) = fs::read_dir(copy.join(dir)) else { return Ok(0) };
     for entry in entries {
         let entry = entry?;
         let rel = dir.join(entry.file_name());
-        if !kept.contains(&rel) {
+        let kind = entry.file_type()?;
+        if !kept.contains(&rel) || kind.is_symlink() {
             remove(&entry.path())?;
             removed += 1;
-        } else if entry.file_type()?.is_dir() {
+        } else if kind.is_dir() {
             removed += prune(copy, &rel, kept)?;
         }
     }
@@ -193,10 +189,14 @@ mod tests {
         write(&tree.join("ignored.txt"), "not listed\n", old);
         write(&copy.join("stale/extra.rs"), "left by an older tree\n", old);
         write(&copy.join("src/gone.rs"), "deleted in the tree\n", old);
-        let files = [PathBuf::from("src/lib.rs"), PathBuf::from("run"), PathBuf::from("deleted.rs")];
+        std::os::unix::fs::symlink(tree.join("src/lib.rs"), tree.join("link.rs")).unwrap();
+        let files = ["src/lib.rs", "run", "deleted.rs", "link.rs"].map(PathBuf::from);
 
         let synced = sync(&tree, &copy, &files).unwrap();
-        assert_eq!(synced, Synced { refreshed: 2, removed: 2 });
+        assert_eq!(synced, Synced { refreshed: 3, removed: 2 });
+        let link = fs::symlink_metadata(copy.join("link.rs")).unwrap();
+        assert!(link.is_file(), "a link in the tree is a file in the copy, so no write follows it into the tree");
+        assert_eq!(fs::read_to_string(copy.join("link.rs")).unwrap(), "pub fn f() {}\n");
         assert_eq!(fs::read_to_string(copy.join("src/lib.rs")).unwrap(), "pub fn f() {}\n");
         assert_eq!(modified(&copy.join("src/lib.rs")), old);
         assert_eq!(fs::metadata(copy.join("run")).unwrap().permissions().mode() & 0o777, 0o755);
@@ -204,6 +204,14 @@ mod tests {
         assert!(!copy.join("src/gone.rs").exists() && !copy.join("deleted.rs").exists());
         // A second sync of an unchanged tree changes nothing.
         assert_eq!(sync(&tree, &copy, &files).unwrap(), Synced::default());
+
+        // A link in the copy, where a write would land in the tree, goes.
+        fs::rename(copy.join("src"), scratch.0.join("moved")).unwrap();
+        std::os::unix::fs::symlink(tree.join("src"), copy.join("src")).unwrap();
+        assert_eq!(sync(&tree, &copy, &files).unwrap(), Synced { refreshed: 1, removed: 1 });
+        assert!(fs::symlink_metadata(copy.join("src")).unwrap().is_dir());
+        fs::write(copy.join("src/lib.rs"), "mutated").unwrap();
+        assert_eq!(fs::read_to_string(tree.join("src/lib.rs")).unwrap(), "pub fn f() {}\n");
     }
 
     /// A run killed with a mutation in the copy: the content is compared,
