@@ -8,6 +8,7 @@ mod debs;
 mod fuzz;
 mod image;
 mod lint;
+mod mirror;
 mod mutants;
 mod node;
 mod purity;
@@ -190,10 +191,11 @@ fn test(filter: Option<String>) -> Result<()> {
             Err(e) => run.failures.push(format!("image rebuild: {e:#} (the reproducibility test fails without it)")),
         }
     }
-    // Default members and the privileged tests, every test binary even if
-    // one before it failed; one test at a time, since privileged tests
-    // share the kernel.
-    let mut args = vec!["test", "--no-fail-fast", "--features", "sandwatch/integration", "--lib", "--bins", "--tests"];
+    // Default members and the privileged tests (and xtask's that run
+    // `cargo xtask` itself), every test binary even if one before it
+    // failed; one test at a time, since privileged tests share the kernel.
+    let features = "sandwatch/integration,xtask/integration";
+    let mut args = vec!["test", "--no-fail-fast", "--features", features, "--lib", "--bins", "--tests"];
     args.extend(["--", "--test-threads=1"]);
     if let Some(f) = filter.as_deref() {
         args.push(f);

@@ -1,14 +1,40 @@
 //! `cargo xtask mutants`: the core's and the model's unit tests each guard a bug;
 //! this puts each bug back into the code, one at a time, and checks that
 //! the test that guards it fails. A mutation whose code is no longer there
-//! fails the run too: the list must follow the code. Every file is
-//! restored, whatever happens.
+//! fails the run too: the list must follow the code.
+//!
+//! The mutations are made in a copy of the workspace (`target/mutants/tree`),
+//! never in the tree: a signal does not unwind, so a run stopped by Ctrl-C,
+//! a CI timeout or a kill leaves its mutation in the copy, which the next
+//! run makes the tree's again before it mutates anything.
+//!
+//! The copy builds into the tree's target directory. Cargo names a
+//! workspace crate's files by its path relative to the workspace, so the
+//! copy's crates would be the tree's; the agent crate, the one mutated, is
+//! built with a profile setting of its own (`SEPARATE_UNITS`), which gives
+//! its test binary and build script files of their own, and what it depends
+//! on is shared, fresh as in the tree (see `mirror`). A mutation of another
+//! crate would be built into the tree's files, so the run refuses one.
 
-use std::process::Command;
+use std::{os::fd::AsRawFd as _, path::Path, process::Command};
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 
-use crate::util::{cargo_path, workspace_root};
+use crate::{
+    mirror,
+    util::{cargo_path, target_dir, workspace_root},
+};
+
+/// The crate the mutations are made in, and its directory.
+const CRATE: &str = "sandwatch";
+const CRATE_DIR: &str = "agent/";
+
+/// Passed to cargo in the copy: 255 code-generation units, where the
+/// default is 256, change nothing of the code but are part of the hash
+/// cargo names the agent crate's files by (for its build script too, whose
+/// output records paths in the copy). No workspace sets 255, so the copy's
+/// test binary is never the tree's.
+const SEPARATE_UNITS: &str = "profile.test.package.sandwatch.codegen-units=255";
 
 /// A bug: in `file`, `from` becomes `to`; `test` (a name filter of the
 /// agent's unit tests) must fail then.
@@ -278,39 +304,48 @@ const MUTATIONS: &[Mutation] = &[
     },
 ];
 
-/// Puts a file back as it was when dropped.
-struct Restore {
-    path: std::path::PathBuf,
-    text: String,
-}
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        if std::fs::write(&self.path, &self.text).is_err() {
-            eprintln!("mutants: could not restore {}: `git checkout` it", self.path.display());
-        }
-    }
-}
-
 /// Runs every mutation; returns one line per mutation its test missed.
 pub fn run() -> Result<Vec<String>> {
     let root = workspace_root()?;
+    let target = target_dir()?;
+    let scratch = target.join("mutants");
+    std::fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
+    let _lock = lock(&scratch.join("lock"))?;
+    let copy = scratch.join("tree");
+    let synced = mirror::sync(&root, &copy, &mirror::workspace_files(&root, &target)?)?;
+    eprintln!(
+        "mutants: mutating a copy of the tree in {} (files refreshed from the tree: {}, removed: {})",
+        copy.display(),
+        synced.refreshed,
+        synced.removed
+    );
     let mut missed = Vec::new();
     for m in MUTATIONS {
-        let path = root.join(m.file);
+        if !m.file.starts_with(CRATE_DIR) {
+            missed.push(format!(
+                "mutants: {}: only {CRATE} ({CRATE_DIR}) is built apart from the tree; `{}` cannot be mutated there",
+                m.file, m.bug
+            ));
+            continue;
+        }
+        let path = copy.join(m.file);
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         if text.matches(m.from).count() != 1 {
             missed.push(format!("mutants: {}: the code of `{}` is not there once; update the list", m.file, m.bug));
             continue;
         }
-        let restore = Restore { path: path.clone(), text: text.clone() };
+        // Written now, so its time is later than any build of the copy:
+        // cargo builds every mutation. An error before the file is put back
+        // leaves the mutation in the copy, for the next run's sync.
         std::fs::write(&path, text.replacen(m.from, m.to, 1))?;
         let out = Command::new(cargo_path())
-            .args(["test", "--quiet", "--package", "sandwatch", "--lib", "--", m.test])
-            .current_dir(&root)
+            .args(["test", "--quiet", "--package", CRATE, "--lib", "--config", SEPARATE_UNITS, "--", m.test])
+            .current_dir(&copy)
+            // Absolute, and above any `build.target-dir` of the copy's config.
+            .env("CARGO_TARGET_DIR", &target)
             .output()
             .context("cannot run cargo test")?;
-        drop(restore);
+        std::fs::write(&path, &text).with_context(|| format!("cannot put {} back in the copy", path.display()))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let caught = !out.status.success() && stdout.contains("test result: FAILED");
         let compiled = stdout.contains("test result:");
@@ -321,4 +356,39 @@ pub fn run() -> Result<Vec<String>> {
         }
     }
     Ok(missed)
+}
+
+/// One run at a time per copy: a second one waits. The kernel lets go of
+/// the lock when its holder dies, however it dies.
+fn lock(path: &Path) -> Result<std::fs::File> {
+    let file = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        eprintln!("mutants: another run is using {}; waiting for it", path.display());
+        // SAFETY: as above.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            bail!("cannot lock {}: {}", path.display(), std::io::Error::last_os_error());
+        }
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The copy keeps only the agent crate's files apart from the tree's: a
+    /// mutation anywhere else would be built into files the tree uses.
+    #[test]
+    fn every_mutation_is_in_the_crate_the_copy_builds_apart() {
+        for m in MUTATIONS {
+            assert!(m.file.starts_with(CRATE_DIR), "{} is outside {CRATE_DIR}", m.file);
+        }
+        assert!(SEPARATE_UNITS.starts_with(&format!("profile.test.package.{CRATE}.")));
+    }
 }
