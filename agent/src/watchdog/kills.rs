@@ -26,7 +26,7 @@ impl<H: Host> Watchdog<H> {
         }
         let names = self.names(r.pod.as_ref());
         // What the kill's container was warned of: the kill ends it.
-        let warned = match (self.pressure.as_mut(), container.map(|c| c.cgroup_id)) {
+        let warned: Option<pressure::Warned> = match (self.pressure.as_mut(), container.map(|c| c.cgroup_id)) {
             (Some(p), Some(id)) => p.killed(id, o.ts_ns, &mut self.edges),
             _ => None,
         };
