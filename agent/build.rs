@@ -14,6 +14,14 @@ fn main() -> anyhow::Result<()> {
     let common_dir = root.join("agent-common");
     println!("cargo:rerun-if-changed={}", common_dir.display());
     let ebpf_dir = ebpf_dir.to_str().context("non-UTF-8 path to agent-ebpf")?;
+    // The programs' BTF keeps their source files' paths: trimmed (nightly
+    // cargo's trim-paths, for the build aya-build starts), the object and
+    // the binary it is embedded in are the same wherever the tree is.
+    // aya-build sets the rustflags itself, so --remap-path-prefix cannot
+    // be passed; the profile setting reaches its cargo through the
+    // environment.
+    std::env::set_var("CARGO_UNSTABLE_TRIM_PATHS", "true");
+    std::env::set_var("CARGO_PROFILE_RELEASE_TRIM_PATHS", "all");
     aya_build::build_ebpf(
         [aya_build::Package { name: "agent-ebpf", root_dir: ebpf_dir, ..Default::default() }],
         aya_build::Toolchain::Nightly,

@@ -88,13 +88,13 @@ impl OciArchive {
     }
 }
 
-/// The second build, in a target directory of its own (`cargo xtask test`
-/// makes it and sets SANDWATCH_IMAGE_REBUILD).
+/// The second build, this workspace's crates cleaned and built again
+/// (`cargo xtask test` makes it and sets SANDWATCH_IMAGE_REBUILD).
 fn rebuilt_archive() -> PathBuf {
     let path = std::env::var("SANDWATCH_IMAGE_REBUILD").unwrap_or_else(|_| {
         panic!(
             "SANDWATCH_IMAGE_REBUILD is not set: `cargo xtask test` builds the image twice and sets it \
-                (by hand: `cargo xtask image --target-dir target/image-rebuild`)"
+                (by hand: `cargo xtask image --target-dir target/image-rebuild`, a cold build)"
         )
     });
     PathBuf::from(path)
@@ -111,7 +111,7 @@ fn two_builds_of_one_commit_are_one_image_of_one_static_binary() {
     let second = rebuilt_archive();
     let (a, b) = (OciArchive::open(&first), OciArchive::open(&second));
     let (digest, manifest, config) = a.image();
-    assert_eq!(digest, b.image().0, "{} and {} (a clean build) differ", first.display(), second.display());
+    assert_eq!(digest, b.image().0, "{} and {} (our crates built afresh) differ", first.display(), second.display());
     assert_eq!(std::fs::read(&first).ok(), std::fs::read(&second).ok(), "byte for byte");
     let size = std::fs::metadata(&first).expect("archive").len();
     eprintln!("image {digest}: {:.1} MiB", size as f64 / 1048576.0);
@@ -146,6 +146,18 @@ fn two_builds_of_one_commit_are_one_image_of_one_static_binary() {
     let (mode, binary) = &layer["usr/local/bin/sandwatch"];
     assert_eq!(*mode, 0o755);
     assert!(!has_interpreter(binary), "the binary asks for a dynamic loader, which the image lacks");
+    // Where it was built is not in it: the workspace, the target
+    // directory and cargo's home are remapped, so a build of this commit
+    // anywhere else is this image too (the rebuild above shares all three).
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_path_buf();
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cargo"));
+    for path in [&workspace, &cargo_home] {
+        let path = path.to_string_lossy();
+        let found = binary.windows(path.len()).position(|w| w == path.as_bytes());
+        assert_eq!(found, None, "the binary holds the build path {path}");
+    }
     let dir = tempdir("image-bin");
     let bin = dir.join("sandwatch");
     std::fs::write(&bin, binary).expect("write binary");

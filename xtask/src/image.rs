@@ -53,7 +53,7 @@ pub struct Image {
     pub reference: String,
     /// The manifest's digest: the image digest a registry shows.
     pub digest: String,
-    /// The static agent binary in it.
+    /// The static agent binary in it (the copy in its root file system).
     pub binary: PathBuf,
 }
 
@@ -69,16 +69,45 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 pub fn build(args: &Args) -> Result<Image> {
-    crate::setup::run()?;
-    let root = workspace_root()?;
     let target_dir = match &args.target_dir {
         Some(dir) if dir.is_relative() => std::env::current_dir()?.join(dir),
         Some(dir) => dir.clone(),
         None => crate::util::target_dir()?,
     };
-    let binary = static_binary(&root, &target_dir)?;
+    build_into(&target_dir, &target_dir.join("image"))
+}
+
+/// The image built again into `out`: this workspace's crates (the agent,
+/// its eBPF programs, the shared types) cleaned and compiled afresh in the
+/// target directory of the first build, against the dependencies it built
+/// from the same lock file. Two builds of our code must be one image. (A
+/// second target directory changes the remapped paths in RUSTFLAGS, so
+/// cargo would rebuild every dependency as well: four minutes more, and
+/// the image test checks build paths in the binary directly.)
+pub fn rebuild(out: &Path) -> Result<Image> {
+    let target_dir = crate::util::target_dir()?;
+    let mut clean = Command::new(cargo_path());
+    clean.args(["clean", "--release", "--target", TARGET, "--target-dir"]).arg(&target_dir);
+    for package in WORKSPACE_CRATES {
+        clean.args(["--package", package]);
+    }
+    util::run(clean.current_dir(workspace_root()?))?;
+    let binary = target_dir.join(TARGET).join("release/sandwatch");
+    if binary.exists() {
+        bail!("{} survived cargo clean: the second build would not be one", binary.display());
+    }
+    build_into(&target_dir, out)
+}
+
+/// The crates of this workspace the agent's binary is built from (the
+/// eBPF crate is built by the agent's build script, into its output).
+const WORKSPACE_CRATES: &[&str] = &["sandwatch", "agent-common"];
+
+fn build_into(target_dir: &Path, out: &Path) -> Result<Image> {
+    crate::setup::run()?;
+    let root = workspace_root()?;
+    let binary = static_binary(&root, target_dir)?;
     let source = Source::of(&root)?;
-    let out = target_dir.join("image");
     // The image's files as a tree too: deploy/Dockerfile copies it.
     let rootfs = out.join("rootfs");
     let _ = std::fs::remove_dir_all(&rootfs);
@@ -154,7 +183,9 @@ pub fn build(args: &Args) -> Result<Image> {
         layer.len() as f64 / 1048576.0,
         source.revision
     );
-    Ok(Image { archive, reference, digest, binary })
+    // The image's own copy: a rebuild of the agent in the same target
+    // directory leaves this image's binary as it was.
+    Ok(Image { archive, reference, digest, binary: bin_path })
 }
 
 /// `ctr images import` into the k8s.io namespace.

@@ -182,8 +182,8 @@ fn test(filter: Option<String>) -> Result<()> {
     } else {
         println!("vm: a filtered run stays on this kernel; `cargo xtask vm FILTER` runs the VM kernels");
     }
-    // The image again, a clean build in a target directory of its own: the
-    // image test compares the two. Read by the test binaries cargo starts next.
+    // The image again, our crates built afresh in a target directory of
+    // their own: the image test compares the two. Read by the test binaries cargo starts next.
     if let Ok(image) = &image {
         std::env::set_var("SANDWATCH_IMAGE", &image.archive);
         match timed("the image rebuilt", rebuild_image) {
@@ -226,10 +226,11 @@ fn test(filter: Option<String>) -> Result<()> {
     finish(run.tally, &run.failures)
 }
 
-/// The image's second build, clean, in a target directory of its own.
+/// The image's second build, in a target directory of its own: this
+/// workspace's crates built afresh (`image::rebuild`).
 fn rebuild_image() -> Result<image::Image> {
-    let rebuild_dir = util::workspace_root()?.join("target/image-rebuild");
-    let second = image::build(&image::Args { target_dir: Some(rebuild_dir), ..image::Args::default() })?;
+    let out = util::target_dir()?.join("image-rebuild");
+    let second = image::rebuild(&out)?;
     println!("image: rebuilt, digest {}", second.digest);
     Ok(second)
 }
