@@ -256,7 +256,12 @@ impl Run {
 fn timed<T>(phase: &str, f: impl FnOnce() -> T) -> T {
     let start = std::time::Instant::now();
     let out = f();
-    eprintln!("xtask: {phase} took {:.0} s", start.elapsed().as_secs_f64());
+    let free = util::target_dir()
+        .ok()
+        .and_then(|t| util::free_bytes(t.parent().unwrap_or(&t)))
+        .map(|b| format!(", {:.1} GiB free on the target's disk", b as f64 / (1u64 << 30) as f64))
+        .unwrap_or_default();
+    eprintln!("xtask: {phase} took {:.0} s{free}", start.elapsed().as_secs_f64());
     out
 }
 

@@ -22,6 +22,20 @@ pub fn target_dir() -> Result<PathBuf> {
     }
 }
 
+/// Free bytes on the file system holding `path`, for the suite's phase
+/// lines: a full disk fails a link with an error that says little.
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs(3) fills the zeroed struct it is given, from a
+    // NUL-terminated path that outlives the call.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
