@@ -66,6 +66,9 @@ impl Table {
     /// else the pod held. Names escaped like the row's; cut to the width.
     pub fn story(&self, incoming: &Incoming) -> Vec<String> {
         let Incoming::Known(record) = incoming else { return Vec::new() };
+        if let Body::ContainerExit(r) = &record.body {
+            return self.lines(ended_story(r).into_iter().collect());
+        }
         let Body::OomKill(r) = &record.body else { return Vec::new() };
         let size = |b: Option<u64>| b.map_or_else(|| "-".to_string(), human);
         let mut lines = Vec::new();
@@ -153,6 +156,11 @@ impl Table {
                 .collect();
             lines.push(("pod held", held.join(", ")));
         }
+        self.lines(lines)
+    }
+
+    /// A story's lines under its row: each titled, escaped, cut.
+    fn lines(&self, lines: Vec<(&str, String)>) -> Vec<String> {
         let indent = " ".repeat(COLUMNS[0].1 + 1);
         lines
             .into_iter()
@@ -252,6 +260,10 @@ fn row_of(body: &Body) -> Row<'_> {
                 (_, Some(signo)) => format!(" signal={signo}{}", if r.core_dumped { " (core)" } else { "" }),
                 _ => String::new(),
             };
+            let how = match r.sender {
+                Some(sender) => format!("{how} by {}", sender.label()),
+                None => how,
+            };
             Row {
                 pod: Some(&r.pod),
                 role: Some(r.victim_role.label()),
@@ -261,6 +273,20 @@ fn row_of(body: &Body) -> Row<'_> {
                 ..Row::default()
             }
         }
+        Body::RuntimeDisagreement(r) => Row {
+            pod: Some(&r.pod),
+            pid: Some(r.pid),
+            detail: format!(
+                "{}: runtime {} ({}), kernel {} ({}){}",
+                r.direction.label(),
+                r.runtime_reason.as_deref().unwrap_or("-"),
+                r.runtime_exit_code.map_or_else(|| "-".to_string(), |c| c.to_string()),
+                r.reason.label(),
+                r.kernel_exit_code,
+                r.sender.map_or_else(String::new, |s| format!(" by {}", s.label())),
+            ),
+            ..Row::default()
+        },
         Body::LateExit(r) => Row {
             pod: Some(&r.pod),
             role: Some(r.victim_role.label()),
@@ -370,12 +396,38 @@ fn colour(kind: Kind) -> Option<&'static str> {
     Some(match kind {
         Kind::OomKill => "31",
         Kind::SandboxDeath | Kind::RuntimeCrash | Kind::OomStormStart => "1;31",
-        Kind::LateExit | Kind::EventsDropped | Kind::Missed => "33",
+        Kind::LateExit | Kind::EventsDropped | Kind::Missed | Kind::RuntimeDisagreement => "33",
         Kind::RuntimeRestart | Kind::OomStormEnd => "32",
         Kind::MemoryPressure => "35",
         Kind::LimitChange => "36",
         Kind::ContainerExit => return None,
     })
+}
+
+/// Under a container exit a signal caused: who sent it, and a stop's grace.
+fn ended_story(r: &crate::telemetry::records::wire::ContainerExitRecord) -> Option<(&'static str, String)> {
+    let (sender, signo) = (r.sender?, r.signal?);
+    let mut text = format!("{} from {}", crate::telemetry::logs::signal_name(signo), sender.label());
+    if let Some(pid) = r.sender_pid {
+        text.push_str(&format!(", pid {pid} {}", r.sender_comm.as_deref().unwrap_or("?")));
+    }
+    match (&r.sender_pod, &r.sender_unit) {
+        (Some(pod), _) => text.push_str(&format!(
+            ", pod {}/{pod} container {}",
+            r.sender_namespace.as_deref().unwrap_or(""),
+            r.sender_container.as_deref().unwrap_or("-")
+        )),
+        (None, Some(unit)) => text.push_str(&format!(", unit {unit}")),
+        (None, None) => {}
+    }
+    if let (Some(first), Some(ms)) = (r.stop_signal, r.grace_ms) {
+        text.push_str(&format!(
+            ", {:.1} s after its {}: a stop past its grace",
+            ms as f64 / 1000.0,
+            crate::telemetry::logs::signal_name(first)
+        ));
+    }
+    Some(("ended", text))
 }
 
 /// `text` in at most `room` characters, the cut marked with `…`.

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod pod_series;
 pub mod records;
 pub mod server;
+pub mod signal_metrics;
 pub mod watchdog_metrics;
 
 use std::sync::Arc;
@@ -139,6 +140,7 @@ mod tests {
                 pid: 1,
                 comm: "app".into(),
                 ts_ns: 0,
+                ended: None,
             }),
             Finding::PressureLevels(crate::watchdog::PressureLevels {
                 containers: vec![crate::watchdog::finding::ContainerPressure {

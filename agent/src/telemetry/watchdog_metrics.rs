@@ -127,6 +127,8 @@ pub struct WatchdogMetrics {
     limits_watched: IntGauge,
     watches_refused: prometheus::IntCounter,
     kills_after_decrease: IntCounterVec,
+    /// Who ended containers, stops past their grace, the runtime's word.
+    signals: super::signal_metrics::SignalMetrics,
 }
 
 /// What asked for a read of a cgroup's memory limits.
@@ -198,6 +200,7 @@ impl WatchdogMetrics {
             limits_watched: MEMORY_LIMITS_WATCHED.gauge(r)?,
             watches_refused: MEMORY_WATCHES_REFUSED_TOTAL.counter(r)?,
             kills_after_decrease: OOM_KILLS_AFTER_LIMIT_DECREASE_TOTAL.counter_vec(r)?,
+            signals: super::signal_metrics::SignalMetrics::register(r)?,
         };
         for limit in LimitKind::iter() {
             for direction in LimitDirection::iter() {
@@ -357,18 +360,23 @@ impl WatchdogMetrics {
                 let Some(pod) = &p.report.pod else { return };
                 let role = p.report.role.label();
                 let how = [p.fired.limit.label(), p.cause.label()];
-                self.kept(pod, &p.names, [Family::PodOomKills, Family::WorkloadOomKills], role, how);
+                self.kept(pod, &p.names, [Family::PodOomKills, Family::WorkloadOomKills], role, &how, &[]);
             }
             Finding::ContainerExit(e) => {
+                self.signals.container_exit(e);
                 let Some(pod) = &e.report.pod else { return };
+                let sender = [e.ended.as_ref().map_or(super::signal_metrics::NO_SENDER, |s| s.sender.label())];
                 self.kept(
                     pod,
                     &e.names,
                     [Family::PodContainerExits, Family::WorkloadContainerExits],
                     e.reason.label(),
-                    ["", ""],
+                    &sender,
+                    &sender,
                 );
             }
+            Finding::RuntimeVerdict(v) => self.signals.verdict(v),
+            Finding::SignalsForgotten { total } => self.signals.forgotten(*total),
             Finding::PodSeriesExpired { pod_uid } => {
                 if let Ok(mut series) = self.pod_series.lock() {
                     series.expire(pod_uid);
@@ -432,9 +440,18 @@ impl WatchdogMetrics {
 
     /// One more in a pod's series of `families[0]` and, where the pod's
     /// workload is known, its workload's of `families[1]`: `what` is the
-    /// victim's role or the exit's reason; `how` (OOM kills only) whose
-    /// limit fired and what filled it.
-    fn kept(&self, pod: &PodRef, names: &Names, families: [Family; 2], what: &str, how: [&str; 2]) {
+    /// victim's role or the exit's reason; `how` the pod series' labels
+    /// after it (OOM kills: whose limit fired and what filled it; exits:
+    /// the sender), `workload_how` the workload series'.
+    fn kept(
+        &self,
+        pod: &PodRef,
+        names: &Names,
+        families: [Family; 2],
+        what: &str,
+        how: &[&str],
+        workload_how: &[&str],
+    ) {
         let Ok(mut series) = self.pod_series.lock() else { return };
         let mut labels = vec![
             pod.pod_uid.clone(),
@@ -446,13 +463,12 @@ impl WatchdogMetrics {
             names.workload_kind.clone(),
             what.to_string(),
         ];
-        if families[0] == Family::PodOomKills {
-            labels.extend(how.map(str::to_string));
-        }
+        labels.extend(how.iter().map(|h| h.to_string()));
         series.inc(families[0], labels, &pod.pod_uid);
         if !names.workload.is_empty() {
-            let labels =
+            let mut labels =
                 vec![names.namespace.clone(), names.workload.clone(), names.workload_kind.clone(), what.to_string()];
+            labels.extend(workload_how.iter().map(|h| h.to_string()));
             series.inc(families[1], labels, &pod.pod_uid);
         }
     }
@@ -651,6 +667,7 @@ mod tests {
                 pid: pod,
                 comm: "app".into(),
                 ts_ns: 0,
+                ended: None,
             }));
         }
         let text = served.text();
