@@ -302,7 +302,15 @@ impl Senders {
         }
         sent.pid = Some(s.sender_tgid);
         sent.comm = (!s.sender_comm.is_empty()).then(|| s.sender_comm.clone());
-        match s.sender {
+        // The kernel tracks a new cgroup from its mkdir until the agent
+        // places it: one that turned out to be the host's is the host's.
+        let place = match s.sender {
+            SenderPlace::Tracked(id) if registry.owner(id).is_none() && self.host_paths.contains_key(&id) => {
+                SenderPlace::Host(id)
+            }
+            place => place,
+        };
+        match place {
             SenderPlace::Lost => {}
             SenderPlace::Tracked(from) => {
                 sent.place = from;

@@ -1524,3 +1524,19 @@ fn the_runtimes_word_without_the_cri_and_without_an_answer() {
     let found: Vec<Finding> = wd.on_runtime(&task_exit_of_20(143), now(2 * SEC)).collect();
     assert_eq!(verdicts(&found)[0].disagreement, Some(Disagreement::ExitCode));
 }
+
+/// Guards: a host process in a cgroup made a moment before (the kernel
+/// tracks every new cgroup until the agent places it) read as an unknown
+/// pod's: a shell that moves itself into a unit's cgroup and kills a
+/// container at once.
+#[test]
+fn a_sender_in_a_host_cgroup_the_kernel_still_tracked_is_the_hosts() {
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    let path = "/system.slice/ops.service";
+    wd.host_mut().cgroups.insert(path.into(), 8);
+    kernel(&mut wd, mkdir(path, 8, 2 * SEC), 2 * SEC);
+    kernel(&mut wd, signal(9, 20, 102, 800, SenderPlace::Tracked(8), USER, 2 * SEC + MS), 2 * SEC);
+    let found = kernel(&mut wd, exit(20, 102, "app", KILLED, 2 * SEC + 2 * MS), 2 * SEC);
+    let end = ends(&found).into_iter().flatten().next().expect("an end");
+    assert_eq!((end.sender, end.unit.as_deref()), (Sender::Host, Some("ops.service")));
+}
