@@ -974,12 +974,21 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
         &[("app", "web-frontend"), ("pod-template-hash", "7d4b9c8f6")],
         true,
     );
+    // Each with who ended it: none (a code), the container itself (a
+    // signal it sent itself), the OOM killer.
     let ways = [
-        ("done", None, "exit 0", "completed", Some(0)),
-        ("fail", None, "exit 3", "error", Some(3)),
-        ("term", None, "kill -TERM $$; sleep 5", "sigterm", Some(143)),
-        ("segv", None, "kill -SEGV $$; sleep 5", "sigsegv", Some(139)),
-        ("hog", Some(32 << 20), "x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 5", "oom_killed", Some(137)),
+        ("done", None, "exit 0", "completed", Some(0), "none"),
+        ("fail", None, "exit 3", "error", Some(3), "none"),
+        ("term", None, "kill -TERM $$; sleep 5", "sigterm", Some(143), "same_container"),
+        ("segv", None, "kill -SEGV $$; sleep 5", "sigsegv", Some(139), "same_container"),
+        (
+            "hog",
+            Some(32 << 20),
+            "x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 5",
+            "oom_killed",
+            Some(137),
+            "oom_killer",
+        ),
     ];
     let mut ids = Vec::new();
     for (name, limit, script, ..) in ways {
@@ -1016,9 +1025,9 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
 
     // Each exit once, with its reason, in its pod's series and its
     // workload's; the runtime agrees on the code.
-    for ((name, _, _, reason, code), id) in ways.iter().zip(&ids) {
+    for ((name, _, _, reason, code, sender), id) in ways.iter().zip(&ids) {
         let series = format!(
-            "sandwatch_pod_container_exits_total{{container=\"{name}\",container_id=\"{id}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
+            "sandwatch_pod_container_exits_total{{container=\"{name}\",container_id=\"{id}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",sender=\"{sender}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
         );
         wait_metric(&agent, &series, Duration::from_secs(30), |v| v >= 1.0);
         let start = Instant::now();
@@ -1033,7 +1042,7 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     }
     for ((pod, kind, workload, _), id) in others.iter().zip(&other_ids) {
         let series = format!(
-            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"error\",workload=\"{workload}\",workload_kind=\"{kind}\"}}"
+            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"error\",sender=\"none\",workload=\"{workload}\",workload_kind=\"{kind}\"}}"
         );
         wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
         let records = agent.records();
@@ -1047,9 +1056,9 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     }
     // Every exit handled by now: each counted once node-wide.
     let text = agent.metrics();
-    for (_, _, _, reason, _) in ways {
+    for (_, _, _, reason, _, sender) in ways {
         let workload = format!(
-            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
+            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"{reason}\",sender=\"{sender}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
         );
         assert_eq!(metric(&text, &workload), Some(1.0), "{workload}\n{text}");
         let node_wide = format!("sandwatch_container_exits_total{{container_role=\"workload\",reason=\"{reason}\"}}");

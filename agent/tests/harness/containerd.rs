@@ -192,7 +192,7 @@ esac
             s = socket.display()
         );
         std::fs::write(dir.join("config.toml"), config).expect("containerd config");
-        let mut cgroup = TestCgroup::create(&format!("ctrd-{name}"));
+        let mut cgroup = TestCgroup::create(&format!("containerd-{name}"));
         let service_cgroup = cgroup.child("containerd.service");
         let mut c =
             Self { runtime: runtime.clone(), dir, socket, child: None, containers: Vec::new(), service_cgroup, cgroup };
