@@ -113,8 +113,13 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
 #[tokio::test(flavor = "current_thread")]
 async fn signals_that_end_pod_processes_name_their_sender() {
     let mut pipeline = start(ProbeOptions::default());
-    let mut cg = TestCgroup::create("signals");
+    let cg = TestCgroup::create("signals");
     let cg_id = cg.id();
+    // The OOM kill's cgroup, apart (on v2 a cgroup whose memory controller
+    // is handed to a child takes no process of its own).
+    let oom_cg = TestCgroup::create("signals-oom");
+    oom_cg.set_memory_limit(&oom_cg.path, 32 << 20);
+    let oom_id = oom_cg.id();
     let procs = cg.procs_file(&cg.path).display().to_string();
     let own_path = cg.path.rsplit_once('/').map_or(String::new(), |(parent, _)| parent.to_string());
     let own_id = cg.id_of(if own_path.is_empty() { "/" } else { &own_path });
@@ -138,10 +143,7 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     // A real fault: the stack overflows.
     let faulted = sh(&format!("echo $$ > {procs} && ulimit -s 256 && f() {{ f; }} && f"));
     // The OOM killer's kill, in a limited cgroup of its own.
-    let oom_path = cg.child("oom");
-    cg.set_memory_limit(&oom_path, 32 << 20);
-    let hog = memory_hog(&cg.procs_file(&oom_path), 64);
-    let oom_id = cg.id_of(&oom_path);
+    let hog = memory_hog(&oom_cg.procs_file(&oom_cg.path), 64);
 
     let pids = [killed.id(), ignorer.id(), own.id(), handled.id(), faulted.id(), hog.id()];
     for mut c in [killed, ignorer, own, handled, faulted, hog] {
@@ -191,6 +193,7 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     assert!(!oom.is_empty(), "{all}");
     assert_eq!((oom[0].sig, oom[0].origin, oom[0].target_cgroup_id), (9, SignalOrigin::Priv, Some(oom_id)));
     assert!(signals.iter().all(|s| s.sig != libc::SIGCHLD as u32), "SIGCHLD is never streamed: {all}");
+    drop(oom_cg);
     drop(cg);
     pipeline.stop().await;
 }

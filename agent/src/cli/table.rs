@@ -655,6 +655,75 @@ mod tests {
         );
     }
 
+    /// A container's end by a signal says who sent it on its row, and
+    /// under it the sending process, its unit or pod, and a stop's grace;
+    /// the runtime's disagreement says both words.
+    #[test]
+    fn who_ended_a_container_shows_on_its_row_and_under_it() {
+        use crate::{
+            model::ExitReason,
+            telemetry::records::wire::{ContainerExitRecord, RuntimeDisagreementRecord},
+            watchdog::{senders::Sender, verdicts::Disagreement},
+        };
+        let stop = ContainerExitRecord {
+            pod: shop_web(),
+            victim_role: TaskRole::ContainerInit,
+            pid: 4893,
+            comm: Some("sleep".into()),
+            reason: ExitReason::Killed,
+            exit_code: None,
+            signal: Some(9),
+            core_dumped: false,
+            sender: Some(Sender::Runtime),
+            sender_pid: Some(5120),
+            sender_comm: Some("runc".into()),
+            sender_pod_uid: None,
+            sender_namespace: None,
+            sender_pod: None,
+            sender_container: None,
+            sender_container_id: None,
+            sender_unit: None,
+            stop_signal: Some(15),
+            grace_ms: Some(2_004),
+        };
+        assert_eq!(detail(Body::ContainerExit(stop.clone())), "killed signal=9 by runtime");
+        let story = Table { colour: false, width: None }.story(&known(Body::ContainerExit(stop.clone())));
+        assert_eq!(story.len(), 1, "{story:?}");
+        assert!(
+            story[0].contains(
+                "ended    SIGKILL from runtime, pid 5120 runc, 2.0 s after its SIGTERM: a stop past its grace"
+            ),
+            "{story:?}"
+        );
+        let host = ContainerExitRecord {
+            sender: Some(Sender::Host),
+            sender_comm: Some("kill\u{1b}[2J".into()),
+            sender_unit: Some("ops.service".into()),
+            stop_signal: None,
+            grace_ms: None,
+            ..stop.clone()
+        };
+        let story = Table { colour: false, width: None }.story(&known(Body::ContainerExit(host)));
+        assert!(story[0].contains("from host, pid 5120 kill\\x1b[2J, unit ops.service"), "escaped: {story:?}");
+        let code = ContainerExitRecord { signal: None, exit_code: Some(3), sender: None, ..stop };
+        assert!(Table { colour: false, width: None }.story(&known(Body::ContainerExit(code))).is_empty());
+        let disagreement = RuntimeDisagreementRecord {
+            pod: shop_web(),
+            pid: 4893,
+            direction: Disagreement::RuntimeSaysOom,
+            reason: ExitReason::Sigterm,
+            kernel_exit_code: 143,
+            sender: Some(Sender::Runtime),
+            task_exit_status: Some(143),
+            runtime_reason: Some("OOMKilled".into()),
+            runtime_exit_code: Some(143),
+        };
+        assert_eq!(
+            detail(Body::RuntimeDisagreement(disagreement)),
+            "runtime_says_oom: runtime OOMKilled (143), kernel sigterm (143) by runtime"
+        );
+    }
+
     #[test]
     fn unnamed_pods_show_their_uid_and_container_id() {
         let pod = PodFields {
