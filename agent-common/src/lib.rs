@@ -18,6 +18,7 @@ pub enum EventKind {
     CgroupMkdir = 3,
     CgroupRmdir = 4,
     CgroupAttach = 5,
+    Signal = 6,
 }
 
 /// Number of slots in the per-kind counter arrays (index = kind as u32).
@@ -42,6 +43,12 @@ pub const FLAG_LEVELS_OF_VICTIM: u32 = 1 << 4;
 /// tracked cgroup is in the task table, or its cgroup was read off it — so
 /// it is a host task. (A pod's task the table lost is `FLAG_TASK_UNKNOWN`.)
 pub const FLAG_TASK_UNTRACKED: u32 = 1 << 3;
+/// Header flag (signals): the sender is in no tracked cgroup (a host
+/// process: its cgroup is `sender_cgroup_id`, 0 where it was not read).
+pub const FLAG_SENDER_HOST: u32 = 1 << 5;
+/// Header flag (signals): the sender is a pod's task the task table lost
+/// (v1): whose it is cannot be said.
+pub const FLAG_SENDER_UNKNOWN: u32 = 1 << 6;
 
 /// What the tracked-cgroup map says of a cgroup: its value's `kind`.
 /// Tracking is by what the kubelet made — pods and containers — never by
@@ -320,6 +327,116 @@ pub struct CgroupEvent {
     pub path: [u8; CGROUP_PATH_LEN],
 }
 
+/// A signal that can end a process was sent to a pod's process
+/// (`signal:signal_generate`, in the sender's context): who sent it, to
+/// whom, and how. Only signals that end a process, or that someone outside
+/// the target's container sends it (a request to stop), are streamed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignalEvent {
+    pub header: EventHeader,
+    pub sig: u32,
+    /// The siginfo's `si_code` where `origin` is `signal_origin::INFO`.
+    pub code: i32,
+    /// The tracepoint's result: `signal_result::*`.
+    pub result: u32,
+    /// `signal_origin::*`.
+    pub origin: u32,
+    /// The thread it was sent to, its process, and its leader's start
+    /// (as exit records name a process).
+    pub target_pid: u32,
+    pub target_tgid: u32,
+    pub target_start_ns: u64,
+    /// The target's tracked cgroup (its container's); 0 with
+    /// `FLAG_TASK_UNKNOWN`.
+    pub target_cgroup_id: u64,
+    /// The task that sent it (the current task), its process and start.
+    pub sender_pid: u32,
+    pub sender_tgid: u32,
+    pub sender_start_ns: u64,
+    /// The sender's tracked cgroup; with `FLAG_SENDER_HOST` its own cgroup
+    /// (v2: unified; v1: memory), 0 where it could not be read.
+    pub sender_cgroup_id: u64,
+    pub sender_comm: [u8; COMM_LEN],
+}
+
+/// How a signal was sent, as its siginfo pointer says.
+pub mod signal_origin {
+    /// With a siginfo: its `si_code` says who (user space: 0 or negative;
+    /// the kernel: positive, or `SI_KERNEL`).
+    pub const INFO: u32 = 0;
+    /// `SEND_SIG_NOINFO`: a kernel path on behalf of the current task
+    /// (a write to `cgroup.kill`, a parent's death signal, `SIGPIPE`).
+    pub const NOINFO: u32 = 1;
+    /// `SEND_SIG_PRIV`: the kernel on its own (the OOM killer, the end of
+    /// a PID namespace's init, CPU limits).
+    pub const PRIV: u32 = 2;
+}
+
+/// `signal_generate`'s result (the kernel's `enum trace_signal_result`).
+pub mod signal_result {
+    pub const DELIVERED: u32 = 0;
+    /// Dropped: the target ignores it, or is dying already.
+    pub const IGNORED: u32 = 1;
+    pub const ALREADY_PENDING: u32 = 2;
+    pub const OVERFLOW_FAIL: u32 = 3;
+    /// Delivered, its siginfo lost.
+    pub const LOSE_INFO: u32 = 4;
+}
+
+/// Where the signal program reads the target's disposition and the
+/// siginfo, from the kernel's BTF: `task_struct.sighand` →
+/// `sighand_struct.action[sig - 1]` (`struct k_sigaction`, of
+/// `k_sigaction_size` bytes, whose `sa.sa_handler` is at `sa_handler`),
+/// `task_struct.blocked`, and `kernel_siginfo.si_code`. All or nothing:
+/// where one is missing the program is not attached.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SignalOffsets {
+    pub task_sighand: u32,
+    pub sighand_action: u32,
+    pub k_sigaction_size: u32,
+    pub sa_handler: u32,
+    pub task_blocked: u32,
+    pub siginfo_code: u32,
+    /// Bytes pending in `SIGNALS` past which a record wakes the reader.
+    pub wakeup_bytes: u32,
+    pub _pad: u32,
+}
+
+impl SignalOffsets {
+    pub const UNSET: Self = Self {
+        task_sighand: ABSENT,
+        sighand_action: ABSENT,
+        k_sigaction_size: ABSENT,
+        sa_handler: ABSENT,
+        task_blocked: ABSENT,
+        siginfo_code: ABSENT,
+        wakeup_bytes: 0,
+        _pad: 0,
+    };
+}
+
+/// Signals whose default action ends a process (terminate, or dump core):
+/// every signal but SIGCHLD, SIGCONT, SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU,
+/// SIGURG and SIGWINCH, real-time ones (32–64) included; bit `n - 1` for
+/// signal `n`. What the signal program looks at first: SIGCHLD, sent at
+/// every exit, costs one test.
+pub const FATAL_SIGNALS: u64 = !((1 << (17 - 1))
+    | (1 << (18 - 1))
+    | (1 << (19 - 1))
+    | (1 << (20 - 1))
+    | (1 << (21 - 1))
+    | (1 << (22 - 1))
+    | (1 << (23 - 1))
+    | (1 << (28 - 1)));
+
+/// Whether signal `sig` ends a process by default (see [`FATAL_SIGNALS`]).
+pub const fn ends_by_default(sig: u32) -> bool {
+    let bit = sig.wrapping_sub(1);
+    bit < 64 && (FATAL_SIGNALS >> bit) & 1 != 0
+}
+
 /// Value of the per-task table (key: thread id).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -532,6 +649,8 @@ pub mod names {
     pub const OOM_CONTROLS: &str = "OOM_CONTROLS";
     pub const READER: &str = "READER";
     pub const POD_PIDS: &str = "POD_PIDS";
+    pub const SIGNALS: &str = "SIGNALS";
+    pub const SIGNAL_OFFSETS: &str = "SIGNAL_OFFSETS";
 
     pub const PROG_EXIT: &str = "sched_process_exit";
     pub const PROG_FORK: &str = "sched_process_fork";
@@ -543,6 +662,8 @@ pub mod names {
     pub const PROG_MKDIR: &str = "cgroup_mkdir";
     pub const PROG_RMDIR: &str = "cgroup_rmdir";
     pub const PROG_ATTACH: &str = "cgroup_attach_task";
+    /// On `signal:signal_generate` (a raw tracepoint).
+    pub const PROG_SIGNAL: &str = "signal_generate";
     /// At the entry of the kernel's `out_of_memory` (a BPF trampoline):
     /// where the OOM killer's own decision is found.
     pub const PROG_OOM_CONTROL: &str = "oom_control";
@@ -558,6 +679,8 @@ const _: () = assert!(core::mem::size_of::<OomControlOffsets>() == 24);
 const _: () = assert!(core::mem::size_of::<MemcgOffsets>() == 32);
 const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
+const _: () = assert!(core::mem::size_of::<SignalEvent>() == 96);
+const _: () = assert!(core::mem::size_of::<SignalOffsets>() == 32);
 const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 80);
 const _: () = assert!(core::mem::size_of::<TrackedCgroup>() == 8);
 const _: () = assert!(core::mem::size_of::<VictimIdentity>() == 32);
@@ -577,4 +700,5 @@ mod pod {
     unsafe impl aya::Pod for OomControlOffsets {}
     unsafe impl aya::Pod for ProbeConfig {}
     unsafe impl aya::Pod for RuntimeComms {}
+    unsafe impl aya::Pod for SignalOffsets {}
 }

@@ -46,6 +46,10 @@ const DELAY_BUCKETS: [f64; 16] =
 /// Seconds from a memory pressure warning to its container's OOM kill.
 const LEAD_BUCKETS: [f64; 12] = [0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
 
+/// Seconds from a stop's first signal to its SIGKILL: the grace periods
+/// runtimes give (the kubelet's default is 30 s).
+const GRACE_BUCKETS: [f64; 12] = [0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 45.0, 60.0, 120.0, 300.0, 600.0];
+
 /// Seconds from the kernel's exit of a container init to containerd's
 /// TaskExit for it: normally milliseconds, seconds when the runtime lags.
 const LAG_BUCKETS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
@@ -138,14 +142,14 @@ catalogue! {
         "While a container under memory pressure grows: seconds until what no reclaim frees meets its limit at its current growth. Capped with the per-pod series.";
     POD_MEMORY_UNRECLAIMABLE_RATIO = Gauge, "sandwatch_pod_memory_unreclaimable_ratio", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind"],
         "While a container is under memory pressure: what no reclaim frees (usage less page cache: anonymous memory, tmpfs, kernel memory) over its limit. Capped with the per-pod series.";
-    POD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_pod_container_exits_total", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind", "reason"],
-        "Exits of containers' inits per pod and container, by reason (completed, error, oom_killed, killed, or the signal's name), across the container's restarts. Capped with the OOM series, served at 0 before their first exit.";
+    POD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_pod_container_exits_total", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind", "reason", "sender"],
+        "Exits of containers' inits per pod and container, by reason (completed, error, oom_killed, killed, or the signal's name) and the sender of the signal that ended it (none for an exit by a code), across the container's restarts. Capped with the OOM series, served at 0 before their first exit.";
     POD_OOM_KILLS_TOTAL = Counter, "sandwatch_pod_oom_kills_total", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind", "victim_role", "limit", "cause", "warned"],
         "OOM kills per pod and container, by whose limit fired, what filled it and whether the container was warned of memory pressure first (namespace, pod, container and workload names are empty without runtime metadata). Capped series, served at 0 before their first kill.";
     POD_OOM_KILLS_WARNED_SECONDS_TOTAL = Counter, "sandwatch_pod_oom_kills_warned_seconds_total", ["pod_uid", "namespace", "pod", "container", "workload", "workload_kind", "victim_role", "limit", "cause"],
         "For the OOM kills of a container that was warned of memory pressure, the seconds from its warning to the kill, summed: over the warned kills, how long before they were warned. Capped series, served at 0 before their first kill.";
-    WORKLOAD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_workload_container_exits_total", ["namespace", "workload", "workload_kind", "reason"],
-        "Exits of containers' inits per workload, by reason, across its pods' replacements. Capped with the workload OOM series, served at 0 before their first exit.";
+    WORKLOAD_CONTAINER_EXITS_TOTAL = Counter, "sandwatch_workload_container_exits_total", ["namespace", "workload", "workload_kind", "reason", "sender"],
+        "Exits of containers' inits per workload, by reason and the sender of the signal that ended it (none for an exit by a code), across its pods' replacements. Capped with the workload OOM series, served at 0 before their first exit.";
     WORKLOAD_OOM_KILLS_TOTAL = Counter, "sandwatch_workload_oom_kills_total", ["namespace", "workload", "workload_kind", "victim_role"],
         "OOM kills per workload (Deployment, StatefulSet, DaemonSet, CronJob, Job, or the bare Pod) across its pods' replacements. Capped series, served at 0 before their first kill.";
 
@@ -176,6 +180,20 @@ catalogue! {
         "Workload containers whose memory pressure is watched.";
     OOM_KILLS_WARNED_TOTAL = Counter, "sandwatch_oom_kills_warned_total", ["warned"],
         "OOM kills of pods' workload containers, by whether the container was under memory pressure when it came (true, false).";
+
+    // telemetry/signal_metrics.rs
+    CONTAINER_SIGNAL_EXITS_TOTAL = Counter, "sandwatch_container_signal_exits_total", ["container_role", "sender", "unit"],
+        "Containers' inits (sandbox, workload) ended by a signal, by its sender: oom_killer, kernel (a fault, a limit), same_container, same_pod, other_pod, runtime (its shim, runc: a stop), host (with the systemd unit of the process: a service's name for the first 16 services, other beyond, scope for a transient unit, none without), unknown (no record of it: lost, or sent before the agent started).";
+    CONTAINER_STOPS_PAST_GRACE_TOTAL = Counter, "sandwatch_container_stops_past_grace_total", ["sender"],
+        "Containers' inits a sender asked to stop (SIGTERM or another signal) and then killed with SIGKILL: a stop past its grace period, by sender.";
+    CONTAINER_STOP_GRACE_SECONDS = Histogram(&GRACE_BUCKETS), "sandwatch_container_stop_grace_seconds", [],
+        "For each stop past its grace period: from the sender's first signal to its SIGKILL.";
+    RUNTIME_DISAGREEMENTS_TOTAL = Counter, "sandwatch_runtime_disagreements_total", ["direction"],
+        "Container ends the runtime reported otherwise than the kernel saw them (containerd's TaskExit, the CRI's status), by direction: runtime_says_oom (OOMKilled for an init the OOM killer did not end), kernel_says_oom (the OOM killer ended it; the runtime says another reason), exit_code.";
+    RUNTIME_VERDICTS_TOTAL = Counter, "sandwatch_runtime_verdicts_total", ["result"],
+        "Container ends whose runtime report was checked against the kernel, by result: agreed, disagreed, unanswered (the runtime never said the container exited).";
+    SIGNAL_SENDERS_FORGOTTEN_TOTAL = Counter, "sandwatch_signal_senders_forgotten_total", [],
+        "Processes whose signals were forgotten because the table of live processes' signals was full: their ends read unknown.";
 
     // telemetry/records/hub.rs
     EVENT_RECORDS_TOTAL = Counter, "sandwatch_event_records_total", ["kind"],

@@ -151,6 +151,7 @@ struct RuntimeSources {
 impl RuntimeSources {
     fn start(settings: &Settings, metrics: &RuntimeMetrics, shutdown: &CancellationToken) -> Self {
         let (listing_tx, listings) = watch::channel(Arc::default());
+        let (event_tx, events) = mpsc::channel(RUNTIME_CHANNEL);
         let names_wanted = match &settings.cri {
             None => {
                 log::info!("no runtime metadata (--cri-socket is empty): pods are named by UID only");
@@ -166,10 +167,17 @@ impl RuntimeSources {
                     shutdown.clone(),
                 );
                 tokio::spawn(follow);
+                let statuses = cri::follow_statuses(
+                    config.clone(),
+                    requests.clone(),
+                    event_tx.clone(),
+                    metrics.stream.dropped.clone(),
+                    shutdown.clone(),
+                );
+                tokio::spawn(statuses);
                 Some(requests)
             }
         };
-        let (event_tx, events) = mpsc::channel(RUNTIME_CHANNEL);
         match &settings.containerd {
             None => log::info!("not following containerd (--containerd-socket is empty)"),
             Some(config) => {

@@ -328,4 +328,10 @@ impl Host for NodeHost {
             requests.want(container_id.to_string());
         }
     }
+
+    fn want_status(&self, container_id: &str) {
+        if let Some(requests) = &self.names_wanted {
+            requests.want_status(container_id.to_string());
+        }
+    }
 }

@@ -31,7 +31,8 @@ impl Pipeline {
         let (routine_tx, routine_rx) = mpsc::channel(channel_capacity.max(1));
         let (oom_tx, oom_rx) = mpsc::channel(reader::SMALL_RING_CHANNEL);
         let (cgroup_tx, cgroup_rx) = mpsc::channel(reader::SMALL_RING_CHANNEL);
-        let tx = reader::Senders { routine: routine_tx, oom_kills: oom_tx, cgroups: cgroup_tx };
+        let (signal_tx, signal_rx) = mpsc::channel(reader::SMALL_RING_CHANNEL);
+        let tx = reader::Senders { routine: routine_tx, oom_kills: oom_tx, cgroups: cgroup_tx, signals: signal_tx };
         let mut tasks = JoinSet::new();
         if let Some(ring) = probes.take_ring() {
             let (stats, shutdown) = (stats.clone(), shutdown.clone());
@@ -52,7 +53,7 @@ impl Pipeline {
         }
         Ok(Self {
             probes,
-            events: EventStream::new(routine_rx, oom_rx, cgroup_rx, stats.clone()),
+            events: EventStream::new(routine_rx, oom_rx, cgroup_rx, signal_rx, stats.clone()),
             stats,
             kernel,
             tasks,

@@ -9,7 +9,10 @@ use std::{collections::HashMap, time::Duration};
 
 use agent_common::{names, EventKind};
 use sandwatch::{
-    events::{Event, ExitStatus},
+    events::{
+        kernel::{SenderPlace, Signal, SignalOrigin},
+        Event, ExitStatus,
+    },
     pipeline::Pipeline,
     probes::{reader::ASLEEP_DRAIN, ProbeOptions},
     stats::DrainCause,
@@ -95,6 +98,102 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
     assert!(host_exits.is_empty(), "a host process's exit is not streamed: {host_exits:?}");
     let counted = pipeline.kernel.unstreamed().host_exits - host_before;
     assert!(counted >= 1, "the host process's exit is counted in the kernel");
+    drop(cg);
+    pipeline.stop().await;
+}
+
+/// The senders of signals that end pods' processes, as the kernel saw
+/// them, in a cgroup tracked from its mkdir: a SIGKILL from this (host)
+/// process; a SIGTERM the target ignores, from the host (a request to stop
+/// is streamed though it ends nothing); a process of the cgroup ending
+/// itself with an unhandled SIGUSR1; a real segfault (the kernel's own
+/// siginfo); the OOM killer's SIGKILL (the kernel's private siginfo). And
+/// what ends nothing stays in the kernel: a SIGUSR1 the target handles,
+/// sent from inside its own cgroup; the SIGCHLD of every exit.
+#[tokio::test(flavor = "current_thread")]
+async fn signals_that_end_pod_processes_name_their_sender() {
+    let mut pipeline = start(ProbeOptions::default());
+    let cg = TestCgroup::create("signals");
+    let cg_id = cg.id();
+    // The OOM kill's cgroup, apart (on v2 a cgroup whose memory controller
+    // is handed to a child takes no process of its own).
+    let oom_cg = TestCgroup::create("signals-oom");
+    oom_cg.set_memory_limit(&oom_cg.path, 32 << 20);
+    let oom_id = oom_cg.id();
+    let procs = cg.procs_file(&cg.path).display().to_string();
+    let own_path = cg.path.rsplit_once('/').map_or(String::new(), |(parent, _)| parent.to_string());
+    let own_id = cg.id_of(if own_path.is_empty() { "/" } else { &own_path });
+    let me = std::process::id();
+
+    let killed = sh(&format!("echo $$ > {procs} && exec sleep 30"));
+    wait_for_comm(killed.id(), "sleep");
+    // SAFETY: kill(2) of our own children, by pid.
+    unsafe { libc::kill(killed.id() as i32, libc::SIGKILL) };
+    // Ignores SIGTERM; asked from outside its cgroup, then killed.
+    let ignorer = sh(&format!("echo $$ > {procs} && trap '' TERM && exec sleep 30"));
+    wait_for_comm(ignorer.id(), "sleep");
+    unsafe { libc::kill(ignorer.id() as i32, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(100));
+    unsafe { libc::kill(ignorer.id() as i32, libc::SIGKILL) };
+    // Ends itself: SIGUSR1 at its default action.
+    let own = sh(&format!("echo $$ > {procs} && kill -USR1 $$; sleep 30"));
+    // Handles SIGUSR1, sent by its sibling in the same cgroup, then exits 0:
+    // the sibling's exit sends its parent (the handler's shell) SIGCHLD.
+    let handled = sh(&format!("echo $$ > {procs}; trap 'exit 0' USR1; (kill -USR1 $$); sleep 30"));
+    // A real fault: the stack overflows.
+    let faulted = sh(&format!("echo $$ > {procs} && ulimit -s 256 && f() {{ f; }} && f"));
+    // The OOM killer's kill, in a limited cgroup of its own.
+    let hog = memory_hog(&oom_cg.procs_file(&oom_cg.path), 64);
+
+    let pids = [killed.id(), ignorer.id(), own.id(), handled.id(), faulted.id(), hog.id()];
+    for mut c in [killed, ignorer, own, handled, faulted, hog] {
+        c.wait().expect("wait child");
+    }
+    let ours = |e: &Event| match e {
+        Event::Signal(s) => pids.contains(&s.target_tgid) || pids.contains(&s.sender_tgid),
+        Event::Exit(x) => pids.contains(&x.tgid),
+        _ => false,
+    };
+    let exits = |kept: &[Event]| kept.iter().filter(|e| matches!(e, Event::Exit(_))).count();
+    let mut events = collect(&mut pipeline.events, Duration::from_secs(15), ours, |k| exits(k) >= pids.len()).await;
+    events.extend(collect(&mut pipeline.events, Duration::from_millis(500), ours, |_| false).await);
+    let signals: Vec<&Signal> =
+        events.iter().filter_map(|e| if let Event::Signal(s) = e { Some(s) } else { None }).collect();
+    let to = |pid: u32| -> Vec<&Signal> { signals.iter().copied().filter(|s| s.target_tgid == pid).collect() };
+    let all = format!("{signals:#?}");
+
+    // Each signal before the exit it caused, in the stream's order.
+    for pid in [pids[0], pids[1], pids[2], pids[4], pids[5]] {
+        let signal_at =
+            events.iter().position(|e| matches!(e, Event::Signal(s) if s.target_tgid == pid && s.result == 0));
+        let exit_at = events.iter().position(|e| matches!(e, Event::Exit(x) if x.tgid == pid));
+        assert!(matches!((signal_at, exit_at), (Some(a), Some(b)) if a < b), "pid {pid}: {events:#?}");
+    }
+    let host = SenderPlace::Host(own_id);
+    let killed = to(pids[0]);
+    assert_eq!(killed.len(), 1, "{all}");
+    let k = killed[0];
+    assert_eq!((k.sig, k.origin, k.result, k.sender_tgid, k.sender), (9, SignalOrigin::Info(0), 0, me, host), "{k:?}");
+    assert_eq!(k.target_cgroup_id, Some(cg_id), "{k:?}");
+    assert!(k.target_start_ns > 0 && k.sender_start_ns > 0, "{k:?}");
+    let ignorer: Vec<(u32, u32)> = to(pids[1]).iter().map(|s| (s.sig, s.result)).collect();
+    assert_eq!(ignorer, [(15, 1), (9, 0)], "the ignored request to stop, then the kill: {all}");
+    let own = to(pids[2]);
+    assert_eq!(own.len(), 1, "{all}");
+    assert_eq!((own[0].sig, own[0].sender_tgid, own[0].sender), (10, pids[2], SenderPlace::Tracked(cg_id)));
+    assert!(to(pids[3]).is_empty(), "a handled signal from inside its cgroup is the tenant's own: {all}");
+    let faulted = to(pids[4]);
+    assert_eq!(faulted.len(), 1, "{all}");
+    assert!(
+        faulted[0].sig == 11 && matches!(faulted[0].origin, SignalOrigin::Info(code) if code > 0),
+        "a fault's siginfo is the kernel's: {:?}",
+        faulted[0]
+    );
+    let oom = to(pids[5]);
+    assert!(!oom.is_empty(), "{all}");
+    assert_eq!((oom[0].sig, oom[0].origin, oom[0].target_cgroup_id), (9, SignalOrigin::Priv, Some(oom_id)));
+    assert!(signals.iter().all(|s| s.sig != libc::SIGCHLD as u32), "SIGCHLD is never streamed: {all}");
+    drop(oom_cg);
     drop(cg);
     pipeline.stop().await;
 }
@@ -236,6 +335,8 @@ async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
             Event::CgroupAttach(a) => a.cgroup.path == path && a.pid == pid,
             Event::OomKill(o) => o.victim_pid == pid,
             Event::Exit(x) => x.tgid == pid,
+            // The OOM killer's SIGKILL: signals are another test's.
+            Event::Signal(_) => false,
         },
         |kept| kept.iter().any(|e| matches!(e, Event::CgroupRmdir(_))),
     )
@@ -267,6 +368,7 @@ async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
                 assert_eq!(x.cgroup_id, Some(cg_id));
                 assert_eq!(x.comm, "dd");
             }
+            Event::Signal(_) => {}
         }
     }
     let ts: Vec<u64> = events
@@ -276,6 +378,7 @@ async fn memcg_oom_kill_names_victim_and_cgroup_in_order() {
             Event::CgroupAttach(a) => a.cgroup.ts_ns,
             Event::OomKill(o) => o.ts_ns,
             Event::Exit(x) => x.ts_ns,
+            Event::Signal(s) => s.ts_ns,
         })
         .collect();
     assert!(ts.windows(2).all(|w| w[0] <= w[1]), "kernel timestamps in order: {ts:?}");
@@ -326,6 +429,9 @@ async fn a_forked_victim_is_named_by_the_path_this_kernel_loads() {
     expected_hooks.extend((path == KernelPath::ForkTable).then_some(names::PROG_FORK));
     expected_hooks.extend(passes_task.then_some(names::PROG_OOM_TASK));
     expected_hooks.extend(decided.then_some(names::PROG_OOM_CONTROL));
+    // Every kernel of the matrix passes a signal's sender and target.
+    expected_hooks.push(names::PROG_SIGNAL);
+    assert_eq!(pipeline.probes.signals_unread(), None);
     let (mut got, mut want) = (hooks.clone(), expected_hooks);
     got.sort_unstable();
     want.sort_unstable();
@@ -353,6 +459,7 @@ async fn a_forked_victim_is_named_by_the_path_this_kernel_loads() {
             Event::CgroupAttach(a) => a.cgroup.path == path_name,
             Event::OomKill(o) => o.trigger_cgroup_id == cg_id || o.victim.is_some_and(|v| v.cgroup_id == cg_id),
             Event::Exit(x) => x.cgroup_id == Some(cg_id),
+            Event::Signal(_) => false,
         },
         |kept| kept.iter().any(|e| matches!(e, Event::CgroupRmdir(_))),
     )

@@ -15,7 +15,7 @@ use harness::{
     cid,
     containerd::{remove_in_all_hierarchies, Containerd, Runtime, RuntimePod},
     cri::Cri,
-    grower, holder, http_get, metric, node_pods, require_root, AgentProcess,
+    grower, holder, http_get, metric, node_pods, require_root, AgentProcess, WireRecord,
 };
 
 /// Polls the agent's /metrics until `series` satisfies `ok`.
@@ -127,6 +127,11 @@ macro_rules! on_each_containerd {
             }
 
             #[test]
+            fn cri_who_ended_each_container() {
+                super::cri_who_ended_each_container(&$runtime)
+            }
+
+            #[test]
             fn cri_memory_pressure_warns_before_the_kill() {
                 super::cri_memory_pressure_warns_before_the_kill(&$runtime)
             }
@@ -159,6 +164,8 @@ const UID_READER: &str = "6e1f0a2b-8888-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_LEAKY: &str = "6e1f0a2b-aaaa-4c3d-8e9f-0a1b2c3d4e5f";
 #[cfg(feature = "vm")]
 const UID_RESIZED: &str = "6e1f0a2b-bbbb-4c3d-8e9f-0a1b2c3d4e5f";
+const UID_WHO: &str = "6e1f0a2b-cccc-4c3d-8e9f-0a1b2c3d4e5f";
+const UID_WHO_PAIR: &str = "6e1f0a2b-dddd-4c3d-8e9f-0a1b2c3d4e5f";
 /// The pods of the exits test: this with its last digit the pod's number.
 const UID_EXITS: &str = "6e1f0a2b-5555-4c3d-8e9f-0a1b2c3d4e5";
 
@@ -984,12 +991,21 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
         &[("app", "web-frontend"), ("pod-template-hash", "7d4b9c8f6")],
         true,
     );
+    // Each with who ended it: none (a code), the container itself (a
+    // signal it sent itself), the OOM killer.
     let ways = [
-        ("done", None, "exit 0", "completed", Some(0)),
-        ("fail", None, "exit 3", "error", Some(3)),
-        ("term", None, "kill -TERM $$; sleep 5", "sigterm", Some(143)),
-        ("segv", None, "kill -SEGV $$; sleep 5", "sigsegv", Some(139)),
-        ("hog", Some(32 << 20), "x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 5", "oom_killed", Some(137)),
+        ("done", None, "exit 0", "completed", Some(0), "none"),
+        ("fail", None, "exit 3", "error", Some(3), "none"),
+        ("term", None, "kill -TERM $$; sleep 5", "sigterm", Some(143), "same_container"),
+        ("segv", None, "kill -SEGV $$; sleep 5", "sigsegv", Some(139), "same_container"),
+        (
+            "hog",
+            Some(32 << 20),
+            "x=$(head -c 67108864 /dev/zero | tr '\\0' a); sleep 5",
+            "oom_killed",
+            Some(137),
+            "oom_killer",
+        ),
     ];
     let mut ids = Vec::new();
     for (name, limit, script, ..) in ways {
@@ -1026,9 +1042,9 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
 
     // Each exit once, with its reason, in its pod's series and its
     // workload's; the runtime agrees on the code.
-    for ((name, _, _, reason, code), id) in ways.iter().zip(&ids) {
+    for ((name, _, _, reason, code, sender), id) in ways.iter().zip(&ids) {
         let series = format!(
-            "sandwatch_pod_container_exits_total{{container=\"{name}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
+            "sandwatch_pod_container_exits_total{{container=\"{name}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",sender=\"{sender}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
         );
         wait_metric(&agent, &series, Duration::from_secs(30), |v| v >= 1.0);
         let start = Instant::now();
@@ -1043,7 +1059,7 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     }
     for ((pod, kind, workload, _), id) in others.iter().zip(&other_ids) {
         let series = format!(
-            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"error\",workload=\"{workload}\",workload_kind=\"{kind}\"}}"
+            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"error\",sender=\"none\",workload=\"{workload}\",workload_kind=\"{kind}\"}}"
         );
         wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
         let records = agent.records();
@@ -1057,9 +1073,9 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     }
     // Every exit handled by now: each counted once node-wide.
     let text = agent.metrics();
-    for (_, _, _, reason, _) in ways {
+    for (_, _, _, reason, _, sender) in ways {
         let workload = format!(
-            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"{reason}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
+            "sandwatch_workload_container_exits_total{{namespace=\"shop\",reason=\"{reason}\",sender=\"{sender}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
         );
         assert_eq!(metric(&text, &workload), Some(1.0), "{workload}\n{text}");
         let node_wide = format!("sandwatch_container_exits_total{{container_role=\"workload\",reason=\"{reason}\"}}");
@@ -1326,6 +1342,208 @@ fn cri_a_limit_lowered_below_the_usage_kills_as_the_containers(rt: &Runtime) {
             && !l.ends_with(" 0")),
         "no node OOM: {text}"
     );
+    cri.remove_pod(&pod.id);
+    drop(cri);
+    drop(ctrd);
+    drop(agent);
+}
+
+/// The record of kind `kind` about container `id`, waited for.
+fn record_of(agent: &AgentProcess, kind: &str, id: &str) -> WireRecord {
+    let start = Instant::now();
+    loop {
+        let records = agent.records();
+        if let Some(r) = records.iter().find(|r| r.kind() == kind && r.container_id() == Some(id)) {
+            return r.clone();
+        }
+        if start.elapsed() > Duration::from_secs(40) {
+            panic!("no {kind} record of {id}: {records:#?}\nagent log:\n{}", agent.log_text());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The process of a CRI container's init, once it runs `comm`.
+fn init_running(ctrd: &Containerd, id: &str, comm: &str) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let Some(pid) = ctrd.task_pid(id) {
+            if std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == comm) {
+                return pid;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "container {id} never ran {comm}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Who ended each container, through the real CRI, each end checked
+/// against what the kernel did: `StopContainer` with a 2 s timeout on a
+/// container that ignores SIGTERM is the runtime's, SIGKILL after about
+/// 2 s; a container killed from a
+/// host shell is the host's, with that shell's pid and its unit; a sibling
+/// in a pod with one process namespace killing another is `same_pod`, with
+/// the sibling's process; a real segfault is the kernel's SIGSEGV; an OOM
+/// kill the OOM killer's, the kernel's own count of kills in the cgroup
+/// one. And a container whose child was OOM-killed earlier, then stopped:
+/// the runtime's reason held against the kernel's, a disagreement counted
+/// exactly where the runtime says `OOMKilled`.
+fn cri_who_ended_each_container(rt: &Runtime) {
+    require_root();
+    let mut cgroups = RuntimePod::new("who", UID_WHO);
+    let pair_cgroups = RuntimePod::new("who-pair", UID_WHO_PAIR);
+    let ctrd = Containerd::start_cri(rt, "who");
+    let agent = cri_agent_with(&ctrd, &["--pressure-screen-seconds", "0"]);
+    wait_metric(&agent, "sandwatch_runtime_up{runtime=\"containerd\"}", Duration::from_secs(30), |v| v == 1.0);
+    let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let pod = cri.run_pod("who", "ends", UID_WHO, &cgroups.pod_path);
+    let version = rt.release().to_string();
+
+    // StopContainer, 2 s of grace; its init ignores SIGTERM (and `sleep`
+    // keeps it ignored across the exec).
+    let stubborn = cri.run_container(&pod, "stubborn", None, "trap '' TERM; exec sleep 3600");
+    init_running(&ctrd, &stubborn, "sleep");
+    let asked = Instant::now();
+    cri.stop_container(&stubborn, 2);
+    let took = asked.elapsed();
+    let r = record_of(&agent, "container_exit", &stubborn);
+    assert_eq!((r.reason(), r.signal(), r.sender()), (Some("killed"), Some(9), Some("runtime")), "{r:?}");
+    assert_eq!(r.stop_signal(), Some(15), "SIGTERM first: {r:?}");
+    let grace = r.grace_ms().unwrap_or_else(|| panic!("a stop past its grace: {r:?}"));
+    assert!((1_800..=4_000).contains(&grace), "about the 2 s asked: {grace} ms ({version})");
+    assert!(took >= Duration::from_millis(1_800), "StopContainer waited its grace: {took:?}");
+    assert_eq!(r.sender_comm(), Some("runc"), "the runtime's runc sent it (data, not how it is known): {r:?}");
+    assert_eq!(cri.exited_status(&stubborn, Duration::from_secs(20)).exit_code, 137, "the kernel's SIGKILL");
+
+    // A host shell kills a container's init, from a unit's cgroup.
+    let victim = cri.run_container(&pod, "victim", None, "exec sleep 3600");
+    let pid = init_running(&ctrd, &victim, "sleep");
+    let ops = cgroups.cg.child("ops.service");
+    let mut shell = harness::sh(&format!("echo $$ > {} && kill -KILL {pid}", cgroups.cg.procs_file(&ops).display()));
+    let shell_pid = shell.id();
+    assert!(shell.wait().expect("wait shell").success());
+    let r = record_of(&agent, "container_exit", &victim);
+    assert_eq!((r.reason(), r.sender(), r.sender_pid()), (Some("killed"), Some("host"), Some(shell_pid)), "{r:?}");
+    assert_eq!((r.sender_unit(), r.stop_signal()), (Some("ops.service"), None), "{r:?}");
+    assert_eq!(cri.exited_status(&victim, Duration::from_secs(20)).exit_code, 137);
+
+    // A real segfault: the stack overflows.
+    let faulty = cri.run_container(&pod, "faulty", None, "ulimit -s 256; f() { f; }; f");
+    let r = record_of(&agent, "container_exit", &faulty);
+    assert_eq!((r.reason(), r.signal(), r.sender(), r.sender_pid()), (Some("sigsegv"), Some(11), Some("kernel"), None));
+    assert_eq!(cri.exited_status(&faulty, Duration::from_secs(20)).exit_code, 139);
+
+    // An OOM kill, as the kernel's own log reports it.
+    let hog = cri.run_container(&pod, "hog", Some(32 << 20), "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
+    let r = record_of(&agent, "container_exit", &hog);
+    assert_eq!((r.reason(), r.signal(), r.sender()), (Some("oom_killed"), Some(9), Some("oom_killer")), "{r:?}");
+    let killed_in = |pid: u32| harness::kernel_oom_report(pid).map(|(_, memcg)| memcg).unwrap_or_default();
+    assert!(killed_in(r.pid().expect("pid")).ends_with(&hog), "the kernel's oom-kill line names its cgroup");
+    let status = cri.exited_status(&hog, Duration::from_secs(20));
+    assert_eq!((status.reason.as_str(), status.exit_code), ("OOMKilled", 137));
+
+    // A child OOM-killed, the container lives on; then it is stopped: its
+    // init ends by the runtime's SIGTERM, within its grace.
+    let matched = metric(&agent.metrics(), "sandwatch_runtime_oom_matched_total").unwrap_or(0.0);
+    let leaky = cri.run_container(
+        &pod,
+        "leaky",
+        Some(32 << 20),
+        "sleep 1; dd if=/dev/zero of=/dev/null bs=64M count=1; exec sleep 3600",
+    );
+    init_running(&ctrd, &leaky, "sleep");
+    let child = record_of(&agent, "oom_kill", &leaky);
+    assert_eq!(child.victim_role(), Some("container_child"));
+    assert!(killed_in(child.pid().expect("pid")).ends_with(&leaky), "the kernel killed its child");
+    // The runtime heard the child's OOM before the stop.
+    wait_metric(&agent, "sandwatch_runtime_oom_matched_total", Duration::from_secs(30), |v| v > matched);
+    std::thread::sleep(Duration::from_millis(500));
+    cri.stop_container(&leaky, 2);
+    let r = record_of(&agent, "container_exit", &leaky);
+    assert_eq!((r.reason(), r.sender(), r.stop_signal()), (Some("sigterm"), Some("runtime"), None), "{r:?}");
+    assert!(
+        agent.records().iter().filter(|r| r.kind() == "oom_kill" && r.container_id() == Some(leaky.as_str())).count()
+            == 1,
+        "the child only"
+    );
+    let status = cri.exited_status(&leaky, Duration::from_secs(20));
+    eprintln!(
+        "containerd {version}: a container whose child was OOM-killed, stopped: the CRI says {:?}, exit {}; the kernel: SIGTERM from the runtime",
+        status.reason, status.exit_code
+    );
+    assert_eq!(status.exit_code, 143);
+    let says_oom = status.reason == "OOMKilled";
+    assert!(says_oom || status.reason == "Error", "{status:?}");
+
+    // One PID namespace for the pod: a sibling kills another container's init.
+    let pair = cri.run_pod_with("pair", "ends", UID_WHO_PAIR, &pair_cgroups.pod_path, &[], true);
+    let target = cri.run_container(&pair, "target", None, "exec sleep 3600");
+    let target_pid = init_running(&ctrd, &target, "sleep");
+    let status_text = std::fs::read_to_string(format!("/proc/{target_pid}/status")).expect("target status");
+    let nspid = status_text
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .and_then(|l| l.split_whitespace().last())
+        .expect("the target's pid in its pod's namespace");
+    // It waits for the listing to name it (refreshed every second).
+    let killer = cri.run_container(&pair, "killer", None, &format!("sleep 2; kill -KILL {nspid}; exec sleep 3600"));
+    let killer_pid = init_running(&ctrd, &killer, "sleep");
+    let r = record_of(&agent, "container_exit", &target);
+    assert_eq!((r.reason(), r.sender(), r.sender_pid()), (Some("killed"), Some("same_pod"), Some(killer_pid)), "{r:?}");
+    assert_eq!((r.sender_pod(), r.sender_container()), (Some("pair"), Some("killer")), "{r:?}");
+    assert_eq!(r.sender_container_id(), Some(killer.as_str()));
+    assert_eq!(cri.exited_status(&target, Duration::from_secs(20)).exit_code, 137);
+
+    // Every end as the node-level and per-pod series count it.
+    let node = |sender: &str, unit: &str| {
+        format!(
+            "sandwatch_container_signal_exits_total{{container_role=\"workload\",sender=\"{sender}\",unit=\"{unit}\"}}"
+        )
+    };
+    wait_metric(&agent, &node("runtime", ""), Duration::from_secs(10), |v| v == 2.0);
+    // One of them past its grace.
+    let text = agent.metrics();
+    for (sender, unit, n) in
+        [("host", "ops.service", 1.0), ("kernel", "", 1.0), ("oom_killer", "", 1.0), ("same_pod", "", 1.0)]
+    {
+        assert_eq!(metric(&text, &node(sender, unit)), Some(n), "{sender}");
+    }
+    assert_eq!(metric(&text, "sandwatch_container_stops_past_grace_total{sender=\"runtime\"}"), Some(1.0));
+    assert_eq!(metric(&text, "sandwatch_container_stop_grace_seconds_count"), Some(1.0));
+    let series = format!(
+        "sandwatch_pod_container_exits_total{{container=\"stubborn\",namespace=\"ends\",pod=\"who\",pod_uid=\"{UID_WHO}\",reason=\"killed\",sender=\"runtime\",workload=\"who\",workload_kind=\"Pod\"}}"
+    );
+    assert_eq!(metric(&text, &series), Some(1.0), "{text}");
+
+    // The runtime's word on each end: a disagreement exactly where it says
+    // OOMKilled for the stop; the others agree.
+    let disagreed = "sandwatch_runtime_disagreements_total{direction=\"runtime_says_oom\"}";
+    wait_metric(&agent, "sandwatch_runtime_verdicts_total{result=\"agreed\"}", Duration::from_secs(30), |v| v >= 5.0);
+    if says_oom {
+        wait_metric(&agent, disagreed, Duration::from_secs(30), |v| v == 1.0);
+        let d = record_of(&agent, "runtime_disagreement", &leaky);
+        assert_eq!(
+            (d.direction(), d.runtime_reason(), d.reason()),
+            (Some("runtime_says_oom"), Some("OOMKilled"), Some("sigterm"))
+        );
+        assert_eq!(d.sender(), Some("runtime"));
+        assert!(agent.log_text().contains("the runtime disagrees with the kernel (runtime_says_oom)"));
+    } else {
+        wait_metric(&agent, "sandwatch_runtime_verdicts_total{result=\"agreed\"}", Duration::from_secs(30), |v| {
+            v >= 6.0
+        });
+        assert_eq!(metric(&agent.metrics(), disagreed), Some(0.0));
+    }
+    let text = agent.metrics();
+    for direction in ["kernel_says_oom", "exit_code"] {
+        let series = format!("sandwatch_runtime_disagreements_total{{direction=\"{direction}\"}}");
+        assert_eq!(metric(&text, &series), Some(0.0), "{direction}");
+    }
+    assert!(agent
+        .records()
+        .iter()
+        .all(|r| r.kind() != "runtime_disagreement" || r.container_id() == Some(leaky.as_str())));
+    cri.remove_pod(&pair.id);
     cri.remove_pod(&pod.id);
     drop(cri);
     drop(ctrd);

@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
         event: Some(prost_types::Any { type_url: String::new(), value: payload.to_vec() }),
     };
     if let Ok(Some(event)) = decode(&env) {
-        assert_eq!(event.topic(), topic);
+        assert_eq!(event.topic(), Some(topic));
     }
     if let Some(snapshot) = names_from_spec("c", payload, &std::collections::HashMap::new()) {
         assert!(snapshot.pods.iter().all(|p| !p.uid.is_empty()), "{snapshot:?}");

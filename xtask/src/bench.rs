@@ -447,9 +447,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// Programs that run for every process: what a fork + exit costs.
+/// Programs that run for every process: what a fork + exit costs. The
+/// signal program runs at every exit too, for the SIGCHLD its parent is
+/// sent (and returns at its first test).
 fn per_process(name: &str) -> bool {
-    name.starts_with("sched_process") || name == Floor::NAME
+    name.starts_with("sched_process") || name == "signal_generate" || name == Floor::NAME
 }
 
 /// The storms' tables, in markdown, headed by `what`.

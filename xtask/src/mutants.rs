@@ -302,6 +302,41 @@ const MUTATIONS: &[Mutation] = &[
         test: "concurrent_scrapes_share_a_body_and_none_is_older_than_its_request",
         bug: "a scrape is sent a body rendered before it arrived",
     },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "if pod_of(t) == pod_uid && container_of(t).is_some() && container_of(t) == container_id =>",
+        to: "if container_of(t).is_some() && container_of(t) == container_id =>",
+        test: "each_sender_is_named_by_its_place_never_by_its_name",
+        bug: "a container of another pod with the same id taken for the target's own",
+    },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "            SignalOrigin::NoInfo => s.sender_tgid == s.target_tgid,",
+        to: "            SignalOrigin::NoInfo => false,",
+        test: "the_kernels_own_signals_name_no_process",
+        bug: "a SIGPIPE the kernel sends a process for its own write read as its container's kill",
+    },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: ".filter(|r| !r.is_empty() && r.as_str() != \"/\")",
+        to: ".filter(|r| !r.is_empty())",
+        test: "the_runtimes_place_is_its_cgroup_and_below_never_the_root",
+        bug: "a runtime at the root cgroup makes every host process at the root the runtime",
+    },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "SenderPlace::Tracked(id) if registry.owner(id).is_none() && self.host_paths.contains_key(&id) => {",
+        to: "SenderPlace::Tracked(id) if false && self.host_paths.contains_key(&id) => {",
+        test: "a_sender_in_a_host_cgroup_the_kernel_still_tracked_is_the_hosts",
+        bug: "a shell that moved into a new unit's cgroup and killed at once read unknown",
+    },
+    Mutation {
+        file: "agent/src/watchdog/verdicts.rs",
+        from: "        if runtime_oom && !kernel_oom {",
+        to: "        if false {",
+        test: "the_runtimes_reason_is_held_against_the_kernels",
+        bug: "a runtime saying OOMKilled for a stop taken at its word",
+    },
 ];
 
 /// Runs every mutation; returns one line per mutation its test missed.

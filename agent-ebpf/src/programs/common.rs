@@ -227,7 +227,13 @@ pub(crate) fn current_place(pid_tgid: u64) -> Place {
         let owner = nested_owner_of(current_cgroup());
         return if owner.id != 0 { Place::Tracked(owner.id) } else { Place::Host(id) };
     }
-    let (tid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
+    table_place(pid_tgid as u32, (pid_tgid >> 32) as u32)
+}
+
+/// Where thread `tid` of process `tgid` belongs on v1: the task table
+/// says (see [`current_place`]).
+#[inline(always)]
+pub(crate) fn table_place(tid: u32, tgid: u32) -> Place {
     // Most tasks are the host's: their marks say so without a lookup.
     let mark = pod_task_mark(tid);
     let leader_mark = if tid == tgid { mark } else { pod_task_mark(tgid) };
@@ -246,6 +252,34 @@ pub(crate) fn current_place(pid_tgid: u64) -> Place {
         None if mark == Mark::Set || leader_mark == Mark::Set => Place::Lost,
         None => Place::Host(0),
     }
+}
+
+/// Where the events of `task` (thread `tid` of process `tgid`) belong, as
+/// [`current_place`] says of the current task: for a task other than the
+/// one running (a signal's target).
+#[inline(always)]
+pub(crate) fn task_place(task: *const u8, tid: u32, tgid: u32) -> Place {
+    if PROBE_CONFIG.load().unified == 0 {
+        return table_place(tid, tgid);
+    }
+    let cgrp = task_cgroup(task);
+    let id: u64 = member(cgrp, global_field!(TASK_OFFSETS, cgroup_kn))
+        .and_then(|kn: *const u8| member(kn, global_field!(TASK_OFFSETS, kn_id)))
+        .unwrap_or(0);
+    let owner = owner_of(cgrp, id);
+    if owner.id != 0 {
+        Place::Tracked(owner.id)
+    } else {
+        Place::Host(id)
+    }
+}
+
+/// A task's cgroup on v2 (`task->cgroups->dfl_cgrp`); null when it
+/// cannot be read.
+#[inline(always)]
+pub(crate) fn task_cgroup(task: *const u8) -> *const u8 {
+    let css_set: *const u8 = member(task, global_field!(TASK_OFFSETS, task_cgroups)).unwrap_or(core::ptr::null());
+    member(css_set, global_field!(TASK_OFFSETS, css_dfl_cgrp)).unwrap_or(core::ptr::null())
 }
 
 /// The current task's cgroup on v2 (`task->cgroups->dfl_cgrp`); null

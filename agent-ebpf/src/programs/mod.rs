@@ -1,12 +1,13 @@
 //! The kernel programs, by hook family: process exits and forks
-//! ([`exit`]), OOM kills ([`oom`]), cgroup changes ([`cgroup`]), and what
-//! they share ([`common`]). One thin entry per hook, made by [`entry!`];
+//! ([`exit`]), OOM kills ([`oom`]), cgroup changes ([`cgroup`]), the
+//! senders of fatal signals ([`signal`]), and what they share ([`common`]). One thin entry per hook, made by [`entry!`];
 //! each `try_*` copies fixed-size fields only.
 
 mod cgroup;
 mod common;
 mod exit;
 mod oom;
+mod signal;
 
 /// Why a probe gave up on a record; logged through aya-log.
 type ProbeResult = Result<(), i64>;

@@ -66,6 +66,9 @@ impl Table {
     /// else the pod held. Names escaped like the row's; cut to the width.
     pub fn story(&self, incoming: &Incoming) -> Vec<String> {
         let Incoming::Known(record) = incoming else { return Vec::new() };
+        if let Body::ContainerExit(r) = &record.body {
+            return self.lines(ended_story(r).into_iter().collect());
+        }
         let Body::OomKill(r) = &record.body else { return Vec::new() };
         let size = |b: Option<u64>| b.map_or_else(|| "-".to_string(), human);
         let mut lines = Vec::new();
@@ -153,6 +156,11 @@ impl Table {
                 .collect();
             lines.push(("pod held", held.join(", ")));
         }
+        self.lines(lines)
+    }
+
+    /// A story's lines under its row: each titled, escaped, cut.
+    fn lines(&self, lines: Vec<(&str, String)>) -> Vec<String> {
         let indent = " ".repeat(COLUMNS[0].1 + 1);
         lines
             .into_iter()
@@ -252,6 +260,10 @@ fn row_of(body: &Body) -> Row<'_> {
                 (_, Some(signo)) => format!(" signal={signo}{}", if r.core_dumped { " (core)" } else { "" }),
                 _ => String::new(),
             };
+            let how = match r.sender {
+                Some(sender) => format!("{how} by {}", sender.label()),
+                None => how,
+            };
             Row {
                 pod: Some(&r.pod),
                 role: Some(r.victim_role.label()),
@@ -261,6 +273,20 @@ fn row_of(body: &Body) -> Row<'_> {
                 ..Row::default()
             }
         }
+        Body::RuntimeDisagreement(r) => Row {
+            pod: Some(&r.pod),
+            pid: Some(r.pid),
+            detail: format!(
+                "{}: runtime {} ({}), kernel {} ({}){}",
+                r.direction.label(),
+                r.runtime_reason.as_deref().unwrap_or("-"),
+                r.runtime_exit_code.map_or_else(|| "-".to_string(), |c| c.to_string()),
+                r.reason.label(),
+                r.kernel_exit_code,
+                r.sender.map_or_else(String::new, |s| format!(" by {}", s.label())),
+            ),
+            ..Row::default()
+        },
         Body::LateExit(r) => Row {
             pod: Some(&r.pod),
             role: Some(r.victim_role.label()),
@@ -370,12 +396,38 @@ fn colour(kind: Kind) -> Option<&'static str> {
     Some(match kind {
         Kind::OomKill => "31",
         Kind::SandboxDeath | Kind::RuntimeCrash | Kind::OomStormStart => "1;31",
-        Kind::LateExit | Kind::EventsDropped | Kind::Missed => "33",
+        Kind::LateExit | Kind::EventsDropped | Kind::Missed | Kind::RuntimeDisagreement => "33",
         Kind::RuntimeRestart | Kind::OomStormEnd => "32",
         Kind::MemoryPressure => "35",
         Kind::LimitChange => "36",
         Kind::ContainerExit => return None,
     })
+}
+
+/// Under a container exit a signal caused: who sent it, and a stop's grace.
+fn ended_story(r: &crate::telemetry::records::wire::ContainerExitRecord) -> Option<(&'static str, String)> {
+    let (sender, signo) = (r.sender?, r.signal?);
+    let mut text = format!("{} from {}", crate::telemetry::logs::signal_name(signo), sender.label());
+    if let Some(pid) = r.sender_pid {
+        text.push_str(&format!(", pid {pid} {}", r.sender_comm.as_deref().unwrap_or("?")));
+    }
+    match (&r.sender_pod, &r.sender_unit) {
+        (Some(pod), _) => text.push_str(&format!(
+            ", pod {}/{pod} container {}",
+            r.sender_namespace.as_deref().unwrap_or(""),
+            r.sender_container.as_deref().unwrap_or("-")
+        )),
+        (None, Some(unit)) => text.push_str(&format!(", unit {unit}")),
+        (None, None) => {}
+    }
+    if let (Some(first), Some(ms)) = (r.stop_signal, r.grace_ms) {
+        text.push_str(&format!(
+            ", {:.1} s after its {}: a stop past its grace",
+            ms as f64 / 1000.0,
+            crate::telemetry::logs::signal_name(first)
+        ));
+    }
+    Some(("ended", text))
 }
 
 /// `text` in at most `room` characters, the cut marked with `…`.
@@ -600,6 +652,75 @@ mod tests {
         assert_eq!(
             Table { colour: true, width: None }.row(&unknown).split_whitespace().nth(1),
             Some("from_the_future")
+        );
+    }
+
+    /// A container's end by a signal says who sent it on its row, and
+    /// under it the sending process, its unit or pod, and a stop's grace;
+    /// the runtime's disagreement says both words.
+    #[test]
+    fn who_ended_a_container_shows_on_its_row_and_under_it() {
+        use crate::{
+            model::ExitReason,
+            telemetry::records::wire::{ContainerExitRecord, RuntimeDisagreementRecord},
+            watchdog::{senders::Sender, verdicts::Disagreement},
+        };
+        let stop = ContainerExitRecord {
+            pod: shop_web(),
+            victim_role: TaskRole::ContainerInit,
+            pid: 4893,
+            comm: Some("sleep".into()),
+            reason: ExitReason::Killed,
+            exit_code: None,
+            signal: Some(9),
+            core_dumped: false,
+            sender: Some(Sender::Runtime),
+            sender_pid: Some(5120),
+            sender_comm: Some("runc".into()),
+            sender_pod_uid: None,
+            sender_namespace: None,
+            sender_pod: None,
+            sender_container: None,
+            sender_container_id: None,
+            sender_unit: None,
+            stop_signal: Some(15),
+            grace_ms: Some(2_004),
+        };
+        assert_eq!(detail(Body::ContainerExit(stop.clone())), "killed signal=9 by runtime");
+        let story = Table { colour: false, width: None }.story(&known(Body::ContainerExit(stop.clone())));
+        assert_eq!(story.len(), 1, "{story:?}");
+        assert!(
+            story[0].contains(
+                "ended    SIGKILL from runtime, pid 5120 runc, 2.0 s after its SIGTERM: a stop past its grace"
+            ),
+            "{story:?}"
+        );
+        let host = ContainerExitRecord {
+            sender: Some(Sender::Host),
+            sender_comm: Some("kill\u{1b}[2J".into()),
+            sender_unit: Some("ops.service".into()),
+            stop_signal: None,
+            grace_ms: None,
+            ..stop.clone()
+        };
+        let story = Table { colour: false, width: None }.story(&known(Body::ContainerExit(host)));
+        assert!(story[0].contains("from host, pid 5120 kill\\x1b[2J, unit ops.service"), "escaped: {story:?}");
+        let code = ContainerExitRecord { signal: None, exit_code: Some(3), sender: None, ..stop };
+        assert!(Table { colour: false, width: None }.story(&known(Body::ContainerExit(code))).is_empty());
+        let disagreement = RuntimeDisagreementRecord {
+            pod: shop_web(),
+            pid: 4893,
+            direction: Disagreement::RuntimeSaysOom,
+            reason: ExitReason::Sigterm,
+            kernel_exit_code: 143,
+            sender: Some(Sender::Runtime),
+            task_exit_status: Some(143),
+            runtime_reason: Some("OOMKilled".into()),
+            runtime_exit_code: Some(143),
+        };
+        assert_eq!(
+            detail(Body::RuntimeDisagreement(disagreement)),
+            "runtime_says_oom: runtime OOMKilled (143), kernel sigterm (143) by runtime"
         );
     }
 

@@ -3,8 +3,9 @@
 //! [`DecodeError`] with a bounded label, never a panic.
 
 use agent_common::{
-    oom_constraint, CgroupEvent, EventHeader, EventKind, ExitEvent, MemcgLevel, OomKillEvent, CGROUP_PATH_LEN,
-    COMM_LEN, FLAG_LEVELS_OF_VICTIM, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MEMCG_LEVELS,
+    oom_constraint, signal_origin, CgroupEvent, EventHeader, EventKind, ExitEvent, MemcgLevel, OomKillEvent,
+    SignalEvent, CGROUP_PATH_LEN, COMM_LEN, FLAG_LEVELS_OF_VICTIM, FLAG_NO_RSS, FLAG_SENDER_HOST, FLAG_SENDER_UNKNOWN,
+    FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MEMCG_LEVELS,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::EnumDiscriminants)]
@@ -20,6 +21,8 @@ pub enum DecodeError {
     Truncated { kind: EventKind, len: usize, need: usize },
     #[error("cgroup path length {0} exceeds the record")]
     BadPathLength(u32),
+    #[error("signal record of unknown origin {0}")]
+    BadSignalOrigin(u32),
 }
 
 impl DecodeError {
@@ -251,6 +254,53 @@ pub struct CgroupAttach {
     pub comm: String,
 }
 
+/// A signal that can end a process was sent to a pod's process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signal {
+    pub ts_ns: u64,
+    pub sig: u32,
+    pub origin: SignalOrigin,
+    /// The kernel's `signal_generate` result (`agent_common::signal_result`).
+    pub result: u32,
+    /// The thread it was sent to.
+    pub target_pid: u32,
+    /// Its process: tgid and leader's start, as exits name it.
+    pub target_tgid: u32,
+    pub target_start_ns: u64,
+    /// Its container's cgroup; `None` where the kernel's task table had
+    /// lost it.
+    pub target_cgroup_id: Option<u64>,
+    /// The task that sent it, its process and start.
+    pub sender_pid: u32,
+    pub sender_tgid: u32,
+    pub sender_start_ns: u64,
+    pub sender: SenderPlace,
+    pub sender_comm: String,
+}
+
+/// How a signal was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalOrigin {
+    /// With a siginfo, whose `si_code` this is.
+    Info(i32),
+    /// A kernel path on behalf of the current task (`SEND_SIG_NOINFO`).
+    NoInfo,
+    /// The kernel on its own (`SEND_SIG_PRIV`).
+    Priv,
+}
+
+/// Where a signal's sender was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SenderPlace {
+    /// In a tracked cgroup: a pod's, a container's.
+    Tracked(u64),
+    /// A host process, in this cgroup (v2: unified; v1: memory); 0 where
+    /// it could not be read.
+    Host(u64),
+    /// A pod's task the kernel's task table had lost.
+    Lost,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     Exit(Exit),
@@ -258,6 +308,7 @@ pub enum Event {
     CgroupMkdir(CgroupChange),
     CgroupRmdir(CgroupChange),
     CgroupAttach(CgroupAttach),
+    Signal(Signal),
 }
 
 impl Event {
@@ -268,6 +319,7 @@ impl Event {
             Event::CgroupMkdir(_) => EventKind::CgroupMkdir,
             Event::CgroupRmdir(_) => EventKind::CgroupRmdir,
             Event::CgroupAttach(_) => EventKind::CgroupAttach,
+            Event::Signal(_) => EventKind::Signal,
         }
     }
 
@@ -278,6 +330,7 @@ impl Event {
             Event::OomKill(o) => o.ts_ns,
             Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => c.ts_ns,
             Event::CgroupAttach(a) => a.cgroup.ts_ns,
+            Event::Signal(s) => s.ts_ns,
         }
     }
 
@@ -414,6 +467,37 @@ pub fn decode(bytes: &[u8], page_size: u64) -> Result<Event, DecodeError> {
                 }),
             })
         }
+        EventKind::Signal => {
+            let r: SignalEvent = read(bytes, kind)?;
+            let origin = match r.origin {
+                signal_origin::INFO => SignalOrigin::Info(r.code),
+                signal_origin::NOINFO => SignalOrigin::NoInfo,
+                signal_origin::PRIV => SignalOrigin::Priv,
+                other => return Err(DecodeError::BadSignalOrigin(other)),
+            };
+            let flags = r.header.flags;
+            Ok(Event::Signal(Signal {
+                ts_ns: r.header.ts_ns,
+                sig: r.sig,
+                origin,
+                result: r.result,
+                target_pid: r.target_pid,
+                target_tgid: r.target_tgid,
+                target_start_ns: r.target_start_ns,
+                target_cgroup_id: (flags & FLAG_TASK_UNKNOWN == 0).then_some(r.target_cgroup_id),
+                sender_pid: r.sender_pid,
+                sender_tgid: r.sender_tgid,
+                sender_start_ns: r.sender_start_ns,
+                sender: if flags & FLAG_SENDER_UNKNOWN != 0 {
+                    SenderPlace::Lost
+                } else if flags & FLAG_SENDER_HOST != 0 {
+                    SenderPlace::Host(r.sender_cgroup_id)
+                } else {
+                    SenderPlace::Tracked(r.sender_cgroup_id)
+                },
+                sender_comm: c_string(&r.sender_comm),
+            }))
+        }
     }
 }
 
@@ -506,6 +590,35 @@ pub fn encode(event: &Event, page_size: u64) -> Vec<u8> {
         }
         Event::CgroupMkdir(c) | Event::CgroupRmdir(c) => cgroup_record(header, c, 0, 0, ""),
         Event::CgroupAttach(a) => cgroup_record(header, &a.cgroup, a.pid, a.start_ns, &a.comm),
+        Event::Signal(s) => {
+            let (origin, code) = match s.origin {
+                SignalOrigin::Info(code) => (signal_origin::INFO, code),
+                SignalOrigin::NoInfo => (signal_origin::NOINFO, 0),
+                SignalOrigin::Priv => (signal_origin::PRIV, 0),
+            };
+            let (flags, sender_cgroup_id) = match s.sender {
+                SenderPlace::Tracked(id) => (0, id),
+                SenderPlace::Host(id) => (FLAG_SENDER_HOST, id),
+                SenderPlace::Lost => (FLAG_SENDER_UNKNOWN, 0),
+            };
+            let unknown = if s.target_cgroup_id.is_none() { FLAG_TASK_UNKNOWN } else { 0 };
+            bytes_of(&SignalEvent {
+                header: header(s.ts_ns, flags | unknown),
+                sig: s.sig,
+                code,
+                result: s.result,
+                origin,
+                target_pid: s.target_pid,
+                target_tgid: s.target_tgid,
+                target_start_ns: s.target_start_ns,
+                target_cgroup_id: s.target_cgroup_id.unwrap_or(0),
+                sender_pid: s.sender_pid,
+                sender_tgid: s.sender_tgid,
+                sender_start_ns: s.sender_start_ns,
+                sender_cgroup_id,
+                sender_comm: comm_bytes(&s.sender_comm),
+            })
+        }
     }
 }
 
@@ -592,6 +705,24 @@ mod tests {
         })
     }
 
+    fn signal(sender: SenderPlace, origin: SignalOrigin) -> Event {
+        Event::Signal(Signal {
+            ts_ns: 11,
+            sig: 9,
+            origin,
+            result: 0,
+            target_pid: 4712,
+            target_tgid: 4711,
+            target_start_ns: 99,
+            target_cgroup_id: Some(5645),
+            sender_pid: 812,
+            sender_tgid: 800,
+            sender_start_ns: 7,
+            sender,
+            sender_comm: "runc".into(),
+        })
+    }
+
     fn cgroup(path: &str) -> CgroupChange {
         CgroupChange { ts_ns: 1, hierarchy_id: 4, level: 3, cgroup_id: 42, path: path.into(), truncated: false }
     }
@@ -632,6 +763,14 @@ mod tests {
                 start_ns: 77,
                 comm: "runc:[2:INIT]".into(),
             }),
+            signal(SenderPlace::Host(1234), SignalOrigin::Info(0)),
+            signal(SenderPlace::Host(0), SignalOrigin::Info(-6)),
+            signal(SenderPlace::Tracked(5645), SignalOrigin::NoInfo),
+            signal(SenderPlace::Lost, SignalOrigin::Priv),
+            match signal(SenderPlace::Lost, SignalOrigin::Info(0x80)) {
+                Event::Signal(s) => Event::Signal(Signal { target_cgroup_id: None, result: 1, sig: 15, ..s }),
+                _ => unreachable!(),
+            },
         ];
         for e in events {
             assert_eq!(decode(&encode(&e, PAGE), PAGE).unwrap(), e);
@@ -648,7 +787,12 @@ mod tests {
 
     #[test]
     fn truncated_records_are_rejected() {
-        for e in [exit(), oom(None, None), Event::CgroupMkdir(cgroup("/a"))] {
+        for e in [
+            exit(),
+            oom(None, None),
+            Event::CgroupMkdir(cgroup("/a")),
+            signal(SenderPlace::Host(1), SignalOrigin::Priv),
+        ] {
             let bytes = encode(&e, PAGE);
             for cut in 0..bytes.len() {
                 let err = decode(&bytes[..cut], PAGE).unwrap_err();
@@ -667,6 +811,10 @@ mod tests {
         // path_len sits at byte 36 of a cgroup record.
         bytes[36..40].copy_from_slice(&10_000u32.to_ne_bytes());
         assert_eq!(decode(&bytes, PAGE), Err(DecodeError::BadPathLength(10_000)));
+        let mut bytes = encode(&signal(SenderPlace::Host(1), SignalOrigin::Priv), PAGE);
+        // origin sits at byte 28 of a signal record.
+        bytes[28..32].copy_from_slice(&7u32.to_ne_bytes());
+        assert_eq!(decode(&bytes, PAGE), Err(DecodeError::BadSignalOrigin(7)));
     }
 
     /// Found by `cargo xtask fuzz` (decode target): a level's usage of

@@ -105,6 +105,15 @@ pub enum RuntimeEvent {
     /// The CRI's names of a container just created, read from its record
     /// (a sandbox that fails to start is never listed by the CRI).
     ContainerNamed(Snapshot),
+    /// The CRI's status of a container whose init ended, as asked for
+    /// (`ContainerStatus`): its reason and exit code, what the kubelet
+    /// reports; `exited` false where it never said it had exited.
+    ContainerStatus {
+        container_id: String,
+        exited: bool,
+        reason: String,
+        exit_code: i32,
+    },
 }
 
 /// The containerd topics followed: the label of
@@ -143,9 +152,10 @@ impl Topic {
 }
 
 impl RuntimeEvent {
-    /// The topic it came with (names are what a create's record said).
-    pub fn topic(&self) -> Topic {
-        match self {
+    /// The topic it came with (names are what a create's record said);
+    /// `None` for what the CRI answered.
+    pub fn topic(&self) -> Option<Topic> {
+        Some(match self {
             RuntimeEvent::TaskCreate { .. } => Topic::TaskCreate,
             RuntimeEvent::TaskStart { .. } => Topic::TaskStart,
             RuntimeEvent::TaskExit { .. } => Topic::TaskExit,
@@ -154,7 +164,8 @@ impl RuntimeEvent {
             RuntimeEvent::ContainerCreate { .. } | RuntimeEvent::ContainerNamed(_) => Topic::ContainerCreate,
             RuntimeEvent::ContainerDelete { .. } => Topic::ContainerDelete,
             RuntimeEvent::ContainerUpdate { .. } => Topic::ContainerUpdate,
-        }
+            RuntimeEvent::ContainerStatus { .. } => return None,
+        })
     }
 }
 

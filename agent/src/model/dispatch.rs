@@ -398,7 +398,7 @@ impl Dispatcher {
                 };
                 Some(Report::Exit(task_exit(reg, &exit, now_ns)))
             }
-            Event::Exit(_) => None,
+            Event::Exit(_) | Event::Signal(_) => None,
             Event::OomKill(o) => {
                 let (key, cgroup_id) = match o.victim {
                     Some(v) => (TaskKey::new(v.tgid, v.start_ns), Some(v.cgroup_id)),

@@ -336,6 +336,28 @@ impl Btf {
             .any(|&(id, _)| self.prototype_param(id, arg + 1).is_some_and(|ty| self.points_to(ty, name_off)))
     }
 
+    /// Whether raw tracepoint `tracepoint` passes an integer (`int`,
+    /// `pid_t`, …) as its argument `arg` (from 0, after the context).
+    pub fn tracepoint_passes_int(&self, tracepoint: &str, arg: usize) -> bool {
+        let typedef = format!("btf_trace_{tracepoint}");
+        let Some(typedef_off) = self.string_offsets(&[&typedef])[0] else {
+            return false;
+        };
+        self.typedefs.iter().filter(|(_, n)| *n == typedef_off).any(|&(id, _)| {
+            self.prototype_param(id, arg + 1)
+                .and_then(|ty| self.skip_modifiers(ty))
+                .and_then(|ty| self.head(ty))
+                .is_some_and(|h| h.kind == KIND_INT)
+        })
+    }
+
+    /// The size in bytes of struct `name`.
+    pub fn struct_size(&self, name: &str) -> Option<u32> {
+        let name_off = self.string_offsets(&[name])[0]?;
+        let id = self.structs.iter().find(|(_, n)| *n == name_off)?.0;
+        Some(self.head(id)?.size_or_type)
+    }
+
     /// The type of parameter `i` of the function prototype that typedef
     /// `id` points to.
     fn prototype_param(&self, id: u32, i: usize) -> Option<u32> {
@@ -534,6 +556,25 @@ mod tests {
         // TP_PROTO(struct task_struct *parent, struct task_struct *child)
         assert!(btf.tracepoint_passes("sched_process_fork", 1, "task_struct"));
         assert!(!btf.tracepoint_passes("sched_process_exit", 3, "task_struct"));
+    }
+
+    /// Guards: the signal program attached where `signal_generate` passes
+    /// something else than it reads (its prototype is the kernel's word).
+    #[test]
+    fn real_kernel_signal_generate() {
+        let btf = Btf::from_sys_fs().expect("kernel BTF at /sys/kernel/btf/vmlinux");
+        // TP_PROTO(int sig, struct kernel_siginfo *info, struct task_struct
+        // *task, int group, int result)
+        assert!(btf.tracepoint_passes_int("signal_generate", 0));
+        assert!(btf.tracepoint_passes("signal_generate", 1, "kernel_siginfo"));
+        assert!(btf.tracepoint_passes("signal_generate", 2, "task_struct"));
+        assert!(btf.tracepoint_passes_int("signal_generate", 3));
+        assert!(btf.tracepoint_passes_int("signal_generate", 4));
+        assert!(!btf.tracepoint_passes_int("signal_generate", 1), "a pointer is no int");
+        assert!(!btf.tracepoint_passes_int("signal_generate", 5), "it has five arguments");
+        assert!(!btf.tracepoint_passes_int("no_such_tracepoint", 0));
+        assert_eq!(btf.struct_size("kernel_siginfo"), Some(48));
+        assert_eq!(btf.struct_size("no_such_struct"), None);
     }
 
     #[test]

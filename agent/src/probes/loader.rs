@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use agent_common::{
-    names, MemcgOffsets, OomControlOffsets, ProbeConfig, RuntimeComms, TaskOffsets, TracepointOffsets, ABSENT,
-    COMM_LEN, MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
+    names, MemcgOffsets, OomControlOffsets, ProbeConfig, RuntimeComms, SignalOffsets, TaskOffsets, TracepointOffsets,
+    ABSENT, COMM_LEN, MAX_RUNTIME_COMMS, PIDS_PER_SLOT,
 };
 use aya::{
     maps::{Array, MapData, PerCpuArray, RingBuf},
@@ -20,7 +20,7 @@ use super::{
     cgroups::{CgroupError, CgroupLayout},
     counters::KernelCounters,
     landlock::{with_reads_only_beneath, Confinement},
-    offsets::{memcg_offsets, oom_control_offsets, task_offsets},
+    offsets::{memcg_offsets, oom_control_offsets, signal_offsets, task_offsets},
     tracefs::{Tracefs, TracefsError},
     tracker::CgroupTracker,
 };
@@ -62,6 +62,8 @@ pub struct ProbeOptions {
     pub oom_ring_bytes: u32,
     /// The ring of cgroup changes.
     pub cgroup_ring_bytes: u32,
+    /// The ring of signals' senders.
+    pub signal_ring_bytes: u32,
     /// How often the reader drains records that did not wake it.
     pub drain_interval: std::time::Duration,
     /// After this long without a record the reader stops its drain timer
@@ -81,6 +83,7 @@ impl Default for ProbeOptions {
             ring_buffer_bytes: DEFAULT_RING_BUFFER_BYTES,
             oom_ring_bytes: DEFAULT_OOM_RING_BYTES,
             cgroup_ring_bytes: DEFAULT_CGROUP_RING_BYTES,
+            signal_ring_bytes: DEFAULT_SIGNAL_RING_BYTES,
             drain_interval: std::time::Duration::from_millis(DEFAULT_DRAIN_INTERVAL_MS.into()),
             idle_after: DEFAULT_IDLE_AFTER,
             task_table_entries: None,
@@ -121,6 +124,12 @@ pub const DEFAULT_OOM_RING_BYTES: u32 = 128 * 1024;
 /// small rings together are the size of the one they replaced.
 pub const DEFAULT_CGROUP_RING_BYTES: u32 = 128 * 1024;
 
+/// Signals that end a pod's process, and requests to stop from outside its
+/// container, have a ring of their own: ~630 records, at most one death
+/// each (a tenant's own signals that end nothing send none), so that an
+/// exit storm never costs the sender of a kill.
+pub const DEFAULT_SIGNAL_RING_BYTES: u32 = 64 * 1024;
+
 /// The ring buffers and the flag that tells the programs their reader sleeps.
 pub struct Ring {
     /// Exits.
@@ -129,6 +138,8 @@ pub struct Ring {
     pub oom_kills: RingBuf<MapData>,
     /// Cgroup changes.
     pub cgroups: RingBuf<MapData>,
+    /// Signals' senders.
+    pub signals: RingBuf<MapData>,
     pub asleep: ReaderFlag,
 }
 
@@ -156,6 +167,9 @@ pub struct Probes {
     hooks: Vec<&'static str>,
     path: KernelPath,
     decision: OomDecision,
+    /// Why the senders of signals are not read on this kernel, if they
+    /// are not.
+    signals_unread: Option<String>,
 }
 
 /// Cgroups the tracked-cgroup map can hold: every pod and container of a
@@ -261,7 +275,8 @@ impl Probes {
     pub fn load(opts: &ProbeOptions) -> Result<Self, LoadError> {
         check_privileges()?;
         let (rb, ooms, cgroup_rb) = (opts.ring_buffer_bytes, opts.oom_ring_bytes, opts.cgroup_ring_bytes);
-        for size in [rb, ooms, cgroup_rb] {
+        let signal_rb = opts.signal_ring_bytes;
+        for size in [rb, ooms, cgroup_rb, signal_rb] {
             if !size.is_power_of_two() || size < 4096 {
                 return Err(LoadError::RingBufferSize(size));
             }
@@ -288,6 +303,7 @@ impl Probes {
             log::warn!("which limit fired on an OOM kill cannot be read on this kernel ({e}): every kill says unknown");
             MemcgOffsets::UNSET
         });
+        let signals = signal_hook(&btf).map(|o| SignalOffsets { wakeup_bytes: signal_rb / 4, ..o });
         drop(btf);
         let path = if victim_from_task(layout.is_unified(), passes_task, &task) {
             KernelPath::VictimTask
@@ -334,9 +350,11 @@ impl Probes {
                     .override_global(names::OOM_CONTROL_OFFSETS, &oom_control, true)
                     .override_global(names::PROBE_CONFIG, &config, true)
                     .override_global(names::RUNTIME_COMMS, &comms, true)
+                    .override_global(names::SIGNAL_OFFSETS, signals.as_ref().unwrap_or(&SignalOffsets::UNSET), true)
                     .map_max_entries(names::EVENTS, rb)
                     .map_max_entries(names::OOM_KILLS, ooms)
                     .map_max_entries(names::CGROUP_CHANGES, cgroup_rb)
+                    .map_max_entries(names::SIGNALS, signal_rb)
                     .map_max_entries(names::TRACKED, TRACKED_CGROUPS)
                     .map_max_entries(names::TASKS, tasks)
                     .map_max_entries(names::POD_PIDS, pod_pids)
@@ -377,6 +395,19 @@ impl Probes {
             attach_raw_tracepoint(&mut ebpf, name, tracepoint)?;
             hooks.push(name);
         }
+        // The senders of fatal signals, where this kernel's tracepoint
+        // passes what the program reads.
+        let signals_unread = match signals {
+            Ok(_) => {
+                attach_raw_tracepoint(&mut ebpf, names::PROG_SIGNAL, "signal_generate")?;
+                hooks.push(names::PROG_SIGNAL);
+                None
+            }
+            Err(why) => {
+                log::warn!("the senders of signals that end containers are not read on this kernel ({why}): every one reads unknown");
+                Some(why)
+            }
+        };
         let attached = match oom_control.memcg {
             ABSENT => Err("this kernel's BTF lacks struct oom_control".to_string()),
             _ => attach_oom_control(&mut ebpf),
@@ -417,8 +448,19 @@ impl Probes {
         };
         let oom_kills = ring_of(&mut ebpf, names::OOM_KILLS)?;
         let cgroups = ring_of(&mut ebpf, names::CGROUP_CHANGES)?;
-        let ring = Ring { events, oom_kills, cgroups, asleep: ReaderFlag(asleep) };
-        Ok(Self { ebpf, ring: Some(ring), logger, tracker: Some(tracker), layout, hooks, path, decision })
+        let signals = ring_of(&mut ebpf, names::SIGNALS)?;
+        let ring = Ring { events, oom_kills, cgroups, signals, asleep: ReaderFlag(asleep) };
+        Ok(Self {
+            ebpf,
+            ring: Some(ring),
+            logger,
+            tracker: Some(tracker),
+            layout,
+            hooks,
+            path,
+            decision,
+            signals_unread,
+        })
     }
 
     /// The tracked-cgroup map and the task table, once: the watchdog feeds
@@ -458,6 +500,12 @@ impl Probes {
     /// Where which limit fired is read from on this kernel.
     pub fn oom_decision(&self) -> &OomDecision {
         &self.decision
+    }
+
+    /// Why the senders of signals are not read on this kernel; `None`
+    /// where they are.
+    pub fn signals_unread(&self) -> Option<&str> {
+        self.signals_unread.as_deref()
     }
 
     /// Per-kind kernel counters, read at scrape time.
@@ -524,6 +572,22 @@ fn attach_raw_tracepoint(ebpf: &mut Ebpf, name: &'static str, tracepoint: &str) 
     prog.load().map_err(err)?;
     prog.attach(tracepoint).map_err(err)?;
     Ok(())
+}
+
+/// The signal program's offsets, where `signal_generate`'s raw tracepoint
+/// passes what it reads — `(int sig, struct kernel_siginfo *info, struct
+/// task_struct *task, int group, int result)`, by the kernel's BTF
+/// prototype, never assumed — and its structs have the members it reads;
+/// else why not, in one line.
+fn signal_hook(btf: &Btf) -> Result<SignalOffsets, String> {
+    let prototype = btf.tracepoint_passes_int("signal_generate", 0)
+        && btf.tracepoint_passes("signal_generate", 1, "kernel_siginfo")
+        && btf.tracepoint_passes("signal_generate", 2, "task_struct")
+        && btf.tracepoint_passes_int("signal_generate", 4);
+    if !prototype {
+        return Err("its signal_generate tracepoint does not pass (sig, siginfo, task, group, result)".to_string());
+    }
+    signal_offsets(btf).map_err(|e| e.to_string())
 }
 
 /// Lifts RLIMIT_MEMLOCK for this process (needs CAP_SYS_RESOURCE unless

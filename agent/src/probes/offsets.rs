@@ -3,7 +3,7 @@
 //! (no CO-RE relocation). All or nothing per struct: what a kernel lacks
 //! is `ABSENT`, and the programs skip it.
 
-use agent_common::{MemcgOffsets, OomControlOffsets, TaskOffsets, ABSENT};
+use agent_common::{MemcgOffsets, OomControlOffsets, SignalOffsets, TaskOffsets, ABSENT};
 
 use super::btf::{Btf, BtfError};
 
@@ -115,5 +115,31 @@ pub(super) fn oom_control_offsets(btf: &Btf) -> Result<OomControlOffsets, BtfErr
         cpuset: value("CONSTRAINT_CPUSET")?,
         memory_policy: value("CONSTRAINT_MEMORY_POLICY")?,
         memcg_value: value("CONSTRAINT_MEMCG")?,
+    })
+}
+
+/// Where the signal program reads a target's disposition and a siginfo's
+/// `si_code` (see `SignalOffsets`). All or nothing.
+pub(super) fn signal_offsets(btf: &Btf) -> Result<SignalOffsets, BtfError> {
+    let o = btf.member_offsets(&[
+        ("task_struct", "sighand"),
+        ("sighand_struct", "action"),
+        ("k_sigaction", "sa"),
+        ("sigaction", "sa_handler"),
+        ("task_struct", "blocked"),
+        ("kernel_siginfo", "si_code"),
+    ])?;
+    let size = btf.struct_size("k_sigaction").ok_or_else(|| BtfError::NoStruct("k_sigaction".into()))?;
+    Ok(SignalOffsets {
+        task_sighand: o[0],
+        sighand_action: o[1],
+        k_sigaction_size: size,
+        // `sa` is the first member of `struct k_sigaction` on every
+        // architecture that has no `ka_restorer` before it.
+        sa_handler: o[2] + o[3],
+        task_blocked: o[4],
+        siginfo_code: o[5],
+        wakeup_bytes: 0,
+        _pad: 0,
     })
 }

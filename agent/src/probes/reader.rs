@@ -1,10 +1,10 @@
 //! Drains the ring buffers and forwards records; decides nothing. A full
 //! channel is a counted drop, never a wait: the kernel must not back up.
 //!
-//! Three rings, three channels: exits, OOM kills, cgroup changes, so that
-//! an exit flood loses exits (counted) and nothing else, and cgroup churn
-//! never costs an OOM kill. [`EventStream`] hands them on in the kernel's
-//! order, by each record's timestamp.
+//! Four rings, four channels: exits, OOM kills, cgroup changes and the
+//! senders of signals, so that an exit flood loses exits (counted) and
+//! nothing else, and cgroup churn never costs an OOM kill. [`EventStream`]
+//! hands them on in the kernel's order, by each record's timestamp.
 
 use std::{sync::Arc, time::Duration};
 
@@ -65,6 +65,7 @@ pub struct Senders {
     pub routine: mpsc::Sender<Record>,
     pub oom_kills: mpsc::Sender<Record>,
     pub cgroups: mpsc::Sender<Record>,
+    pub signals: mpsc::Sender<Record>,
 }
 
 /// OOM kills, or cgroup changes, queued for the decoder, at most: more
@@ -101,7 +102,7 @@ pub async fn run(
     pace: Pace,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let Ring { events, oom_kills, cgroups, mut asleep } = ring;
+    let Ring { events, oom_kills, cgroups, signals, mut asleep } = ring;
     let register = |ring| {
         // SAFETY: each ring buffer owns its map fd, which stays open and
         // unchanged until its AsyncFd (and with it the ring) is dropped.
@@ -110,16 +111,20 @@ pub async fn run(
     let mut fd = register(events)?;
     let mut ooms = register(oom_kills)?;
     let mut cgs = register(cgroups)?;
+    let mut sigs = register(signals)?;
     // Every ring, the small ones before and after the routine one: a
     // record of theirs taken first is newer than every routine record
     // submitted before it, and those are all taken in the same drain; the
     // second look takes one submitted while the routine ring was read,
-    // older than routine records taken after it. The decoder orders what
-    // one drain took by timestamp.
-    let drain_all = |fd: &mut Rb, ooms: &mut Rb, cgs: &mut Rb| {
+    // older than routine records taken after it (a signal is submitted
+    // before the exit it causes: with that exit, it is taken). The decoder
+    // orders what one drain took by timestamp.
+    let drain_all = |fd: &mut Rb, ooms: &mut Rb, cgs: &mut Rb, sigs: &mut Rb| {
         drain(ooms.get_mut(), &tx.oom_kills, &stats)
             + drain(cgs.get_mut(), &tx.cgroups, &stats)
+            + drain(sigs.get_mut(), &tx.signals, &stats)
             + drain(fd.get_mut(), &tx.routine, &stats)
+            + drain(sigs.get_mut(), &tx.signals, &stats)
             + drain(cgs.get_mut(), &tx.cgroups, &stats)
             + drain(ooms.get_mut(), &tx.oom_kills, &stats)
     };
@@ -128,27 +133,32 @@ pub async fn run(
     loop {
         let (records, timed) = tokio::select! {
             _ = shutdown.cancelled() => {
-                drain_all(&mut fd, &mut ooms, &mut cgs);
+                drain_all(&mut fd, &mut ooms, &mut cgs, &mut sigs);
                 return Ok(());
             }
             guard = fd.readable_mut() => {
                 guard?.clear_ready();
                 stats.reader_drained(DrainCause::Wakeup);
-                (drain_all(&mut fd, &mut ooms, &mut cgs), false)
+                (drain_all(&mut fd, &mut ooms, &mut cgs, &mut sigs), false)
             }
             guard = ooms.readable_mut() => {
                 guard?.clear_ready();
                 stats.reader_drained(DrainCause::Wakeup);
-                (drain_all(&mut fd, &mut ooms, &mut cgs), false)
+                (drain_all(&mut fd, &mut ooms, &mut cgs, &mut sigs), false)
             }
             guard = cgs.readable_mut() => {
                 guard?.clear_ready();
                 stats.reader_drained(DrainCause::Wakeup);
-                (drain_all(&mut fd, &mut ooms, &mut cgs), false)
+                (drain_all(&mut fd, &mut ooms, &mut cgs, &mut sigs), false)
+            }
+            guard = sigs.readable_mut() => {
+                guard?.clear_ready();
+                stats.reader_drained(DrainCause::Wakeup);
+                (drain_all(&mut fd, &mut ooms, &mut cgs, &mut sigs), false)
             }
             _ = tokio::time::sleep_until(next) => {
                 stats.reader_drained(DrainCause::Timer);
-                (drain_all(&mut fd, &mut ooms, &mut cgs), true)
+                (drain_all(&mut fd, &mut ooms, &mut cgs, &mut sigs), true)
             }
         };
         let now = Instant::now();
@@ -162,7 +172,7 @@ pub async fn run(
             sleep.fall_asleep(&mut asleep);
             // A record submitted before the programs saw the flag did not
             // wake the reader: take it now.
-            if sleep.asleep && drain_all(&mut fd, &mut ooms, &mut cgs) > 0 {
+            if sleep.asleep && drain_all(&mut fd, &mut ooms, &mut cgs, &mut sigs) > 0 {
                 sleep.last_record = now;
                 sleep.wake(&mut asleep);
             }
@@ -228,11 +238,11 @@ fn drain(ring: &mut RingBuf<MapData>, tx: &mpsc::Sender<Record>, stats: &Pipelin
 /// Decoded events out of the reader's channels; decode errors are counted
 /// and skipped.
 pub struct EventStream {
-    /// Exits, OOM kills, cgroup changes: the reader fills the last two
-    /// first in each drain.
-    channels: [mpsc::Receiver<Record>; 3],
+    /// Exits, OOM kills, cgroup changes, signals: the reader fills the
+    /// last three first in each drain.
+    channels: [mpsc::Receiver<Record>; 4],
     /// The next record of each channel, taken but not handed on yet.
-    heads: [Option<Record>; 3],
+    heads: [Option<Record>; 4],
     stats: Arc<PipelineStats>,
     /// What the kernel's page counters count in.
     page_size: u64,
@@ -249,10 +259,11 @@ impl EventStream {
         routine: mpsc::Receiver<Record>,
         oom_kills: mpsc::Receiver<Record>,
         cgroups: mpsc::Receiver<Record>,
+        signals: mpsc::Receiver<Record>,
         stats: Arc<PipelineStats>,
     ) -> Self {
         let page_size = crate::os::page_size();
-        Self { channels: [routine, oom_kills, cgroups], heads: [None, None, None], stats, page_size }
+        Self { channels: [routine, oom_kills, cgroups, signals], heads: [None, None, None, None], stats, page_size }
     }
 
     /// The next record in the kernel's order: of what the channels hold,
@@ -273,17 +284,18 @@ impl EventStream {
             if self.heads.iter().any(Option::is_some) {
                 break;
             }
-            let [routine, oom_kills, cgroups] = &mut self.channels;
+            let [routine, oom_kills, cgroups, signals] = &mut self.channels;
             tokio::select! {
                 biased;
                 r = oom_kills.recv() => self.heads[1] = Some(r?),
                 r = cgroups.recv() => self.heads[2] = Some(r?),
+                r = signals.recv() => self.heads[3] = Some(r?),
                 r = routine.recv() => self.heads[0] = Some(r?),
             }
         }
         // The oldest head; of equal stamps, the small rings' first (as
         // they were drained first).
-        let oldest = [1, 2, 0]
+        let oldest = [1, 2, 3, 0]
             .into_iter()
             .filter_map(|i| self.heads[i].as_ref().map(|r| (ts_of(r), i)))
             .min_by_key(|&(ts, _)| ts)
@@ -353,29 +365,32 @@ mod tests {
     /// that woke it without looking at the others, so a cgroup's rmdir
     /// overtook the exit of its last process (a late exit instead of a
     /// sandbox death, in the real churn test), or an OOM kill its victim's
-    /// container's mkdir.
+    /// container's mkdir; and an exit handed on before the signal that
+    /// caused it (its sender unknown).
     #[tokio::test(flavor = "current_thread")]
     async fn a_waiting_decoder_still_hands_on_the_oldest_record_first() {
         let (routine_tx, routine) = mpsc::channel(8);
         let (oom_tx, oom_kills) = mpsc::channel(8);
         let (cgroup_tx, cgroups) = mpsc::channel(8);
-        let mut stream = EventStream::new(routine, oom_kills, cgroups, Arc::new(PipelineStats::default()));
+        let (signal_tx, signals) = mpsc::channel(8);
+        let mut stream = EventStream::new(routine, oom_kills, cgroups, signals, Arc::new(PipelineStats::default()));
         // The reader's drain: the OOM ring first (a kill at 30), the cgroup
-        // ring (a mkdir at 5, an rmdir at 20), then the routine one (the
-        // exit at 10), while the decoder waits.
+        // ring (a mkdir at 5, an rmdir at 20), the signal ring (a SIGKILL at
+        // 8), then the routine one (the exit at 10), while the decoder waits.
         let reader = tokio::spawn(async move {
             tokio::task::yield_now().await;
             oom_tx.try_send(record(30)).map_err(|_| "OOM channel")?;
             cgroup_tx.try_send(record(5)).map_err(|_| "cgroup channel")?;
             cgroup_tx.try_send(record(20)).map_err(|_| "cgroup channel")?;
+            signal_tx.try_send(record(8)).map_err(|_| "signal channel")?;
             routine_tx.try_send(record(10)).map_err(|_| "routine channel")?;
-            Ok::<_, &str>((routine_tx, oom_tx, cgroup_tx))
+            Ok::<_, &str>((routine_tx, oom_tx, cgroup_tx, signal_tx))
         });
         let mut order = Vec::new();
-        for _ in 0..4 {
+        for _ in 0..5 {
             order.push(stream.record().await.map(|r| ts_of(&r)));
         }
-        assert_eq!(order, [Some(5), Some(10), Some(20), Some(30)]);
+        assert_eq!(order, [Some(5), Some(8), Some(10), Some(20), Some(30)]);
         let senders = reader.await.expect("reader task").expect("sends");
         drop(senders);
         assert_eq!(stream.record().await, None, "every channel closed and empty");

@@ -170,7 +170,9 @@ async fn stream_once(
         };
         match decode(&env) {
             Ok(Some(event)) => {
-                metrics.events.with_label_values(&[event.topic().label()]).inc();
+                if let Some(topic) = event.topic() {
+                    metrics.events.with_label_values(&[topic.label()]).inc();
+                }
                 if let RuntimeEvent::ContainerCreate { container_id, .. } = &event {
                     // Read off the stream's path: a slow read never holds
                     // the events behind it.

@@ -8,6 +8,11 @@
 //! listings. Asked-for ids the listing lacks are asked again a few times
 //! (the runtime may list a container only after its cgroup appeared), then
 //! counted as unresolved. A lost or missing socket is retried with backoff.
+//!
+//! A second task answers the watchdog's questions on containers whose init
+//! ended (`ContainerStatus`: the reason and exit code the kubelet will
+//! report), as runtime events: the runtime's word on an end, to be held
+//! against the kernel's.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -17,10 +22,11 @@ use std::{
 };
 
 use k8s_cri::v1::{
-    runtime_service_client::RuntimeServiceClient, Container, ListContainersRequest, ListPodSandboxRequest, PodSandbox,
-    VersionRequest,
+    runtime_service_client::RuntimeServiceClient, Container, ContainerState, ContainerStatusRequest,
+    ListContainersRequest, ListPodSandboxRequest, PodSandbox, VersionRequest,
 };
-use tokio::sync::{watch, Notify};
+use prometheus::IntCounter;
+use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::workload::workload;
@@ -28,7 +34,10 @@ use super::{
     metrics::{MetadataMetrics, RefreshResult},
     Retry,
 };
-use crate::model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME};
+use crate::{
+    events::RuntimeEvent,
+    model::metadata::{ContainerMeta, PodMeta, Snapshot, SANDBOX_CONTAINER_NAME},
+};
 
 /// Container ids waiting for a listing, at most; more are left to the
 /// periodic refresh.
@@ -48,15 +57,41 @@ pub struct CriConfig {
     pub refresh: Duration,
 }
 
-/// Container ids the watchdog wants named: filled without waiting, taken
-/// by the CRI task.
+/// Container ids the watchdog wants named, and those whose status it
+/// wants: filled without waiting, taken by the CRI's tasks.
 #[derive(Default)]
 pub struct MetadataRequests {
     wanted: Mutex<HashMap<String, u8>>,
     notify: Notify,
+    statuses: Mutex<Vec<String>>,
+    status_notify: Notify,
 }
 
+/// Containers whose status is asked for, at most; more are dropped (their
+/// checks settle unanswered).
+const MAX_STATUSES: usize = 1024;
+/// A container's status is asked this long after its init's end was seen
+/// (the runtime handles its own TaskExit meanwhile), then again each
+/// second until it says the container exited, at most `STATUS_ATTEMPTS`
+/// times.
+const STATUS_DELAY: Duration = Duration::from_millis(500);
+const STATUS_ATTEMPTS: u8 = 5;
+
 impl MetadataRequests {
+    /// Asks for `container_id`'s status (its init ended).
+    pub fn want_status(&self, container_id: String) {
+        if let Ok(mut statuses) = self.statuses.lock() {
+            if statuses.len() < MAX_STATUSES {
+                statuses.push(container_id);
+            }
+        }
+        self.status_notify.notify_one();
+    }
+
+    fn take_statuses(&self) -> Vec<String> {
+        self.statuses.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
+    }
+
     /// Asks for `container_id` to be named by the next listing.
     pub fn want(&self, container_id: String) {
         if let Ok(mut wanted) = self.wanted.lock() {
@@ -177,6 +212,96 @@ pub async fn follow(
             }
         }
     }
+}
+
+/// Answers the watchdog's status requests until `shutdown`: each
+/// container's `ContainerStatus` once the runtime says it exited (asked
+/// again each second while it does not, a few times), as a
+/// [`RuntimeEvent::ContainerStatus`] into `tx` (full: counted in `dropped`).
+pub async fn follow_statuses(
+    config: CriConfig,
+    requests: Arc<MetadataRequests>,
+    tx: mpsc::Sender<RuntimeEvent>,
+    dropped: IntCounter,
+    shutdown: CancellationToken,
+) {
+    let mut client: Option<RuntimeServiceClient<tonic::transport::Channel>> = None;
+    // (container id, when to ask, attempts so far)
+    let mut due: Vec<(String, tokio::time::Instant, u8)> = Vec::new();
+    loop {
+        let next = due.iter().map(|(_, at, _)| *at).min();
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = requests.status_notify.notified() => {}
+            _ = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+        let now = tokio::time::Instant::now();
+        for id in requests.take_statuses() {
+            if due.len() < MAX_STATUSES {
+                due.push((id, now + STATUS_DELAY, 0));
+            }
+        }
+        let (ready, waiting): (Vec<_>, Vec<_>) = due.drain(..).partition(|(_, at, _)| *at <= now);
+        due = waiting;
+        for (id, _, attempts) in ready {
+            let answer = status_once(&config, &mut client, &id).await;
+            let event = match answer {
+                Ok(Some((reason, exit_code))) => {
+                    RuntimeEvent::ContainerStatus { container_id: id, exited: true, reason, exit_code }
+                }
+                Ok(None) if attempts + 1 < STATUS_ATTEMPTS => {
+                    due.push((id, now + Duration::from_secs(1), attempts + 1));
+                    continue;
+                }
+                Ok(None) | Err(_) => {
+                    if answer.is_err() {
+                        client = None;
+                    }
+                    RuntimeEvent::ContainerStatus {
+                        container_id: id,
+                        exited: false,
+                        reason: String::new(),
+                        exit_code: 0,
+                    }
+                }
+            };
+            if tx.try_send(event).is_err() {
+                dropped.inc();
+            }
+        }
+    }
+}
+
+/// One `ContainerStatus`: the reason and exit code once it exited,
+/// `None` while it has not.
+async fn status_once(
+    config: &CriConfig,
+    client: &mut Option<RuntimeServiceClient<tonic::transport::Channel>>,
+    id: &str,
+) -> Result<Option<(String, i32)>, String> {
+    let c = match client {
+        Some(c) => c,
+        None => {
+            let channel = tokio::time::timeout(CALL_TIMEOUT, containerd_client::connect(&config.socket))
+                .await
+                .map_err(|_| "connect timed out".to_string())?
+                .map_err(|e| format!("connect: {e}"))?;
+            client.insert(RuntimeServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE))
+        }
+    };
+    let request = ContainerStatusRequest { container_id: id.to_string(), verbose: false };
+    let status = tokio::time::timeout(CALL_TIMEOUT, c.container_status(request))
+        .await
+        .map_err(|_| "ContainerStatus timed out".to_string())?
+        .map_err(|s| format!("ContainerStatus: {}", s.message()))?
+        .into_inner()
+        .status;
+    Ok(status.filter(|s| s.state == ContainerState::ContainerExited as i32).map(|s| (s.reason, s.exit_code)))
 }
 
 /// Sleeps `d`; false if shut down meanwhile.

@@ -182,6 +182,7 @@ fn log_record(body: &Body) {
         Body::EventsDropped(r) => r,
         Body::MemoryPressure(r) => r,
         Body::LimitChange(r) => r,
+        Body::RuntimeDisagreement(r) => r,
         Body::Missed(r) => r,
     };
     line.log(level(body), body.kind().label(), &message(body));
@@ -191,7 +192,7 @@ fn log_record(body: &Body) {
 fn level(body: &Body) -> tracing::Level {
     match body.kind() {
         Kind::RuntimeCrash => tracing::Level::ERROR,
-        Kind::LateExit | Kind::OomStormStart | Kind::EventsDropped => tracing::Level::WARN,
+        Kind::LateExit | Kind::OomStormStart | Kind::EventsDropped | Kind::RuntimeDisagreement => tracing::Level::WARN,
         // A warning starts loud and ends quiet.
         Kind::MemoryPressure => match body {
             Body::MemoryPressure(r) if r.state == PressureState::Start => tracing::Level::WARN,
@@ -275,7 +276,19 @@ fn message(body: &Body) -> String {
                 (Some(w), kind) => format!(" of {} {}", v(kind.as_deref().unwrap_or("")), v(w)),
                 (None, _) => String::new(),
             };
-            format!("container exit ({}): {}{workload}", r.reason.label(), describe(&r.pod))
+            format!("container exit ({}): {}{workload}{}", r.reason.label(), describe(&r.pod), ended_by(r))
+        }
+        Body::RuntimeDisagreement(r) => {
+            let by = r.sender.map_or(String::new(), |s| format!(", ended by {}", s.label()));
+            format!(
+                "the runtime disagrees with the kernel ({}): {} says {} (exit code {}), the kernel saw {} (exit code {}){by}",
+                r.direction.label(),
+                describe(&r.pod),
+                v(r.runtime_reason.as_deref().unwrap_or("nothing")),
+                r.runtime_exit_code.or(r.task_exit_status.and_then(|s| i32::try_from(s).ok())).map_or("-".to_string(), |c| c.to_string()),
+                r.reason.label(),
+                r.kernel_exit_code,
+            )
         }
         Body::LateExit(r) => {
             format!("late exit event ({}, source {}): {}", r.reason.label(), r.source.label(), describe(&r.pod))
@@ -303,6 +316,44 @@ fn message(body: &Body) -> String {
             describe(&r.pod)
         ),
         Body::Missed(r) => format!("{} records missed", r.count),
+    }
+}
+
+/// Who ended a container, as a sentence's tail: `, SIGKILL from runtime
+/// (pid 812 runc) 2.0 s after its SIGTERM`.
+fn ended_by(r: &ContainerExitRecord) -> String {
+    let (Some(sender), Some(signo)) = (r.sender, r.signal) else { return String::new() };
+    let mut text = format!(", {} from {}", signal_name(signo), sender.label());
+    let mut about = Vec::new();
+    if let Some(pid) = r.sender_pid {
+        about.push(format!("pid {pid} {}", v(r.sender_comm.as_deref().unwrap_or("?"))));
+    }
+    match (&r.sender_pod, &r.sender_unit) {
+        (Some(pod), _) => about.push(format!(
+            "{}/{} {}",
+            v(r.sender_namespace.as_deref().unwrap_or("")),
+            v(pod),
+            v(r.sender_container.as_deref().unwrap_or(""))
+        )),
+        (None, Some(unit)) => about.push(v(unit).into_owned()),
+        (None, None) => {}
+    }
+    if !about.is_empty() {
+        text.push_str(&format!(" ({})", about.join(", ")));
+    }
+    if let (Some(first), Some(ms)) = (r.stop_signal, r.grace_ms) {
+        text.push_str(&format!(" {:.1} s after its {}", ms as f64 / 1000.0, signal_name(first)));
+    }
+    text
+}
+
+/// A signal's name as people write it: `SIGTERM`, or `signal 40`.
+pub fn signal_name(signo: u8) -> String {
+    use crate::{events::ExitStatus, model::ExitReason};
+    match ExitReason::of(ExitStatus::Signal { signo, core_dumped: false }, false) {
+        ExitReason::Killed => "SIGKILL".to_string(),
+        ExitReason::Signal => format!("signal {signo}"),
+        named => named.label().to_ascii_uppercase(),
     }
 }
 
@@ -496,6 +547,17 @@ mod tests {
                 exit_code: Some(1),
                 signal: Some(11),
                 core_dumped: true,
+                sender: None,
+                sender_pid: None,
+                sender_comm: None,
+                sender_pod_uid: None,
+                sender_namespace: None,
+                sender_pod: None,
+                sender_container: None,
+                sender_container_id: None,
+                sender_unit: None,
+                stop_signal: None,
+                grace_ms: None,
             }),
             Body::LateExit(LateExitRecord {
                 pod,

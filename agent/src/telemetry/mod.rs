@@ -11,6 +11,7 @@ pub mod pod_labels;
 pub mod pod_series;
 pub mod records;
 pub mod server;
+pub mod signal_metrics;
 pub mod watchdog_metrics;
 
 use std::sync::Arc;
@@ -145,6 +146,7 @@ mod tests {
                 pid: 1,
                 comm: "app".into(),
                 ts_ns: 0,
+                ended: None,
             }),
             Finding::PressureLevels(crate::watchdog::PressureLevels {
                 containers: vec![crate::watchdog::finding::ContainerPressure {

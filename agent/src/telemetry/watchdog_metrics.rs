@@ -147,6 +147,8 @@ pub struct WatchdogMetrics {
     limits_watched: IntGauge,
     watches_refused: prometheus::IntCounter,
     kills_after_decrease: IntCounterVec,
+    /// Who ended containers, stops past their grace, the runtime's word.
+    signals: super::signal_metrics::SignalMetrics,
 }
 
 /// What asked for a read of a cgroup's memory limits.
@@ -221,6 +223,7 @@ impl WatchdogMetrics {
             limits_watched: MEMORY_LIMITS_WATCHED.gauge(r)?,
             watches_refused: MEMORY_WATCHES_REFUSED_TOTAL.counter(r)?,
             kills_after_decrease: OOM_KILLS_AFTER_LIMIT_DECREASE_TOTAL.counter_vec(r)?,
+            signals: super::signal_metrics::SignalMetrics::register(r)?,
         };
         for limit in LimitKind::iter() {
             for direction in LimitDirection::iter() {
@@ -394,16 +397,21 @@ impl WatchdogMetrics {
                 }
             }
             Finding::ContainerExit(e) => {
+                self.signals.container_exit(e);
                 let Some(pod) = &e.report.pod else { return };
                 let labels = PodLabels::of(pod, &e.names);
                 let reason = e.reason.label();
+                let sender = e.ended.as_ref().map_or(super::signal_metrics::NO_SENDER, |s| s.sender.label());
                 let now = Instant::now();
                 let Ok(mut series) = self.pod_series.lock() else { return };
-                series.inc(Family::PodContainerExits, labels.series(&[reason]), labels.pod_uid, 1.0, now);
-                if let Some(workload) = workload_series(&labels, reason) {
+                series.inc(Family::PodContainerExits, labels.series(&[reason, sender]), labels.pod_uid, 1.0, now);
+                if let Some(mut workload) = workload_series(&labels, reason) {
+                    workload.push(sender.to_string());
                     series.inc(Family::WorkloadContainerExits, workload, labels.pod_uid, 1.0, now);
                 }
             }
+            Finding::RuntimeVerdict(v) => self.signals.verdict(v),
+            Finding::SignalsForgotten { total } => self.signals.forgotten(*total),
             Finding::PodSeriesExpired { pod_uid } => {
                 if let Ok(mut series) = self.pod_series.lock() {
                     series.expire(pod_uid);
@@ -677,6 +685,7 @@ mod tests {
                 pid: pod,
                 comm: "app".into(),
                 ts_ns: 0,
+                ended: None,
             }));
         }
         let text = served.text();
@@ -856,14 +865,15 @@ mod tests {
                 },
                 reason: ExitReason::Error,
                 status: crate::events::ExitStatus::Code(1),
+                ended: None,
                 names: names.clone(),
                 pid: restart,
                 comm: "app".into(),
                 ts_ns: 0,
             }));
         };
-        let pod = "sandwatch_pod_container_exits_total{container=\"app\",namespace=\"shop\",pod=\"web-1\",pod_uid=\"u1\",reason=\"error\",workload=\"web\",workload_kind=\"Deployment\"}";
-        let workload = "sandwatch_workload_container_exits_total{namespace=\"shop\",reason=\"error\",workload=\"web\",workload_kind=\"Deployment\"}";
+        let pod = "sandwatch_pod_container_exits_total{container=\"app\",namespace=\"shop\",pod=\"web-1\",pod_uid=\"u1\",reason=\"error\",sender=\"none\",workload=\"web\",workload_kind=\"Deployment\"}";
+        let workload = "sandwatch_workload_container_exits_total{namespace=\"shop\",reason=\"error\",sender=\"none\",workload=\"web\",workload_kind=\"Deployment\"}";
         let scrape = |at: Instant| render_with(&served.registry, &[m.pod_series_text_at(at).unwrap()]).unwrap();
         let t0 = Instant::now();
         exit(1);

@@ -84,6 +84,9 @@ pub struct RuntimeProcesses {
     /// The runtime the socket's peer is, and its pid: the one process of
     /// that runtime while it lives.
     pinned: Option<(String, u32)>,
+    /// The cgroups of the live processes counted as runtimes: where their
+    /// shims and runc run too.
+    cgroups: Vec<String>,
 }
 
 impl RuntimeProcesses {
@@ -130,14 +133,19 @@ impl RuntimeProcesses {
         // A pin whose process is gone no longer holds.
         self.pinned = pinned.or_else(|| self.pinned.take().filter(|(_, pid)| outside.iter().any(|p| p.pid == *pid)));
         let mut now: HashMap<String, HashSet<u32>> = HashMap::new();
+        let mut cgroups = Vec::new();
         for p in outside {
             if let Some(runtime) = self.runtime_of(&p.comm) {
                 if self.pinned.as_ref().is_some_and(|(r, pid)| r == runtime && *pid != p.pid) {
                     continue;
                 }
                 now.entry(runtime.clone()).or_default().insert(p.pid);
+                if let Some(c) = p.cgroup.as_ref().filter(|c| !cgroups.contains(*c)) {
+                    cgroups.push(c.clone());
+                }
             }
         }
+        self.cgroups = cgroups;
         let mut changes = Vec::new();
         for (runtime, pids) in &now {
             let before = self.live.get(runtime);
@@ -157,6 +165,14 @@ impl RuntimeProcesses {
     /// noticed within a scan interval, not a slow one.
     pub fn awaiting_restart(&self) -> bool {
         self.seen.iter().any(|r| self.live.get(r).is_none_or(HashSet::is_empty))
+    }
+
+    /// Where the runtime's processes are: their pids and cgroups.
+    pub fn place(&self) -> super::senders::RuntimePlace {
+        super::senders::RuntimePlace {
+            pids: self.live.values().flatten().copied().collect(),
+            cgroups: self.cgroups.clone(),
+        }
     }
 
     /// (runtime, up) for every configured runtime.

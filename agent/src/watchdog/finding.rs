@@ -17,7 +17,9 @@ use super::{
     limits::{LimitChange, LimitReads, Lowered},
     oom_limit::UnknownLimit,
     pressure::{Figures, PressureChange, PressureReads, PressureReason, Warned},
+    senders::SignalEnd,
     storm::StormEdge,
+    verdicts::Verdict,
     Fired, OomScope,
 };
 use crate::{
@@ -91,6 +93,12 @@ pub enum Finding {
     LimitChange(Box<LimitChanged>),
     /// Once a tick: the cgroups whose limits are watched, and what it cost.
     LimitsWatched { watched: usize, reads: LimitReads },
+    /// A container init's end as the runtime reported it (TaskExit, the
+    /// CRI's status) against the kernel's.
+    RuntimeVerdict(Box<Verdict>),
+    /// Once a tick: processes whose signals were forgotten, the table of
+    /// live processes' signals full (their ends read `unknown`), since start.
+    SignalsForgotten { total: u64 },
 }
 
 /// Where the pipeline can lose events before the watchdog sees them.
@@ -188,6 +196,8 @@ pub struct ContainerExit {
     pub pid: u32,
     pub comm: String,
     pub ts_ns: u64,
+    /// Who sent the signal that ended it, where one did.
+    pub ended: Option<SignalEnd>,
 }
 
 /// A late exit, as its source (kernel or runtime) told it.

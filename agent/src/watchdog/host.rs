@@ -132,4 +132,7 @@ pub trait Host {
     fn runtime_peer(&self) -> Option<u32>;
     /// Asks the CRI listing for a container's names (no wait).
     fn want_names(&self, container_id: &str);
+    /// Asks the CRI for the status of a container whose init ended (no
+    /// wait): it comes back as a `RuntimeEvent::ContainerStatus`.
+    fn want_status(&self, container_id: &str);
 }

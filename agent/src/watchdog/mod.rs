@@ -5,8 +5,10 @@
 //! ([`storm`]), findings waiting for names ([`names`]), the counts that say
 //! kill's explanation ([`explain`]), the pipeline's losses ([`losses`]), the
 //! runtime's side ([`runtime_side`]), the per-pod series' grace
-//! ([`retiring`]), and containers whose group-kill setting is read again
-//! ([`oom_group`]).
+//! ([`retiring`]), containers whose group-kill setting is read again
+//! ([`oom_group`]), the senders of the signals that end pods' processes
+//! ([`senders`]) and the runtime's word on each container's end against
+//! the kernel's ([`verdicts`]).
 //!
 //! It does no I/O and reads no clock: every entry point takes the time,
 //! and what it must learn from the node it asks through [`Host`]. So its
@@ -34,9 +36,11 @@ pub mod pressure;
 mod resync;
 pub mod retiring;
 pub mod runtime_side;
+pub mod senders;
 pub mod storm;
 #[cfg(test)]
 mod tests;
+pub mod verdicts;
 
 use std::collections::HashSet;
 
@@ -59,7 +63,9 @@ use self::{
     pressure::{PressureEdge, PressureSettings, PressureWatch},
     retiring::Retiring,
     runtime_side::RuntimeSide,
+    senders::Senders,
     storm::{Storm, StormSettings, StormState},
+    verdicts::{KernelEnd, RuntimeStatus, Verdicts},
 };
 use crate::{
     events::{
@@ -67,8 +73,8 @@ use crate::{
         Event, RuntimeEvent,
     },
     model::{
-        cgroup_path, dispatch::runtime_exit, metadata::Snapshot, registry::CgroupOwner, Dispatcher, ExitReport, Limits,
-        Names, OomReport, Outcome, PodRef, PodRegistry, Report,
+        cgroup_path, dispatch::runtime_exit, metadata::Snapshot, registry::CgroupOwner, Dispatcher, ExitReason,
+        ExitReport, Limits, Names, OomReport, Outcome, PodRef, PodRegistry, Report, TaskKey,
     },
     os::Now,
 };
@@ -120,6 +126,10 @@ pub struct Watchdog<H> {
     /// The registry generation last reported in a `Model` finding.
     reported_generation: Option<u64>,
     tasks_seeded: usize,
+    /// The signals of live pod processes, and their senders.
+    senders: Senders,
+    /// Container ends waiting for the runtime's word.
+    verdicts: Verdicts,
     out: Vec<Finding>,
 }
 
@@ -158,6 +168,8 @@ impl<H: Host> Watchdog<H> {
             limit_changes: Vec::new(),
             reported_generation: None,
             tasks_seeded: 0,
+            senders: Senders::default(),
+            verdicts: Verdicts::default(),
             out: Vec::new(),
         }
     }
@@ -191,6 +203,7 @@ impl<H: Host> Watchdog<H> {
         for event in self.host.scan(now_ns) {
             self.dispatcher.dispatch(&event, now_ns);
             if let Event::CgroupMkdir(c) = &event {
+                self.senders.cgroup_created(c.cgroup_id, &c.path);
                 self.read_oom_group(c.cgroup_id);
                 if let Some(what) = self.tracking(c) {
                     pods.push((c.cgroup_id, what));
@@ -252,6 +265,9 @@ impl<H: Host> Watchdog<H> {
             side.tick(&self.host, now_ns, &mut self.out);
         }
         self.watch_memory(now_ns);
+        self.senders.expire(now_ns);
+        self.out.push(Finding::SignalsForgotten { total: self.senders.evicted });
+        self.settle_verdicts(now_ns);
         self.out.drain(..)
     }
 
@@ -267,10 +283,20 @@ impl<H: Host> Watchdog<H> {
     }
 
     fn kernel(&mut self, event: &Event, now: u64) {
+        // A signal's sender is placed as it comes: its process, even its
+        // cgroup, may be gone by the time its target ends.
+        if let Event::Signal(s) = event {
+            let runtime = self.runtime.as_ref().map(RuntimeSide::place);
+            self.senders.signal(s, &self.dispatcher.registry, runtime);
+            return;
+        }
         // The kernel used the setting as it is now; read it before the
         // victim is classified (the cgroup still exists while its processes
         // are being killed).
         if let Event::OomKill(o) = event {
+            if let Some(v) = o.victim {
+                self.senders.oom_victim(TaskKey::new(v.tgid, v.start_ns), o.ts_ns);
+            }
             if let Some(id) = o.victim.map(|v| v.cgroup_id) {
                 if self.dispatcher.registry.container_of(id).is_some_and(|c| c.oom_group != Some(true)) {
                     self.read_oom_group(id);
@@ -295,6 +321,11 @@ impl<H: Host> Watchdog<H> {
             _ => None,
         };
         let report = self.dispatcher.dispatch(event, now);
+        match event {
+            Event::CgroupMkdir(c) => self.senders.cgroup_created(c.cgroup_id, &c.path),
+            Event::CgroupRmdir(c) => self.senders.cgroup_removed(c.cgroup_id),
+            _ => {}
+        }
         if let Event::CgroupMkdir(c) = event {
             if self.read_oom_group(c.cgroup_id) {
                 self.modes.appeared(c.cgroup_id, now);
@@ -335,6 +366,8 @@ impl<H: Host> Watchdog<H> {
         if let Some(side) = self.runtime.as_mut() {
             side.kernel_exit(&r, e, &mut self.out);
         }
+        let oom = r.container_exit == Some(ExitReason::OomKilled);
+        let ended = self.senders.exit(TaskKey::new(e.tgid, e.start_ns), e.status, oom);
         let late = match r.outcome {
             Outcome::Late(reason) => Some(LateExit {
                 report: r.clone(),
@@ -363,9 +396,13 @@ impl<H: Host> Watchdog<H> {
                 pid: e.tgid,
                 comm: e.comm.clone(),
                 ts_ns: e.ts_ns,
+                ended,
             }),
             _ => None,
         };
+        if let Some(exit) = &container_exit {
+            self.check_verdict(exit, now);
+        }
         self.out.push(Finding::TaskExit(r));
         if let Some(late) = late {
             self.out.push(Finding::LateExit(late));
@@ -425,7 +462,7 @@ impl<H: Host> Watchdog<H> {
                 self.dispatcher.registry.runtime_started(container_id, *pid);
                 self.report_model();
             }
-            RuntimeEvent::TaskExit { container_id, exec_id, pid, published_ns, .. } => {
+            RuntimeEvent::TaskExit { container_id, exec_id, pid, exit_status, published_ns } => {
                 if !exec_id.is_empty() && exec_id != container_id {
                     return; // an exec'd process, not the container's init
                 }
@@ -433,6 +470,11 @@ impl<H: Host> Watchdog<H> {
                 // The envelope carries the shim's time of reaping; the lag
                 // that matters is until containerd handed the event over.
                 side.task_exit(*pid, now.boot_ns, &mut self.out);
+                let mut settled = Vec::new();
+                if self.verdicts.task_exit(container_id, *exit_status, now.boot_ns, &mut settled) {
+                    self.ask_verdict(container_id);
+                }
+                self.out.extend(settled.into_iter().map(|v| Finding::RuntimeVerdict(Box::new(v))));
                 let report = runtime_exit(&mut self.dispatcher.registry, container_id, published, now.boot_ns);
                 if let Outcome::Late(reason) = report.outcome {
                     let names = self.names(report.pod.as_ref());
@@ -444,6 +486,13 @@ impl<H: Host> Watchdog<H> {
                 side.task_oom(container_id, now.boot_of_wall(*published_ns), &mut self.out);
             }
             RuntimeEvent::ContainerNamed(snapshot) => self.metadata(snapshot, now.boot_ns),
+            RuntimeEvent::ContainerStatus { container_id, exited, reason, exit_code } => {
+                let status = RuntimeStatus { exited: *exited, reason: reason.clone(), exit_code: *exit_code };
+                let registry = &self.dispatcher.registry;
+                if let Some(v) = self.verdicts.status(container_id, &status, |p| names_in(registry, Some(p))) {
+                    self.out.push(Finding::RuntimeVerdict(Box::new(v)));
+                }
+            }
             // Its limits may be about to move (a CRI `UpdateContainerResources`).
             RuntimeEvent::ContainerUpdate { container_id, .. } => {
                 if let Some(id) = self.dispatcher.registry.container_cgroup(container_id) {
@@ -454,6 +503,52 @@ impl<H: Host> Watchdog<H> {
             | RuntimeEvent::ContainerCreate { .. }
             | RuntimeEvent::ContainerDelete { .. } => {}
         }
+    }
+
+    /// A container init's end, as the kernel saw it, waits for the
+    /// runtime's word on it (where a runtime is followed).
+    fn check_verdict(&mut self, exit: &ContainerExit, now_ns: u64) {
+        let (Some(_), Some(pod)) = (self.runtime.as_ref(), exit.report.pod.as_ref()) else { return };
+        let Some(id) = pod.container_id.clone() else { return };
+        let end = KernelEnd {
+            pod: pod.clone(),
+            pid: exit.pid,
+            status: exit.status,
+            reason: exit.reason,
+            sender: exit.ended.as_ref().map(|e| e.sender),
+            ts_ns: exit.ts_ns,
+        };
+        let mut settled = Vec::new();
+        if self.verdicts.kernel_exit(&id, end, now_ns, &mut settled) {
+            self.ask_verdict(&id);
+        }
+        self.out.extend(settled.into_iter().map(|v| Finding::RuntimeVerdict(Box::new(v))));
+    }
+
+    /// Both sides of container `id`'s end are in: the CRI is asked for its
+    /// status, or where it is not listing, the TaskExit's word stands.
+    fn ask_verdict(&mut self, id: &str) {
+        if self.host.listing_up() {
+            self.verdicts.asked(id);
+            self.host.want_status(id);
+            return;
+        }
+        let registry = &self.dispatcher.registry;
+        if let Some(v) = self.verdicts.settle(id, &|p: &PodRef| names_in(registry, Some(p))) {
+            self.out.push(Finding::RuntimeVerdict(Box::new(v)));
+        }
+    }
+
+    /// Once a tick: ends whose TaskExit never came are asked of the CRI;
+    /// checks that waited their time settle.
+    fn settle_verdicts(&mut self, now_ns: u64) {
+        let registry = &self.dispatcher.registry;
+        let mut settled = Vec::new();
+        let ask = self.verdicts.tick(now_ns, self.host.listing_up(), |p| names_in(registry, Some(p)), &mut settled);
+        for id in ask {
+            self.host.want_status(&id);
+        }
+        self.out.extend(settled.into_iter().map(|v| Finding::RuntimeVerdict(Box::new(v))));
     }
 
     fn metadata(&mut self, snapshot: &Snapshot, now_ns: u64) {

@@ -32,12 +32,21 @@ impl Awaiting {
         }
     }
 
-    /// The finding, with the names known now.
-    fn named(self, names: Names) -> Finding {
+    /// The finding, with the names known now (`names`; `names_of` for the
+    /// other pods it speaks of: the sender of the signal that ended it).
+    fn named(self, names: Names, names_of: &impl Fn(Option<&PodRef>) -> Names) -> Finding {
         match self {
             Awaiting::PodOom(p) => Finding::PodOom(PodOom { names, ..p }),
             Awaiting::Death(d) => Finding::SandboxDeath(SandboxDeath { names, ..d }),
-            Awaiting::Exit(e) => Finding::ContainerExit(ContainerExit { names, ..e }),
+            Awaiting::Exit(mut e) => {
+                if let Some((pod, sender)) = e.ended.as_mut().and_then(|end| end.pod.as_mut()) {
+                    let now = names_of(Some(pod));
+                    if now.complete() || sender.pod.is_empty() {
+                        *sender = now;
+                    }
+                }
+                Finding::ContainerExit(ContainerExit { names, ..e })
+            }
         }
     }
 }
@@ -56,11 +65,12 @@ impl NameWait {
     pub fn defer(
         &mut self,
         what: Awaiting,
-        names: Names,
+        names_of: impl Fn(Option<&PodRef>) -> Names,
         listing_up: bool,
         now_ns: u64,
         out: &mut Vec<Finding>,
     ) -> Option<String> {
+        let names = names_of(what.pod());
         let container = what.pod().and_then(|p| p.container_id.clone());
         match container {
             Some(id) if !names.complete() && listing_up && self.awaiting.len() < MAX_AWAITING => {
@@ -68,7 +78,7 @@ impl NameWait {
                 Some(id)
             }
             _ => {
-                out.push(what.named(names));
+                out.push(what.named(names, &names_of));
                 None
             }
         }
@@ -82,7 +92,7 @@ impl NameWait {
             if !names.complete() && now_ns.saturating_sub(since) < NAME_WAIT_NS {
                 waiting.push_back((what, since));
             } else {
-                out.push(what.named(names));
+                out.push(what.named(names, &names_of));
             }
         }
         self.awaiting = waiting;
@@ -92,7 +102,7 @@ impl NameWait {
     pub fn flush(&mut self, names_of: impl Fn(Option<&PodRef>) -> Names, out: &mut Vec<Finding>) {
         while let Some((what, _)) = self.awaiting.pop_front() {
             let names = names_of(what.pod());
-            out.push(what.named(names));
+            out.push(what.named(names, &names_of));
         }
     }
 }

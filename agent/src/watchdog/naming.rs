@@ -46,8 +46,9 @@ impl<H: Host> Watchdog<H> {
     /// not named its container yet: then it waits (and the listing is
     /// asked for it).
     pub(super) fn defer(&mut self, what: Awaiting, now_ns: u64) {
-        let names = names_in(&self.dispatcher.registry, what.pod());
-        if let Some(id) = self.names.defer(what, names, self.host.listing_up(), now_ns, &mut self.out) {
+        let registry = &self.dispatcher.registry;
+        let names_of = |p: Option<&PodRef>| names_in(registry, p);
+        if let Some(id) = self.names.defer(what, names_of, self.host.listing_up(), now_ns, &mut self.out) {
             self.host.want_names(&id);
         }
     }

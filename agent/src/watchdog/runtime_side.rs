@@ -6,6 +6,7 @@
 use super::{
     correlation::{Correlator, CorrelatorLimits, Expired},
     crashes::{RuntimeChange, RuntimeProcesses},
+    senders::RuntimePlace,
     Finding, Host,
 };
 use crate::{
@@ -34,6 +35,7 @@ pub struct RuntimeSide {
     /// What expiry had settled when last reported.
     reported: Expired,
     ticks: u64,
+    place: RuntimePlace,
 }
 
 impl RuntimeSide {
@@ -43,6 +45,7 @@ impl RuntimeSide {
             processes: RuntimeProcesses::new(&settings.names),
             reported: Expired::default(),
             ticks: 0,
+            place: RuntimePlace::default(),
         }
     }
 
@@ -52,6 +55,13 @@ impl RuntimeSide {
         let changes = self.processes.scanned(&procs, host.runtime_peer());
         out.extend(changes.into_iter().map(change));
         self.report_up(out);
+        self.place = self.processes.place();
+    }
+
+    /// Where the runtime's processes are, as last scanned: the senders of
+    /// its stops.
+    pub fn place(&self) -> &RuntimePlace {
+        &self.place
     }
 
     fn report_up(&self, out: &mut Vec<Finding>) {

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     events::{
-        kernel::{CgroupAttach, KernelDecision, MemcgUse, OomRss, TaskIdentity},
+        kernel::{CgroupAttach, KernelDecision, MemcgUse, OomRss, SenderPlace, Signal, SignalOrigin, TaskIdentity},
         ExitStatus,
     },
     model::{
@@ -26,7 +26,9 @@ use crate::{
         crashes::RuntimeProcess,
         explain::{MemoryStat, OomCause},
         oom_limit::UnknownLimit,
+        senders::{Sender, SignalEnd, Stop},
         storm::StormEdge,
+        verdicts::{Disagreement, Verdict, VerdictResult},
         OomConstraint, OomLimit, OomScope,
     },
 };
@@ -74,6 +76,8 @@ struct FakeNode {
     /// The tracked-cgroup map's room.
     track_room: Option<usize>,
     wanted: RefCell<Vec<String>>,
+    /// Containers whose CRI status the core asked for.
+    statuses_wanted: RefCell<Vec<String>>,
     /// What a full read of each container's memory says.
     pressure: HashMap<String, MemorySample>,
     /// Cgroups whose limits the kernel is asked to tell of, and of those
@@ -213,6 +217,10 @@ impl Host for FakeNode {
 
     fn want_names(&self, container_id: &str) {
         self.wanted.borrow_mut().push(container_id.to_string());
+    }
+
+    fn want_status(&self, container_id: &str) {
+        self.statuses_wanted.borrow_mut().push(container_id.to_string());
     }
 }
 
@@ -1261,4 +1269,282 @@ fn a_new_containers_first_limits_are_no_change() {
     seen.extend(tick(&mut wd, 6 * SEC));
     assert!(limit_changes(&seen).is_empty(), "{:?}", limit_changes(&seen));
     assert_eq!(wd.limits().limits(202).and_then(|l| l.max), Some(64 * MIB), "followed from where it stands");
+}
+
+// --- Who ended it: the senders of fatal signals, the runtime's word ------
+
+/// A node with pod 1 (as `node_with_one_pod`) and pod 2 (cgroup 200, its
+/// sandbox 201 and a container 202 with init 30), the runtime's processes
+/// in containerd.service, the kubelet in its own service, and a login
+/// session's scope.
+fn node_with_two_pods() -> FakeNode {
+    let mut node = node_with_one_pod();
+    for (path, id) in [
+        (pod_path(2), 200),
+        (container_path(2, 1), 201),
+        (container_path(2, 2), 202),
+        ("/system.slice".to_string(), 4),
+        ("/system.slice/kubelet.service".to_string(), 5),
+        ("/system.slice/containerd.service".to_string(), 6),
+        ("/user.slice/user-0.slice/session-3.scope".to_string(), 7),
+    ] {
+        node.cgroups.insert(path, id);
+    }
+    node.tasks.push((container_path(2, 1), 29, SEC, "pause".into()));
+    node.tasks.push((container_path(2, 2), 30, SEC, "app".into()));
+    node.runtime_processes = vec![runtime_process(500, "/system.slice/containerd.service")];
+    node
+}
+
+/// `sender` (process `from`, named `comm`) sends `sig` to process `to` in
+/// container cgroup `cgroup` at `ts_ns`.
+fn signal(sig: u32, to: u32, cgroup: u64, from: u32, sender: SenderPlace, origin: SignalOrigin, ts_ns: u64) -> Event {
+    Event::Signal(Signal {
+        ts_ns,
+        sig,
+        origin,
+        result: agent_common::signal_result::DELIVERED,
+        target_pid: to,
+        target_tgid: to,
+        target_start_ns: SEC,
+        target_cgroup_id: Some(cgroup),
+        sender_pid: from,
+        sender_tgid: from,
+        sender_start_ns: SEC,
+        sender,
+        sender_comm: "kill".into(),
+    })
+}
+
+const USER: SignalOrigin = SignalOrigin::Info(0);
+
+fn signalled(sig: u8) -> ExitStatus {
+    ExitStatus::Signal { signo: sig, core_dumped: false }
+}
+
+/// The ends of container inits found.
+fn ends(findings: &[Finding]) -> Vec<Option<SignalEnd>> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::ContainerExit(e) => Some(e.ended.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Pod 1's workload init (20, container 102) ends by `sig` after `signals`.
+fn ended_by(signals: Vec<Event>, sig: u8) -> SignalEnd {
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    for (i, s) in signals.into_iter().enumerate() {
+        kernel(&mut wd, s, 2 * SEC + i as u64 * MS);
+    }
+    let found = kernel(&mut wd, exit(20, 102, "app", signalled(sig), 3 * SEC), 3 * SEC);
+    let found = [found, tick(&mut wd, 20 * SEC)].concat();
+    match ends(&found).as_slice() {
+        [Some(end)] => end.clone(),
+        other => panic!("one end by a signal, not {other:?}"),
+    }
+}
+
+/// Guards: a sender named by its name (anyone can be called `runc`) or by
+/// its process alone, instead of its place: the runtime's processes are
+/// those in its cgroup (its shims and runc come and go there), any other
+/// host process is the host's, with its systemd unit; a pod's process is
+/// its container's, its pod's or another pod's, whatever it is called.
+#[test]
+fn each_sender_is_named_by_its_place_never_by_its_name() {
+    let host = |cgroup: u64| SenderPlace::Host(cgroup);
+    let runc = ended_by(vec![signal(9, 20, 102, 600, host(6), USER, 0)], 9);
+    assert_eq!((runc.sender, runc.pid, runc.unit.as_deref()), (Sender::Runtime, Some(600), None));
+    let kubelet = ended_by(vec![signal(9, 20, 102, 700, host(5), USER, 0)], 9);
+    assert_eq!((kubelet.sender, kubelet.unit.as_deref()), (Sender::Host, Some("kubelet.service")));
+    let shell = ended_by(vec![signal(9, 20, 102, 701, host(7), USER, 0)], 9);
+    assert_eq!((shell.sender, shell.unit.as_deref()), (Sender::Host, Some("session-3.scope")));
+    let unplaced = ended_by(vec![signal(9, 20, 102, 702, host(0), USER, 0)], 9);
+    assert_eq!((unplaced.sender, unplaced.unit), (Sender::Host, None), "a host cgroup not known has no unit");
+    // The runtime's own process, by its pid, wherever it runs.
+    let itself = ended_by(vec![signal(9, 20, 102, 500, host(0), USER, 0)], 9);
+    assert_eq!(itself.sender, Sender::Runtime);
+    let other = ended_by(vec![signal(15, 20, 102, 30, SenderPlace::Tracked(202), USER, 0)], 15);
+    assert_eq!(other.sender, Sender::OtherPod);
+    let (pod, _) = other.pod.expect("the sender's pod");
+    assert_eq!((pod.pod_uid, pod.container_id), (uid(2), Some(cid(2))));
+    let sibling = ended_by(vec![signal(9, 20, 102, 10, SenderPlace::Tracked(101), USER, 0)], 9);
+    assert_eq!(sibling.sender, Sender::SamePod, "the sandbox of its own pod (a shared process namespace)");
+    let itself = ended_by(vec![signal(15, 20, 102, 20, SenderPlace::Tracked(102), USER, 0)], 15);
+    assert_eq!(itself.sender, Sender::SameContainer);
+    let lost = ended_by(vec![signal(9, 20, 102, 21, SenderPlace::Lost, USER, 0)], 9);
+    assert_eq!(lost.sender, Sender::Unknown);
+}
+
+/// Guards: the kernel's own signals taken for their current task's (a
+/// fault's siginfo, the OOM killer's private one, a timer's notice: the
+/// task that runs them is not who asked), and a signal the kernel sends a
+/// process for its own doing (SIGPIPE) taken for a sender. The OOM killer's
+/// kill is the OOM killer's, whatever siginfo its SIGKILL carried.
+#[test]
+fn the_kernels_own_signals_name_no_process() {
+    let host = SenderPlace::Host(5);
+    let fault = ended_by(vec![signal(11, 20, 102, 20, SenderPlace::Tracked(102), SignalOrigin::Info(1), 0)], 11);
+    assert_eq!((fault.sender, fault.pid), (Sender::Kernel, None));
+    let limit = ended_by(vec![signal(24, 20, 102, 33, host, SignalOrigin::Priv, 0)], 24);
+    assert_eq!(limit.sender, Sender::Kernel, "a random task ran the CPU limit's timer");
+    let timer = ended_by(vec![signal(14, 20, 102, 33, host, SignalOrigin::Info(-2), 0)], 14);
+    assert_eq!(timer.sender, Sender::Kernel, "SI_TIMER");
+    let pipe = ended_by(vec![signal(13, 20, 102, 20, SenderPlace::Tracked(102), SignalOrigin::NoInfo, 0)], 13);
+    assert_eq!(pipe.sender, Sender::Kernel);
+    // cgroup.kill and a parent's death signal: no siginfo, for the writer.
+    let killed = ended_by(vec![signal(9, 20, 102, 700, host, SignalOrigin::NoInfo, 0)], 9);
+    assert_eq!(killed.sender, Sender::Host);
+    // The OOM killer's SIGKILL, then its pick.
+    let oom_kill = ended_by(vec![signal(9, 20, 102, 33, host, SignalOrigin::Priv, 0), oom(20, 102, "app", 33, 0)], 9);
+    assert_eq!((oom_kill.sender, oom_kill.pid), (Sender::OomKiller, None));
+    // No record of the signal (lost in a full ring): unknown, never guessed.
+    let unknown = ended_by(vec![], 9);
+    assert_eq!(unknown.sender, Sender::Unknown);
+    // A record of another signal is not the one that ended it.
+    let other = ended_by(vec![signal(15, 20, 102, 700, host, USER, 0)], 9);
+    assert_eq!(other.sender, Sender::Unknown);
+}
+
+/// Guards: a stop past its grace not said (the runtime's SIGTERM and its
+/// SIGKILL come from two runc processes), or said of a SIGKILL another
+/// sender sent after the runtime's SIGTERM.
+#[test]
+fn a_sigterm_then_a_sigkill_from_one_sender_is_a_stop_past_its_grace() {
+    let (runtime, kubelet) = (SenderPlace::Host(6), SenderPlace::Host(5));
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    let mut term = signal(15, 20, 102, 601, runtime, USER, 2 * SEC);
+    if let Event::Signal(s) = &mut term {
+        s.result = agent_common::signal_result::IGNORED; // a PID namespace's init ignores it
+    }
+    kernel(&mut wd, term, 2 * SEC);
+    kernel(&mut wd, signal(9, 20, 102, 602, runtime, USER, 4 * SEC + 5 * MS), 4 * SEC);
+    let found = kernel(&mut wd, exit(20, 102, "app", KILLED, 4 * SEC + 6 * MS), 4 * SEC);
+    let found = ends(&found);
+    let Some(Some(end)) = found.first() else { panic!("{found:?}") };
+    assert_eq!(end.sender, Sender::Runtime);
+    assert_eq!(end.stop, Some(Stop { signal: 15, grace_ns: 2 * SEC + 5 * MS }));
+
+    let stop = ended_by(vec![signal(15, 20, 102, 601, runtime, USER, 0), signal(9, 20, 102, 700, kubelet, USER, 0)], 9);
+    assert_eq!((stop.sender, stop.stop), (Sender::Host, None), "another sender's kill is no stop past a grace");
+    let handled = ended_by(vec![signal(15, 20, 102, 601, runtime, USER, 0)], 15);
+    assert_eq!((handled.sender, handled.stop), (Sender::Runtime, None), "SIGTERM itself ended it: within its grace");
+}
+
+fn verdicts(findings: &[Finding]) -> Vec<&Verdict> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::RuntimeVerdict(v) => Some(v.as_ref()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The runtime's TaskExit of pod 1's workload init (20), exit `status`.
+fn task_exit_of_20(status: u32) -> RuntimeEvent {
+    RuntimeEvent::TaskExit {
+        container_id: cid(2),
+        exec_id: String::new(),
+        pid: 20,
+        exit_status: status,
+        published_ns: 0,
+    }
+}
+
+fn cri_status(reason: &str, exit_code: i32) -> RuntimeEvent {
+    RuntimeEvent::ContainerStatus { container_id: cid(2), exited: true, reason: reason.into(), exit_code }
+}
+
+/// Guards: the runtime's word taken as the truth, or not asked. A runtime
+/// that says `OOMKilled` for a container its runtime stopped (the
+/// cgroup's OOM count is cumulative: a child was OOM-killed earlier), or
+/// `Error` for one the OOM killer ended (its OOM event came after the
+/// exit), disagrees with the kernel: counted by direction; the CRI is
+/// asked once both sides are in.
+#[test]
+fn the_runtimes_reason_is_held_against_the_kernels() {
+    let now = |boot_ns: u64| Now { boot_ns, wall_ns: boot_ns };
+    let mut node = node_with_two_pods();
+    node.listing_up = true;
+    let mut wd = started(node, runtime_settings());
+    // A child of container 2 OOM-killed earlier; later the runtime stops it.
+    kernel(&mut wd, oom(25, 102, "child", 25, 2 * SEC), 2 * SEC);
+    kernel(&mut wd, signal(9, 20, 102, 602, SenderPlace::Host(6), USER, 3 * SEC), 3 * SEC);
+    kernel(&mut wd, exit(20, 102, "app", KILLED, 3 * SEC + MS), 3 * SEC);
+    assert!(wd.host().statuses_wanted.borrow().is_empty(), "asked once the runtime has handled its exit");
+    let found: Vec<Finding> = wd.on_runtime(&task_exit_of_20(137), now(3 * SEC + 10 * MS)).collect();
+    assert!(verdicts(&found).is_empty());
+    assert_eq!(*wd.host().statuses_wanted.borrow(), [cid(2)]);
+    let found: Vec<Finding> = wd.on_runtime(&cri_status("OOMKilled", 137), now(4 * SEC)).collect();
+    let v = verdicts(&found);
+    assert_eq!(v.len(), 1, "{found:?}");
+    assert_eq!((v[0].result, v[0].disagreement), (VerdictResult::Disagreed, Some(Disagreement::RuntimeSaysOom)));
+    assert_eq!((v[0].kernel.reason, v[0].kernel.sender), (ExitReason::Killed, Some(Sender::Runtime)));
+    assert_eq!(v[0].runtime_reason.as_deref(), Some("OOMKilled"));
+
+    // The OOM killer ends an init; the runtime calls it Error.
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    wd.host_mut().listing_up = true;
+    kernel(&mut wd, oom(20, 102, "app", 20, 2 * SEC), 2 * SEC);
+    kernel(&mut wd, exit(20, 102, "app", KILLED, 2 * SEC + MS), 2 * SEC);
+    wd.on_runtime(&task_exit_of_20(137), now(2 * SEC)).for_each(drop);
+    let found: Vec<Finding> = wd.on_runtime(&cri_status("Error", 137), now(3 * SEC)).collect();
+    assert_eq!(verdicts(&found)[0].disagreement, Some(Disagreement::KernelSaysOom));
+
+    // Agreement: the runtime's stop said Error, 137.
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    wd.host_mut().listing_up = true;
+    kernel(&mut wd, exit(20, 102, "app", KILLED, 2 * SEC), 2 * SEC);
+    wd.on_runtime(&task_exit_of_20(137), now(2 * SEC)).for_each(drop);
+    let found: Vec<Finding> = wd.on_runtime(&cri_status("Error", 137), now(3 * SEC)).collect();
+    assert_eq!((verdicts(&found)[0].result, verdicts(&found)[0].disagreement), (VerdictResult::Agreed, None));
+}
+
+/// Guards: a check waiting forever (the CRI never answering, the TaskExit
+/// never coming), or one never made where no CRI is listening: the
+/// TaskExit's exit status is the runtime's word then.
+#[test]
+fn the_runtimes_word_without_the_cri_and_without_an_answer() {
+    let now = |boot_ns: u64| Now { boot_ns, wall_ns: boot_ns };
+    // No CRI: the TaskExit's code alone, at once.
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    kernel(&mut wd, exit(20, 102, "app", ExitStatus::Code(3), 2 * SEC), 2 * SEC);
+    let found: Vec<Finding> = wd.on_runtime(&task_exit_of_20(3), now(2 * SEC)).collect();
+    assert_eq!(verdicts(&found)[0].result, VerdictResult::Agreed);
+    // The CRI listing, asked, never answers: unanswered after the wait;
+    // a TaskExit that never comes: the CRI is asked after 3 s.
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    wd.host_mut().listing_up = true;
+    kernel(&mut wd, exit(20, 102, "app", KILLED, 2 * SEC), 2 * SEC);
+    assert!(wd.host().statuses_wanted.borrow().is_empty());
+    tick(&mut wd, 4 * SEC);
+    assert!(wd.host().statuses_wanted.borrow().is_empty(), "2 s: its TaskExit may still come");
+    tick(&mut wd, 5 * SEC);
+    assert_eq!(*wd.host().statuses_wanted.borrow(), [cid(2)]);
+    let found = tick(&mut wd, 63 * SEC);
+    assert_eq!(verdicts(&found).iter().map(|v| v.result).collect::<Vec<_>>(), [VerdictResult::Unanswered]);
+    // A TaskExit whose code is not the kernel's.
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    kernel(&mut wd, exit(20, 102, "app", KILLED, 2 * SEC), 2 * SEC);
+    let found: Vec<Finding> = wd.on_runtime(&task_exit_of_20(143), now(2 * SEC)).collect();
+    assert_eq!(verdicts(&found)[0].disagreement, Some(Disagreement::ExitCode));
+}
+
+/// Guards: a host process in a cgroup made a moment before (the kernel
+/// tracks every new cgroup until the agent places it) read as an unknown
+/// pod's: a shell that moves itself into a unit's cgroup and kills a
+/// container at once.
+#[test]
+fn a_sender_in_a_host_cgroup_the_kernel_still_tracked_is_the_hosts() {
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    let path = "/system.slice/ops.service";
+    wd.host_mut().cgroups.insert(path.into(), 8);
+    kernel(&mut wd, mkdir(path, 8, 2 * SEC), 2 * SEC);
+    kernel(&mut wd, signal(9, 20, 102, 800, SenderPlace::Tracked(8), USER, 2 * SEC + MS), 2 * SEC);
+    let found = kernel(&mut wd, exit(20, 102, "app", KILLED, 2 * SEC + 2 * MS), 2 * SEC);
+    let end = ends(&found).into_iter().flatten().next().expect("an end");
+    assert_eq!((end.sender, end.unit.as_deref()), (Sender::Host, Some("ops.service")));
 }

@@ -2,7 +2,9 @@
 //! sid's 2.x (unpacked under `target/` by `cargo xtask setup`) — with its
 //! own root, state, config and socket under a temporary directory, a local
 //! busybox OCI image (nothing can be pulled), and containers placed in
-//! kubelet-shaped cgroups inside the test's own cgroup. Everything it
+//! kubelet-shaped cgroups inside the test's own cgroup. containerd runs in
+//! a cgroup of its own, `…/containerd.service`, as on a node (its shims
+//! and the runc they run start there: the runtime's place). Everything it
 //! started is stopped by pid and removed on drop, in every hierarchy runc
 //! created cgroups in.
 #![allow(dead_code)]
@@ -65,6 +67,10 @@ pub struct Containerd {
     pub socket: PathBuf,
     child: Option<Child>,
     containers: Vec<String>,
+    /// Its own cgroup, `containerd.service` (relative to the hierarchy
+    /// root); removed after it stopped (the field dropped last).
+    pub service_cgroup: String,
+    cgroup: TestCgroup,
 }
 
 impl Containerd {
@@ -186,7 +192,10 @@ esac
             s = socket.display()
         );
         std::fs::write(dir.join("config.toml"), config).expect("containerd config");
-        let mut c = Self { runtime: runtime.clone(), dir, socket, child: None, containers: Vec::new() };
+        let mut cgroup = TestCgroup::create(&format!("containerd-{name}"));
+        let service_cgroup = cgroup.child("containerd.service");
+        let mut c =
+            Self { runtime: runtime.clone(), dir, socket, child: None, containers: Vec::new(), service_cgroup, cgroup };
         c.spawn();
         c.import_image();
         c
@@ -199,10 +208,13 @@ esac
             .append(true)
             .open(self.dir.join("containerd.log"))
             .expect("containerd log");
-        let child = Command::new(self.runtime.bin.join("containerd"))
-            .env("PATH", self.runtime.path())
-            .arg("--config")
+        // Into its cgroup first, then containerd itself (the pid stays).
+        let child = Command::new("sh")
+            .args(["-c", "echo $$ > \"$1\" && exec \"$0\" --config \"$2\""])
+            .arg(self.runtime.bin.join("containerd"))
+            .arg(self.cgroup.procs_file(&self.service_cgroup))
             .arg(self.dir.join("config.toml"))
+            .env("PATH", self.runtime.path())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)

@@ -10,7 +10,7 @@ use k8s_cri::v1::{
     runtime_service_client::RuntimeServiceClient, ContainerConfig, ContainerMetadata, ContainerStatusRequest,
     CreateContainerRequest, ImageSpec, LinuxContainerConfig, LinuxContainerResources, LinuxPodSandboxConfig,
     LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata,
-    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StopPodSandboxRequest,
+    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StopContainerRequest, StopPodSandboxRequest,
     UpdateContainerResourcesRequest,
 };
 use tonic::transport::Channel;
@@ -250,6 +250,30 @@ impl Cri {
             .block_on(self.client.update_container_resources(request))
             .map(|_| ())
             .map_err(|s| s.message().to_string())
+    }
+
+    /// StopContainer with `timeout` seconds of grace, as the kubelet stops
+    /// one (a probe's restart, a rollout, an eviction): the runtime sends
+    /// the image's stop signal (SIGTERM), and SIGKILL once the grace is
+    /// over. Returns when the container has stopped.
+    pub fn stop_container(&mut self, container_id: &str, timeout: i64) {
+        let request = StopContainerRequest { container_id: container_id.into(), timeout };
+        self.rt
+            .block_on(self.client.stop_container(request))
+            .unwrap_or_else(|s| panic!("StopContainer: {}", s.message()));
+    }
+
+    /// ContainerStatus until the runtime says the container exited (state 2),
+    /// for at most `within`.
+    pub fn exited_status(&mut self, container_id: &str, within: std::time::Duration) -> Status {
+        let start = std::time::Instant::now();
+        loop {
+            let status = self.status(container_id);
+            if status.state == 2 || start.elapsed() > within {
+                return status;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
 
     pub fn status(&mut self, container_id: &str) -> Status {

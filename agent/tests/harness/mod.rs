@@ -269,7 +269,16 @@ impl WireRecord {
         workload,
         workload_kind,
         limit,
-        constraint
+        constraint,
+        sender,
+        sender_comm,
+        sender_unit,
+        sender_namespace,
+        sender_pod,
+        sender_container,
+        sender_container_id,
+        direction,
+        runtime_reason
     );
     number_fields!(
         pid: u32,
@@ -279,7 +288,13 @@ impl WireRecord {
         count: u64,
         window_seconds: u64,
         exit_code: u8,
-        signal: u8
+        signal: u8,
+        sender_pid: u32,
+        stop_signal: u8,
+        grace_ms: u64,
+        kernel_exit_code: u32,
+        runtime_exit_code: u32,
+        task_exit_status: u32
     );
 }
 

@@ -108,6 +108,23 @@ macro_rules! record_kinds {
                 /// The signal's number, when one ended it.
                 signal: Option<u8>,
                 core_dumped: bool,
+                /// Who sent that signal.
+                sender: Option<Sender>,
+                /// The sending process, where a process sent it.
+                sender_pid: Option<u32>,
+                sender_comm: Option<String>,
+                /// A pod's process: its pod and container.
+                sender_pod_uid: Option<String>,
+                sender_namespace: Option<String>,
+                sender_pod: Option<String>,
+                sender_container: Option<String>,
+                sender_container_id: Option<String>,
+                /// A host process: its systemd unit.
+                sender_unit: Option<String>,
+                /// A stop past its grace period: the same sender's signal that
+                /// asked first, and how long before the kill (ms).
+                stop_signal: Option<u8>,
+                grace_ms: Option<u64>,
             }
 
             /// An exit handled after its sandbox, container or task was gone.
@@ -119,6 +136,23 @@ macro_rules! record_kinds {
                 reason: LateReason,
                 /// Who reported it.
                 source: Source,
+            }
+
+            /// The runtime's word on a container init's end against the kernel's:
+            /// they disagree.
+            RuntimeDisagreementRecord with pod {
+                pid: u32,
+                direction: Disagreement,
+                /// What the kernel saw: the reason, the code the runtime should
+                /// report (128 + the signal), and who sent the signal.
+                reason: ExitReason,
+                kernel_exit_code: i32,
+                sender: Option<Sender>,
+                /// What the runtime said: containerd's TaskExit status, the CRI's
+                /// reason and exit code.
+                task_exit_status: Option<u32>,
+                runtime_reason: Option<String>,
+                runtime_exit_code: Option<i32>,
             }
 
             /// A container runtime's crash (with its reason) or restart.
@@ -222,6 +256,7 @@ mod tests {
             Kind::OomKill => "OomKillRecord",
             Kind::SandboxDeath => "SandboxDeathRecord",
             Kind::ContainerExit => "ContainerExitRecord",
+            Kind::RuntimeDisagreement => "RuntimeDisagreementRecord",
             Kind::LateExit => "LateExitRecord",
             Kind::RuntimeCrash | Kind::RuntimeRestart => "RuntimeRecord",
             Kind::OomStormStart | Kind::OomStormEnd => "StormRecord",

@@ -26,6 +26,8 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
                 ExitStatus::Code(c) => (Some(c), None, false),
                 ExitStatus::Signal { signo, core_dumped } => (None, Some(signo), core_dumped),
             };
+            let ended = e.ended.as_ref();
+            let sender_pod = ended.and_then(|s| s.pod.as_ref());
             let body = Body::ContainerExit(ContainerExitRecord {
                 pod: pod_fields(e.report.pod.as_ref(), &e.names),
                 victim_role: e.report.role,
@@ -35,8 +37,34 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
                 exit_code,
                 signal,
                 core_dumped,
+                sender: ended.map(|s| s.sender),
+                sender_pid: ended.and_then(|s| s.pid),
+                sender_comm: ended.and_then(|s| s.comm.as_deref()).and_then(some),
+                sender_pod_uid: sender_pod.map(|(p, _)| p.pod_uid.clone()),
+                sender_namespace: sender_pod.and_then(|(_, n)| some(&n.namespace)),
+                sender_pod: sender_pod.and_then(|(_, n)| some(&n.pod)),
+                sender_container: sender_pod.and_then(|(_, n)| some(&n.container)),
+                sender_container_id: sender_pod.and_then(|(p, _)| p.container_id.clone()),
+                sender_unit: ended.and_then(|s| s.unit.clone()),
+                stop_signal: ended.and_then(|s| s.stop).map(|s| s.signal),
+                grace_ms: ended.and_then(|s| s.stop).map(|s| s.grace_ns / 1_000_000),
             });
             (Stamp::Boot(e.ts_ns), body)
+        }
+        Finding::RuntimeVerdict(v) if v.disagreement.is_some() => {
+            let k = &v.kernel;
+            let body = Body::RuntimeDisagreement(RuntimeDisagreementRecord {
+                pod: pod_fields(Some(&k.pod), &v.names),
+                pid: k.pid,
+                direction: v.disagreement?,
+                reason: k.reason,
+                kernel_exit_code: k.exit_code(),
+                sender: k.sender,
+                task_exit_status: v.task_exit_status,
+                runtime_reason: v.runtime_reason.as_deref().and_then(some),
+                runtime_exit_code: v.runtime_exit_code,
+            });
+            (Stamp::Now, body)
         }
         Finding::SandboxDeath(d) => {
             let body = Body::SandboxDeath(SandboxDeathRecord {
@@ -91,7 +119,9 @@ pub fn record_of(finding: &Finding) -> Option<(Stamp, Body)> {
         | Finding::OomMatched { .. }
         | Finding::Mismatch(_)
         | Finding::PressureLevels(_)
-        | Finding::LimitsWatched { .. } => return None,
+        | Finding::LimitsWatched { .. }
+        | Finding::RuntimeVerdict(_)
+        | Finding::SignalsForgotten { .. } => return None,
     })
 }
 

@@ -26,6 +26,8 @@ use crate::{
         limits::{Direction as LimitDirection, LimitKind, LimitScope, SeenBy},
         oom_limit::UnknownLimit,
         pressure::{PressureEnd, PressureReason},
+        senders::Sender,
+        verdicts::Disagreement,
         LossStage, OomConstraint, OomLimit,
     },
 };
@@ -133,6 +135,7 @@ pub enum Body {
     EventsDropped(LossRecord),
     MemoryPressure(MemoryPressureRecord),
     LimitChange(LimitChangeRecord),
+    RuntimeDisagreement(RuntimeDisagreementRecord),
     /// Only in one subscriber's stream: records it missed (it read too slowly).
     Missed(MissedRecord),
 }
@@ -182,6 +185,8 @@ wire_labels!(
     LimitDirection,
     SeenBy,
     LimitScope,
+    Sender,
+    Disagreement,
 );
 
 impl Body {
@@ -198,6 +203,7 @@ impl Body {
             Body::LateExit(r) => Some(&r.pod),
             Body::MemoryPressure(r) => Some(&r.pod),
             Body::LimitChange(r) => Some(&r.pod),
+            Body::RuntimeDisagreement(r) => Some(&r.pod),
             Body::RuntimeCrash(_)
             | Body::RuntimeRestart(_)
             | Body::OomStormStart(_)
@@ -371,6 +377,17 @@ pub(crate) mod tests {
                 exit_code: None,
                 signal: Some(11),
                 core_dumped: true,
+                sender: None,
+                sender_pid: None,
+                sender_comm: None,
+                sender_pod_uid: None,
+                sender_namespace: None,
+                sender_pod: None,
+                sender_container: None,
+                sender_container_id: None,
+                sender_unit: None,
+                stop_signal: None,
+                grace_ms: None,
             }),
             Body::LateExit(LateExitRecord {
                 pod: PodFields::default(),
@@ -412,6 +429,17 @@ pub(crate) mod tests {
                 to_bytes: Some(24 << 20),
                 seen_by: SeenBy::Runtime,
                 scope: LimitScope::Pod,
+            }),
+            Body::RuntimeDisagreement(RuntimeDisagreementRecord {
+                pod: PodFields::default(),
+                pid: 9,
+                direction: Disagreement::KernelSaysOom,
+                reason: ExitReason::OomKilled,
+                kernel_exit_code: 137,
+                sender: Some(Sender::OomKiller),
+                task_exit_status: Some(137),
+                runtime_reason: Some("Error".into()),
+                runtime_exit_code: Some(137),
             }),
             Body::Missed(MissedRecord { count: 2 }),
         ];

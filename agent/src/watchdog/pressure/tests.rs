@@ -314,6 +314,8 @@ impl Host for Node {
         None
     }
     fn want_names(&self, _: &str) {}
+
+    fn want_status(&self, _: &str) {}
 }
 
 const UID: &str = "7e3c1f2a-0b4d-4c5e-9f60-1a2b3c4d5e6f";

@@ -1,0 +1,453 @@
+//! Who ended it: the senders of the signals that end pods' processes. The
+//! kernel streams every signal that can end a pod's process, in its
+//! sender's context (`events::kernel::Signal`); each is classified as it
+//! comes, by the sender's place and by the runtime's processes, never by a
+//! name, and kept for its target until that process ends. A process that
+//! ends by a signal then says who sent it: the OOM killer, the kernel (a
+//! fault, a limit), its own container, its pod, another pod, the runtime,
+//! another host process (with its systemd unit), or unknown; and where
+//! the same sender asked it to stop first (a SIGTERM, then a SIGKILL), how
+//! long the grace lasted. No I/O: the host's cgroup paths come from the
+//! cgroup records, the runtime's processes from the runtime's side.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use crate::{
+    events::{
+        kernel::{SenderPlace, Signal, SignalOrigin},
+        ExitStatus,
+    },
+    model::{cgroup_path, registry::CgroupOwner, Names, PodRef, PodRegistry, TaskKey},
+};
+
+/// Who sent the signal that ended a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum Sender {
+    /// The OOM killer picked it.
+    OomKiller,
+    /// The kernel on its own: a fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE), a
+    /// CPU or file size limit, its PID namespace's init gone, a broken pipe.
+    Kernel,
+    /// A process of the same container (the process itself included).
+    SameContainer,
+    /// A process of another container of the same pod (a shared process
+    /// namespace).
+    SamePod,
+    /// A process of another pod.
+    OtherPod,
+    /// The container runtime's own processes (its shim, runc): a stop.
+    Runtime,
+    /// Any other host process.
+    Host,
+    /// Not known: no record of the signal (lost, or sent before the agent
+    /// started), or a sender the kernel's task table had lost.
+    Unknown,
+}
+
+/// How a process ended by a signal, and who sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignalEnd {
+    pub sender: Sender,
+    pub signal: u8,
+    /// The sending process, where a process sent it.
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+    /// A pod's process: its pod and container, and their names.
+    pub pod: Option<(PodRef, Names)>,
+    /// A host process's systemd unit (the innermost `.service` or
+    /// `.scope` of its cgroup path), where it has one.
+    pub unit: Option<String>,
+    /// The same sender asked it to stop before it killed it.
+    pub stop: Option<Stop>,
+}
+
+/// A stop past its grace period: the signal that asked first, and how
+/// long before the kill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stop {
+    pub signal: u8,
+    pub grace_ns: u64,
+}
+
+/// The container runtime's processes, as its side knows them: their pids
+/// and cgroups (the host's view of the path).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimePlace {
+    pub pids: HashSet<u32>,
+    pub cgroups: Vec<String>,
+}
+
+impl RuntimePlace {
+    /// A process of the runtime, or in its cgroup (its shims and runc run
+    /// there) or below it. The root cgroup is nobody's place: a runtime
+    /// there is known by its own pid only.
+    fn holds(&self, tgid: u32, path: Option<&str>) -> bool {
+        self.pids.contains(&tgid)
+            || path.is_some_and(|p| {
+                self.cgroups
+                    .iter()
+                    .filter(|r| !r.is_empty() && r.as_str() != "/")
+                    .any(|r| p.strip_prefix(r.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
+            })
+    }
+}
+
+/// Signals kept per process, at most: the first of each kind of request
+/// and the one that ends it come early.
+const PER_PROCESS: usize = 8;
+/// Processes with signals waiting for their end, at most; the oldest goes
+/// first (counted).
+const MAX_PENDING: usize = 4096;
+/// A signal that ended nothing is forgotten after this long: a stop's
+/// grace rarely lasts longer.
+const PENDING_TTL_NS: u64 = 15 * 60 * 1_000_000_000;
+/// Host cgroups whose paths are kept (for the units of senders), at most.
+const MAX_HOST_CGROUPS: usize = 4096;
+/// Distinct systemd units named in the metrics' `unit` label, at most;
+/// later ones read `other`.
+pub const MAX_UNIT_LABELS: usize = 16;
+
+const SIGKILL: u32 = 9;
+const SI_USER: i32 = 0;
+const SI_QUEUE: i32 = -1;
+const SI_TKILL: i32 = -6;
+
+/// One signal as it came, classified.
+#[derive(Debug, Clone)]
+struct Sent {
+    ts_ns: u64,
+    sig: u32,
+    /// It was delivered (not dropped by the target).
+    delivered: bool,
+    sender: Sender,
+    /// Which sender, for "the same sender": its container's cgroup, or a
+    /// host process's cgroup (the runtime's are all one).
+    place: u64,
+    pid: Option<u32>,
+    comm: Option<String>,
+    pod: Option<(PodRef, Names)>,
+    unit: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    signals: Vec<Sent>,
+    /// The OOM killer picked it.
+    oom: bool,
+    since_ns: u64,
+}
+
+/// The signals of live processes, and what classifies their senders.
+#[derive(Debug, Default)]
+pub struct Senders {
+    pending: HashMap<TaskKey, Pending>,
+    /// Keys by when they were first kept, oldest first (stale entries of
+    /// ended processes are skipped).
+    order: VecDeque<(TaskKey, u64)>,
+    /// Host cgroups' paths, by id.
+    host_paths: HashMap<u64, Box<str>>,
+    /// Processes forgotten because the table was full, since start.
+    pub evicted: u64,
+    /// Host cgroups not kept because their table was full, since start.
+    pub host_cgroups_refused: u64,
+}
+
+impl Senders {
+    /// A cgroup appeared: a host cgroup's path is kept for the units of
+    /// its processes.
+    pub fn cgroup_created(&mut self, cgroup_id: u64, path: &str) {
+        if cgroup_path::parse(path).is_some() || cgroup_path::nested(path) {
+            return;
+        }
+        if self.host_paths.len() >= MAX_HOST_CGROUPS && !self.host_paths.contains_key(&cgroup_id) {
+            self.host_cgroups_refused += 1;
+            return;
+        }
+        self.host_paths.insert(cgroup_id, path.into());
+    }
+
+    pub fn cgroup_removed(&mut self, cgroup_id: u64) {
+        self.host_paths.remove(&cgroup_id);
+    }
+
+    /// A signal that can end a pod's process: classified now (its sender
+    /// may be gone by the end), kept until its target ends.
+    pub fn signal(&mut self, s: &Signal, registry: &PodRegistry, runtime: Option<&RuntimePlace>) {
+        let sent = self.classify(s, registry, runtime);
+        let key = TaskKey::new(s.target_tgid, s.target_start_ns);
+        let pending = self.pending_of(key, s.ts_ns);
+        if pending.signals.len() < PER_PROCESS {
+            pending.signals.push(sent);
+        }
+    }
+
+    /// The OOM killer picked process `key` (its SIGKILL came before).
+    pub fn oom_victim(&mut self, key: TaskKey, ts_ns: u64) {
+        self.pending_of(key, ts_ns).oom = true;
+    }
+
+    /// Process `key` ended with `status`; `oom`: the pod model says the
+    /// OOM killer took it (or its container's start). Who ended it, if a
+    /// signal did.
+    pub fn exit(&mut self, key: TaskKey, status: ExitStatus, oom: bool) -> Option<SignalEnd> {
+        let pending = self.pending.remove(&key);
+        let ExitStatus::Signal { signo, .. } = status else { return None };
+        let pending = pending.unwrap_or_default();
+        if oom || pending.oom {
+            return Some(SignalEnd {
+                sender: Sender::OomKiller,
+                signal: signo,
+                pid: None,
+                comm: None,
+                pod: None,
+                unit: None,
+                stop: None,
+            });
+        }
+        let sig = u32::from(signo);
+        let Some(ender) = pending.signals.iter().find(|s| s.sig == sig && s.delivered) else {
+            return Some(SignalEnd {
+                sender: Sender::Unknown,
+                signal: signo,
+                pid: None,
+                comm: None,
+                pod: None,
+                unit: None,
+                stop: None,
+            });
+        };
+        // A SIGKILL after the same sender's request to stop: the request
+        // was not heeded within its grace.
+        let stop = (sig == SIGKILL && !matches!(ender.sender, Sender::Kernel | Sender::Unknown))
+            .then(|| {
+                pending.signals.iter().find(|s| {
+                    s.sig != SIGKILL && s.ts_ns <= ender.ts_ns && s.sender == ender.sender && s.place == ender.place
+                })
+            })
+            .flatten()
+            .map(|first| Stop {
+                signal: u8::try_from(first.sig).unwrap_or(u8::MAX),
+                grace_ns: ender.ts_ns.saturating_sub(first.ts_ns),
+            });
+        Some(SignalEnd {
+            sender: ender.sender,
+            signal: signo,
+            pid: ender.pid,
+            comm: ender.comm.clone(),
+            pod: ender.pod.clone(),
+            unit: ender.unit.clone(),
+            stop,
+        })
+    }
+
+    /// Forgets the signals of processes that lived on.
+    pub fn expire(&mut self, now_ns: u64) {
+        while let Some(&(key, since)) = self.order.front() {
+            if now_ns.saturating_sub(since) < PENDING_TTL_NS {
+                break;
+            }
+            self.order.pop_front();
+            if self.pending.get(&key).is_some_and(|p| p.since_ns == since) {
+                self.pending.remove(&key);
+            }
+        }
+    }
+
+    /// Processes whose signals are kept.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn pending_of(&mut self, key: TaskKey, ts_ns: u64) -> &mut Pending {
+        if !self.pending.contains_key(&key) {
+            while self.pending.len() >= MAX_PENDING {
+                let Some((old, since)) = self.order.pop_front() else { break };
+                if self.pending.get(&old).is_some_and(|p| p.since_ns == since) {
+                    self.pending.remove(&old);
+                    self.evicted += 1;
+                }
+            }
+            self.order.push_back((key, ts_ns));
+        }
+        self.pending.entry(key).or_insert_with(|| Pending { signals: Vec::new(), oom: false, since_ns: ts_ns })
+    }
+
+    fn classify(&self, s: &Signal, registry: &PodRegistry, runtime: Option<&RuntimePlace>) -> Sent {
+        let delivered =
+            s.result == agent_common::signal_result::DELIVERED || s.result == agent_common::signal_result::LOSE_INFO;
+        let mut sent = Sent {
+            ts_ns: s.ts_ns,
+            sig: s.sig,
+            delivered,
+            sender: Sender::Unknown,
+            place: 0,
+            pid: None,
+            comm: None,
+            pod: None,
+            unit: None,
+        };
+        // The kernel's own: a siginfo it made (positive codes, SI_KERNEL;
+        // user space may send those only to itself), its private one, a
+        // timer's or queue's notice; and a kernel path acting for the
+        // target itself (SIGPIPE, SIGXFSZ). Those never name their sender.
+        let by_kernel = match s.origin {
+            SignalOrigin::Priv => true,
+            SignalOrigin::Info(code) => !matches!(code, SI_USER | SI_QUEUE | SI_TKILL),
+            SignalOrigin::NoInfo => s.sender_tgid == s.target_tgid,
+        };
+        if by_kernel {
+            sent.sender = Sender::Kernel;
+            return sent;
+        }
+        sent.pid = Some(s.sender_tgid);
+        sent.comm = (!s.sender_comm.is_empty()).then(|| s.sender_comm.clone());
+        // The kernel tracks a new cgroup from its mkdir until the agent
+        // places it: one that turned out to be the host's is the host's.
+        let place = match s.sender {
+            SenderPlace::Tracked(id) if registry.owner(id).is_none() && self.host_paths.contains_key(&id) => {
+                SenderPlace::Host(id)
+            }
+            place => place,
+        };
+        match place {
+            SenderPlace::Lost => {}
+            SenderPlace::Tracked(from) => {
+                sent.place = from;
+                let target = s.target_cgroup_id.and_then(|id| registry.owner(id));
+                let sender = registry.owner(from).or_else(|| registry.tombstone(from).map(|t| &t.owner));
+                let pod_of = |o: &CgroupOwner| match o {
+                    CgroupOwner::Pod { pod_uid } | CgroupOwner::Container { pod_uid, .. } => pod_uid.clone(),
+                };
+                let container_of = |o: &CgroupOwner| match o {
+                    CgroupOwner::Container { container_id, .. } => Some(container_id.clone()),
+                    CgroupOwner::Pod { .. } => None,
+                };
+                if let Some(owner) = sender {
+                    let (pod_uid, container_id) = (pod_of(owner), container_of(owner));
+                    let qos = registry.sandbox(&pod_uid).map(|s| s.qos);
+                    let names = registry.names(&pod_uid, container_id.as_deref());
+                    // A container is its pod's: ids are compared within it.
+                    sent.sender = match target {
+                        Some(_) if s.target_cgroup_id == Some(from) => Sender::SameContainer,
+                        Some(t)
+                            if pod_of(t) == pod_uid && container_of(t).is_some() && container_of(t) == container_id =>
+                        {
+                            Sender::SameContainer
+                        }
+                        Some(t) if pod_of(t) == pod_uid => Sender::SamePod,
+                        Some(_) => Sender::OtherPod,
+                        None => Sender::Unknown,
+                    };
+                    sent.pod = Some((PodRef { pod_uid, qos, container_id }, names));
+                }
+            }
+            SenderPlace::Host(cgroup_id) => {
+                sent.place = cgroup_id;
+                let path = self.host_paths.get(&cgroup_id).map(AsRef::as_ref);
+                if runtime.is_some_and(|r| r.holds(s.sender_tgid, path)) {
+                    // The runtime's processes are one sender: its shim and
+                    // each runc it runs are others' pids.
+                    sent.sender = Sender::Runtime;
+                    sent.place = 0;
+                } else {
+                    sent.sender = Sender::Host;
+                    sent.unit = path.and_then(unit_of).map(str::to_string);
+                }
+            }
+        }
+        sent
+    }
+}
+
+/// The systemd unit a cgroup path is in: its innermost `.service` or
+/// `.scope` component.
+pub fn unit_of(path: &str) -> Option<&str> {
+    path.rsplit('/').find(|c| {
+        [".service", ".scope"].iter().any(|suffix| c.strip_suffix(suffix).is_some_and(|name| !name.is_empty()))
+    })
+}
+
+/// The bounded `unit` label of host senders: a service's name, for the
+/// first [`MAX_UNIT_LABELS`] services seen (`other` beyond); `scope` for
+/// a transient unit (a login session, a runtime's scope: their names never
+/// repeat); `none` without a unit (or where the sender's cgroup was not
+/// known). Empty for senders that are not host processes.
+#[derive(Debug, Default)]
+pub struct UnitLabels {
+    named: HashSet<String>,
+}
+
+impl UnitLabels {
+    pub fn label(&mut self, end: &SignalEnd) -> String {
+        if end.sender != Sender::Host {
+            return String::new();
+        }
+        match end.unit.as_deref() {
+            Some(u) if u.ends_with(".scope") => "scope".into(),
+            Some(u) if self.named.contains(u) => u.into(),
+            Some(u) if self.named.len() < MAX_UNIT_LABELS => {
+                self.named.insert(u.to_string());
+                u.into()
+            }
+            Some(_) => "other".into(),
+            None => "none".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_unit_is_the_innermost_service_or_scope_of_the_path() {
+        assert_eq!(unit_of("/system.slice/kubelet.service"), Some("kubelet.service"));
+        assert_eq!(unit_of("/system.slice/containerd.service/shims"), Some("containerd.service"));
+        assert_eq!(unit_of("/user.slice/user-0.slice/session-3.scope"), Some("session-3.scope"));
+        assert_eq!(unit_of("/system.slice"), None);
+        assert_eq!(unit_of("/"), None);
+        assert_eq!(unit_of("/a/.service"), None, "a name, not a suffix alone");
+    }
+
+    /// Guards: a runtime at the root cgroup (no systemd) making every host
+    /// process at the root its own: there it is known by its pid only.
+    #[test]
+    fn the_runtimes_place_is_its_cgroup_and_below_never_the_root() {
+        let place = RuntimePlace {
+            pids: HashSet::from([500]),
+            cgroups: vec!["/system.slice/containerd.service".into(), "/".into()],
+        };
+        assert!(place.holds(600, Some("/system.slice/containerd.service")));
+        assert!(place.holds(600, Some("/system.slice/containerd.service/shim")));
+        assert!(!place.holds(600, Some("/system.slice/containerd.service2")));
+        assert!(!place.holds(600, Some("/")), "the root is nobody's place");
+        assert!(!place.holds(600, None));
+        assert!(place.holds(500, None));
+    }
+
+    /// Guards: the table of live processes' signals growing with every
+    /// process a tenant signals and that lives on.
+    #[test]
+    fn the_tables_are_bounded_and_what_they_forget_is_counted() {
+        let mut senders = Senders::default();
+        for pid in 0..(MAX_PENDING as u32 + 10) {
+            senders.oom_victim(TaskKey::new(pid, 1), u64::from(pid));
+        }
+        assert_eq!(senders.pending(), MAX_PENDING);
+        assert_eq!(senders.evicted, 10);
+        // The oldest went: its end says unknown, not oom_killer.
+        let end = senders.exit(TaskKey::new(0, 1), ExitStatus::Signal { signo: 9, core_dumped: false }, false);
+        assert_eq!(end.map(|e| e.sender), Some(Sender::Unknown));
+        let end = senders.exit(TaskKey::new(20, 1), ExitStatus::Signal { signo: 9, core_dumped: false }, false);
+        assert_eq!(end.map(|e| e.sender), Some(Sender::OomKiller));
+        senders.expire(u64::MAX);
+        assert_eq!(senders.pending(), 0, "forgotten after their time");
+        for id in 0..(MAX_HOST_CGROUPS as u64 + 3) {
+            senders.cgroup_created(id, &format!("/system.slice/s{id}.service"));
+        }
+        assert_eq!(senders.host_cgroups_refused, 3);
+        senders.cgroup_created(9, "/kubepods/burstable/pod0c9e8d7f-6a5b-4c3d-9e2f-1a0b9c8d7e6f");
+        assert_eq!(senders.host_paths.len(), MAX_HOST_CGROUPS, "a pod's cgroup is no host's");
+    }
+}
