@@ -109,7 +109,9 @@ catalogue! {
     EVENTS_UNATTRIBUTED_TOTAL = Counter, "sandwatch_events_unattributed_total", ["kind"],
         "Exit and OOM events whose task was not in the kernel task table (no cgroup known), by kind.";
     KERNEL_EVENTS_DROPPED_TOTAL = Counter, "sandwatch_kernel_events_dropped_total", ["kind"],
-        "Events lost in the kernel because the ring buffer was full, by kind.";
+        "Events lost in the kernel, by kind: their ring was full, or they were refused to keep room for other containers (by reason in sandwatch_kernel_events_lost_total).";
+    KERNEL_EVENTS_LOST_TOTAL = Counter, "sandwatch_kernel_events_lost_total", ["kind", "reason"],
+        "Events lost in the kernel, by kind and reason: ring_full (no room left), container_share (its container had sent its share of a busy ring: one container's flood), reserve (only the ring's last eighth was left, kept for inits', sandboxes' and first OOM kills' records and cgroup mkdirs and rmdirs).";
     KERNEL_EVENTS_TOTAL = Counter, "sandwatch_kernel_events_total", ["kind"],
         "Events the kernel programs produced (emitted or dropped), by kind.";
     KERNEL_EXITS_UNSTREAMED_TOTAL = Counter, "sandwatch_kernel_exits_unstreamed_total", ["reason"],
@@ -127,7 +129,11 @@ catalogue! {
     KERNEL_CGROUP_RECORDS_UNSTREAMED_TOTAL = Counter, "sandwatch_kernel_cgroup_records_unstreamed_total", ["reason"],
         "Cgroup changes the kernel counted instead of streaming, by reason (nested: a cgroup made or removed below a container's, which is the container's own; attach: a process moved inside a container, or into a cgroup past its first 4 attaches).";
     TASK_TABLE_MISSES_TOTAL = Counter, "sandwatch_task_table_misses_total", [],
-        "Exits and OOM kills of pod tasks the kernel's task table had lost (full; cgroup v1 and kernels without the victim's task): they read unknown, never the host's. Set the kubelet's podPidsLimit, or raise --task-table-entries.";
+        "Exits and OOM kills of pod tasks the kernel's task table does not hold (refused: see sandwatch_task_table_refused_total; cgroup v1 and kernels without the victim's task): they read unknown, never the host's.";
+    TASK_TABLE_REFUSED_TOTAL = Counter, "sandwatch_task_table_refused_total", ["reason"],
+        "Pod tasks the kernel's task table refused an entry, by reason: quota (their pod or container held --task-table-quota entries), full (the table was full, or only its last room was left, kept for pods and containers holding fewer than 16). Their exits and kills read unknown, and cost no other pod its entries.";
+    TASK_TABLE_RETIRED_TOTAL = Counter, "sandwatch_task_table_retired_total", ["reason"],
+        "Task-table entries given back without their task's exit, by reason: exec (a thread that was not its process's leader called exec and its id ended), host_fork (found under a host parent's new child: a stale id), untracked (of a cgroup no longer tracked, at its task's exit).";
     TRACKED_CGROUPS_REFUSED_TOTAL = Counter, "sandwatch_tracked_cgroups_refused_total", [],
         "New cgroups the kernel's tracked-cgroup map had no room for (their tasks' exits count as the host's).";
 
