@@ -162,6 +162,10 @@ catalogue! {
         "Pods' and workload containers' cgroups whose memory limits are followed.";
     MEMORY_WATCHES_REFUSED_TOTAL = Counter, "sandwatch_memory_watches_refused_total", [],
         "Cgroups whose limit files the kernel refused to watch (inotify: its watch or instance limit, or the cgroup gone): their limits are read once a minute instead.";
+    MEMORY_WATCH_FAILURES_TOTAL = Counter, "sandwatch_memory_watch_failures_total", ["reason"],
+        "Watches of cgroups' memory files (limit writes; v2 memory.events) the kernel refused, by reason: instances (every inotify instance of the user in use: fs.inotify.max_user_instances, shared by every root process on the node, a container's too), watches (fs.inotify.max_user_watches), gone (the cgroup was removed), other. Those cgroups are read on timers and asked for again (10 s, doubling to a minute); one log line says so.";
+    MEMORY_NOTICE_OVERFLOWS_TOTAL = Counter, "sandwatch_memory_notice_overflows_total", [],
+        "Times the kernel's queue of notices of cgroups' memory files overflowed: each cgroup's limits are read once over the next minute, and each container's usage screened again soon (no full reads).";
     OOM_KILLS_AFTER_LIMIT_DECREASE_TOTAL = Counter, "sandwatch_oom_kills_after_limit_decrease_total", ["limit"],
         "OOM kills whose limit (container, pod) was lowered in the 10 minutes before the kill.";
     MEMORY_NOTICES_TOTAL = Counter, "sandwatch_memory_notices_total", ["result"],

@@ -126,7 +126,19 @@ pub struct WatchdogMetrics {
     limit_reads: IntCounterVec,
     limits_watched: IntGauge,
     watches_refused: prometheus::IntCounter,
+    watch_failures: IntCounterVec,
+    notice_overflows: prometheus::IntCounter,
     kills_after_decrease: IntCounterVec,
+}
+
+/// Why the kernel refused a watch of a cgroup's memory files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+enum WatchFailure {
+    Instances,
+    Watches,
+    Gone,
+    Other,
 }
 
 /// What asked for a read of a cgroup's memory limits.
@@ -197,6 +209,8 @@ impl WatchdogMetrics {
             limit_reads: MEMORY_LIMIT_READS_TOTAL.counter_vec(r)?,
             limits_watched: MEMORY_LIMITS_WATCHED.gauge(r)?,
             watches_refused: MEMORY_WATCHES_REFUSED_TOTAL.counter(r)?,
+            watch_failures: MEMORY_WATCH_FAILURES_TOTAL.counter_vec(r)?,
+            notice_overflows: MEMORY_NOTICE_OVERFLOWS_TOTAL.counter(r)?,
             kills_after_decrease: OOM_KILLS_AFTER_LIMIT_DECREASE_TOTAL.counter_vec(r)?,
         };
         for limit in LimitKind::iter() {
@@ -205,6 +219,9 @@ impl WatchdogMetrics {
                     m.limit_changes.with_label_values(&[limit.label(), direction.label(), scope.label()]);
                 }
             }
+        }
+        for reason in WatchFailure::iter() {
+            m.watch_failures.with_label_values(&[reason.label()]);
         }
         for reason in LimitRead::iter() {
             m.limit_reads.with_label_values(&[reason.label()]);
@@ -332,7 +349,7 @@ impl WatchdogMetrics {
                 let c = &l.change;
                 self.limit_changes.with_label_values(&[c.kind.label(), c.direction.label(), c.scope.label()]).inc();
             }
-            Finding::LimitsWatched { watched, reads } => {
+            Finding::LimitsWatched { watched, reads, failures } => {
                 self.limits_watched.set(*watched as i64);
                 for (reason, total) in [
                     (LimitRead::Start, reads.start),
@@ -344,6 +361,16 @@ impl WatchdogMetrics {
                     c.inc_by(total.saturating_sub(c.get()));
                 }
                 self.watches_refused.inc_by(reads.watches_refused.saturating_sub(self.watches_refused.get()));
+                self.notice_overflows.inc_by(reads.overflows.saturating_sub(self.notice_overflows.get()));
+                for (reason, total) in [
+                    (WatchFailure::Instances, failures.instances),
+                    (WatchFailure::Watches, failures.watches),
+                    (WatchFailure::Gone, failures.gone),
+                    (WatchFailure::Other, failures.other),
+                ] {
+                    let c = self.watch_failures.with_label_values(&[reason.label()]);
+                    c.inc_by(total.saturating_sub(c.get()));
+                }
             }
             Finding::OomEvent { scope, qos, fired, cause, unknown, .. } => {
                 let labels = [scope.label(), qos_label(*qos), fired.limit.label(), fired.constraint.label()];

@@ -89,8 +89,9 @@ pub enum Finding {
     PressureLevels(PressureLevels),
     /// A pod's or container's memory limit moved.
     LimitChange(Box<LimitChanged>),
-    /// Once a tick: the cgroups whose limits are watched, and what it cost.
-    LimitsWatched { watched: usize, reads: LimitReads },
+    /// Once a tick: the cgroups whose limits are watched, what it cost,
+    /// and the watches the kernel refused.
+    LimitsWatched { watched: usize, reads: LimitReads, failures: super::host::WatchFailures },
 }
 
 /// Where the pipeline can lose events before the watchdog sees them.

@@ -145,6 +145,7 @@ impl Host for FakeNode {
             events: std::mem::take(&mut self.memory_wakeups),
             limits: std::mem::take(&mut self.limit_wakeups),
             overflowed: std::mem::take(&mut self.overflow),
+            failures: Default::default(),
         }
     }
 
