@@ -204,6 +204,10 @@ catalogue! {
         "Connections the agent closed: evicted (to make room at --max-connections), header_timeout (request or TLS handshake not in within 10 s), idle_timeout (60 s without a request), write_timeout (the client stopped reading for --write-timeout-seconds).";
     HTTP_REFUSED_TOTAL = Counter, "sandwatch_http_refused_total", ["listener", "reason"],
         "Clients turned away: connection_cap (every connection busy), tls_handshake, client_certificate (none, or one the CA did not sign), token (no or a wrong bearer token).";
+    HTTP_SCRAPES_TOTAL = Counter, "sandwatch_http_scrapes_total", [],
+        "Scrapes of /metrics let in (past the client certificate and token, where asked for).";
+    HTTP_METRICS_RENDERS_TOTAL = Counter, "sandwatch_http_metrics_renders_total", [],
+        "Bodies of /metrics rendered: the scrapes that arrive while one renders share the next, so a flood of scrapers costs about one render at a time, not one each.";
     TLS_RELOADS_TOTAL = Counter, "sandwatch_tls_reloads_total", ["result"],
         "Reloads of the TLS certificate, key and client CA after they changed on disk; on error the previous ones stay in use.";
 

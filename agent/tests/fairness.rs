@@ -176,3 +176,288 @@ fn one_containers_oom_flood_leaves_another_pods_kill_room() {
     drop(quiet);
     drop(flood);
 }
+
+const UID_STORM: &str = "fa1e0000-0006-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_KILLED: &str = "fa1e0000-0007-4e5f-8a9b-0c1d2e3f4a5b";
+
+/// A cpu cgroup of this test's own with a CFS quota (v1: `cpu.cfs_*`;
+/// v2: `cpu.max`), removed on drop (what is in it must be gone by then).
+struct CpuQuota {
+    dir: std::path::PathBuf,
+}
+
+impl CpuQuota {
+    /// `millicores` of CPU per 100 ms period.
+    fn new(millicores: u64) -> Self {
+        let mounts = std::fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+        let v1 = mounts.lines().find_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.get(2) == Some(&"cgroup") && cols.get(3).is_some_and(|o| o.split(',').any(|o| o == "cpu")))
+                .then(|| cols[1].to_string())
+        });
+        let own = |controller: &str| {
+            std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|t| {
+                t.lines().find_map(|l| {
+                    let mut parts = l.splitn(3, ':');
+                    let (_, c, p) = (parts.next()?, parts.next()?, parts.next()?);
+                    (c.split(',').any(|c| c == controller)).then(|| p.to_string())
+                })
+            })
+        };
+        let name = format!("sandwatch-test-{}-quota", std::process::id());
+        let period = 100_000u64;
+        let quota = period * millicores / 1000;
+        let dir = match v1 {
+            Some(mount) => {
+                let dir = std::path::Path::new(&mount).join(own("cpu").unwrap_or_default().trim_start_matches('/')).join(name);
+                std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+                std::fs::write(dir.join("cpu.cfs_period_us"), period.to_string()).expect("cpu.cfs_period_us");
+                std::fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string()).expect("cpu.cfs_quota_us");
+                dir
+            }
+            None => {
+                let parent = std::path::Path::new("/sys/fs/cgroup").join(own("").unwrap_or_default().trim_start_matches('/'));
+                let dir = parent.join(name);
+                std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+                std::fs::write(dir.join("cpu.max"), format!("{quota} {period}"))
+                    .unwrap_or_else(|e| panic!("cpu.max in {} (the cpu controller delegated?): {e}", dir.display()));
+                dir
+            }
+        };
+        Self { dir }
+    }
+
+    /// A wrapper that runs the agent in it.
+    fn wrapper(&self) -> String {
+        format!("echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"", self.dir.display())
+    }
+
+    /// Periods in which its tasks were throttled, and for how long (ns).
+    fn throttled(&self) -> (u64, u64) {
+        let stat = std::fs::read_to_string(self.dir.join("cpu.stat")).unwrap_or_default();
+        let field = |k: &str| stat.lines().find_map(|l| l.strip_prefix(k)?.trim().parse::<u64>().ok()).unwrap_or(0);
+        let time = field("throttled_time ").max(field("throttled_usec ") * 1000);
+        (field("nr_throttled "), time)
+    }
+}
+
+impl Drop for CpuQuota {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// One HTTP/1.1 response off a kept-alive connection: its status and
+/// body length (the agent sends a Content-Length).
+fn read_response(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> std::io::Result<(u16, usize)> {
+    use std::io::Read as _;
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().ok())?
+                })
+                .ok_or_else(|| std::io::Error::other(format!("no content-length: {head}")))?;
+            while buf.len() < end + 4 + length {
+                let n = stream.read(&mut chunk)?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            buf.drain(..end + 4 + length);
+            return Ok((status, length));
+        }
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// GET /metrics on a kept-alive connection; its body.
+fn scrape_body(stream: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> std::io::Result<String> {
+    use std::io::{Read as _, Write as _};
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: sandwatch\r\n\r\n")?;
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
+                })
+                .ok_or_else(|| std::io::Error::other("no content-length"))?;
+            while buf.len() < end + 4 + length {
+                let n = stream.read(&mut chunk)?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + length]).to_string();
+            buf.drain(..end + 4 + length);
+            return Ok(body);
+        }
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The agent in a 500m CPU quota (the DaemonSet's limit), 64 clients
+/// scraping `/metrics` as fast as it answers on kept-alive connections
+/// (a scrape flood from the pod network), while a pod runs an exit storm
+/// (40 000 processes) and another pod's init is OOM-killed: no event is
+/// lost, the kill's series is on `/metrics` within 1 s of the kill, and
+/// the scrapes share their bodies through the real server (far fewer
+/// renders than scrapes). (Before: the server rendered one body per
+/// scrape, one after another on its thread.)
+#[test]
+fn a_scrape_flood_under_the_cpu_limit_loses_nothing_and_delays_a_kill_under_a_second() {
+    require_root();
+    use std::sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
+        Arc,
+    };
+    const SCRAPERS: usize = 64;
+    const EXITS: u32 = 40_000;
+    let quota = CpuQuota::new(500);
+    let wrapper = quota.wrapper();
+    let agent = AgentProcess::start_wrapped(&["sh", "-c", &wrapper], &NO_RUNTIME);
+    let mut storm = KubePod::build("scrape-storm", UID_STORM, false, 2);
+    let script = storm.tmp.join("storm.py");
+    std::fs::write(
+        &script,
+        format!(
+            "import os\nfor _ in range({EXITS}):\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n    os.waitpid(pid, 0)\n"
+        ),
+    )
+    .expect("script");
+    storm.start_init(0, "exec sleep 1000");
+    storm.start_init(1, &format!("/usr/bin/python3 {}; exec sleep 1000", script.display()));
+    let mut killed = KubePod::build("scrape-killed", UID_KILLED, false, 2);
+    killed.start_init(0, "exec sleep 1000");
+    killed.start_init(1, "exec dd if=/dev/zero of=/dev/null bs=256M count=1");
+    let before = agent.metrics();
+    let throttled_before = quota.throttled();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let scrapers: Vec<_> = (0..SCRAPERS)
+        .map(|_| {
+            let (stop, answered, failed, addr) = (stop.clone(), answered.clone(), failed.clone(), agent.addr);
+            std::thread::spawn(move || {
+                use std::io::Write as _;
+                let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+                    failed.fetch_add(1, Relaxed);
+                    return;
+                };
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+                let mut buf = Vec::new();
+                while !stop.load(Relaxed) {
+                    let sent = stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: sandwatch\r\n\r\n");
+                    match sent.and_then(|()| read_response(&mut stream, &mut buf)) {
+                        Ok((200, _)) => answered.fetch_add(1, Relaxed),
+                        _ => {
+                            failed.fetch_add(1, Relaxed);
+                            return;
+                        }
+                    };
+                }
+            })
+        })
+        .collect();
+    // The flood under way, the storm starts; a few seconds in, the kill.
+    std::thread::sleep(Duration::from_secs(2));
+    storm.trigger(1);
+    std::thread::sleep(Duration::from_secs(3));
+    let series = format!(
+        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID_KILLED}\",victim_role=\"container_init\",workload=\"\",workload_kind=\"\"}}",
+        harness::cid(2)
+    );
+    // A client of its own watches for the series; another the kernel's
+    // own count of the kill.
+    let seen_at = {
+        let (addr, series, stop) = (agent.addr, series.clone(), stop.clone());
+        std::thread::spawn(move || -> Option<Instant> {
+            let mut stream = std::net::TcpStream::connect(addr).ok()?;
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+            let mut buf = Vec::new();
+            while !stop.load(Relaxed) {
+                let body = scrape_body(&mut stream, &mut buf).ok()?;
+                if metric(&body, &series) == Some(1.0) {
+                    return Some(Instant::now());
+                }
+            }
+            None
+        })
+    };
+    killed.trigger(1);
+    let start = Instant::now();
+    while killed.oom_kills(1) < 1 {
+        assert!(start.elapsed() < Duration::from_secs(30), "the init was never killed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let killed_at = Instant::now();
+    let seen_at = seen_at.join().expect("watcher");
+    let delay = seen_at.map(|at| at.saturating_duration_since(killed_at));
+    // The storm to its end, the flood on.
+    let start = Instant::now();
+    while !std::fs::read_to_string(format!("/proc/{}/comm", storm.init_pid(1))).is_ok_and(|c| c.trim() == "sleep") {
+        assert!(start.elapsed() < Duration::from_secs(180), "the exit storm never finished");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Relaxed);
+    for s in scrapers {
+        let _ = s.join();
+    }
+    let after = agent.metrics();
+    let (throttled, throttled_ns) = {
+        let (n, t) = quota.throttled();
+        (n - throttled_before.0, t - throttled_before.1)
+    };
+    let delta = |s: &str| series_delta(&after, &before, s);
+    let scrapes = delta("sandwatch_http_scrapes_total");
+    let renders = delta("sandwatch_http_metrics_renders_total");
+    let lost: f64 = ["exit", "oom_kill"]
+        .iter()
+        .map(|k| delta(&format!("sandwatch_kernel_events_dropped_total{{kind=\"{k}\"}}")))
+        .sum::<f64>()
+        + ["channel", "decode"].iter().map(|s| delta(&format!("sandwatch_events_dropped_total{{stage=\"{s}\"}}"))).sum::<f64>();
+    let exits = delta("sandwatch_events_total{kind=\"exit\"}");
+    eprintln!(
+        "{SCRAPERS} scrapers, agent in 500m: {} answered ({} failed), {scrapes} scrapes served with {renders} renders; \
+         throttled in {throttled} periods ({:.1} s); {exits} exits delivered, {lost} events lost; the kill on /metrics \
+         {delay:?} after it",
+        answered.load(Relaxed),
+        failed.load(Relaxed),
+        throttled_ns as f64 / 1e9,
+    );
+    assert_eq!(failed.load(Relaxed), 0, "every scraper answered");
+    assert_eq!(lost, 0.0, "no event lost:\n{after}");
+    assert!(exits >= f64::from(EXITS), "the storm's exits delivered: {exits}");
+    let delay = delay.expect("the kill's series came");
+    assert!(delay <= Duration::from_secs(1), "the kill's series came {delay:?} after it");
+    assert!(renders > 0.0 && renders * 8.0 < scrapes, "scrapes share their bodies: {renders} renders for {scrapes} scrapes");
+    drop(agent);
+    drop(killed);
+    drop(storm);
+    drop(quota);
+}
+
+fn series_delta(after: &str, before: &str, s: &str) -> f64 {
+    series(after, s) - series(before, s)
+}
