@@ -237,7 +237,9 @@ catalogue! {
     OOM_MISMATCH_TOTAL = Counter, "sandwatch_oom_mismatch_total", ["direction"],
         "OOM kills only one side reported: kernel_only (the runtime never said OOM) or runtime_only.";
     OOM_STORM = Gauge, "sandwatch_oom_storm", [],
-        "1 while OOM events in the window are at or above the storm threshold, until they fall to the clear level.";
+        "1 while OOM events in the window are at or above the storm threshold, until they fall to the clear level; no namespace counts for more than half the threshold, so it takes more than one (one tenant's storm is sandwatch_oom_storm_namespace).";
+    OOM_STORM_NAMESPACE = Gauge, "sandwatch_oom_storm_namespace", ["namespace", "pod_uid"],
+        "A namespace's OOM events in the window while they alone are at or above the storm threshold (until they fall to the clear level); pod_uid where the runtime has not named the namespace (each such pod is its own); absent otherwise, at most the 10 busiest.";
     REGISTRY_EVICTIONS_TOTAL = Counter, "sandwatch_registry_evictions_total", ["what"],
         "Pod state the registry refused or forgot because a bound was reached, by what.";
     RUNTIME_CORRELATION_EVICTIONS_TOTAL = Counter, "sandwatch_runtime_correlation_evictions_total", [],

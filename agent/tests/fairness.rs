@@ -172,6 +172,8 @@ fn one_containers_oom_flood_leaves_another_pods_kill_room() {
     assert!(lost("container_share") > 0.0, "the flood was held to its share:\n{text}");
     assert_eq!(lost("ring_full"), 0.0, "the ring never filled:\n{text}");
     assert_eq!(series(&text, "sandwatch_oom_storm"), 0.0, "one pod's kills raise no node-wide storm:\n{text}");
+    let own_storm = format!("sandwatch_oom_storm_namespace{{namespace=\"\",pod_uid=\"{UID_FLOOD}\"}}");
+    assert!(series(&text, &own_storm) >= 10.0, "its own storm is said, by its pod:\n{text}");
     drop(agent);
     drop(quiet);
     drop(flood);

@@ -109,6 +109,15 @@ mod tests {
         runtime.stream.info.observe("containerd", "2.1.9", "abc");
         outputs.publish([
             Finding::RuntimeUp { runtime: "containerd".into(), up: true },
+            Finding::OomWindow {
+                events: 12,
+                window_secs: 60,
+                storm: false,
+                storming: vec![crate::watchdog::storm::Storming {
+                    key: crate::watchdog::storm::StormKey { namespace: "shop".into(), pod_uid: String::new() },
+                    events: 12,
+                }],
+            },
             Finding::PodOom(PodOom {
                 fired: crate::watchdog::Fired::UNKNOWN,
                 cause: crate::watchdog::explain::OomCause::Unknown,

@@ -91,6 +91,7 @@ pub struct WatchdogMetrics {
     pod_series: Arc<Mutex<PodSeries>>,
     window: IntGauge,
     storm: IntGauge,
+    storming: IntGaugeVec,
     sandbox_deaths: IntCounterVec,
     task_exits: IntCounterVec,
     /// `task_exits` children resolved once, indexed role × outcome: the
@@ -176,6 +177,7 @@ impl WatchdogMetrics {
             pod_series: Arc::new(Mutex::new(pod_series)),
             window,
             storm: OOM_STORM.gauge(r)?,
+            storming: OOM_STORM_NAMESPACE.gauge_vec(r)?,
             sandbox_deaths: SANDBOX_DEATHS_TOTAL.counter_vec(r)?,
             task_exits: TASK_EXITS_TOTAL.counter_vec(r)?,
             task_exit_counters: Vec::new(),
@@ -401,9 +403,14 @@ impl WatchdogMetrics {
                     series.expire(pod_uid);
                 }
             }
-            Finding::OomWindow { events, storm, .. } => {
+            Finding::OomWindow { events, storm, storming, .. } => {
                 self.window.set(*events as i64);
                 self.storm.set(i64::from(*storm));
+                // Series only while a namespace storms (at most ten).
+                self.storming.reset();
+                for s in storming {
+                    self.storming.with_label_values(&[&s.key.namespace, &s.key.pod_uid]).set(s.events as i64);
+                }
             }
             Finding::OomStorm(_) => {} // the window's gauges say it
             Finding::Model(stats) => self.model(stats),
@@ -884,10 +891,17 @@ mod tests {
         let text = served.text();
         assert_eq!(value(&text, "sandwatch_oom_kills_window{window=\"10s\"}"), Some(0.0), "exists from the start");
         assert_eq!(value(&text, "sandwatch_oom_storm"), Some(0.0));
-        served.m.observe(&Finding::OomWindow { events: 4, window_secs: 10, storm: true });
+        let noisy = crate::watchdog::storm::Storming {
+            key: crate::watchdog::storm::StormKey { namespace: "noisy".into(), pod_uid: String::new() },
+            events: 4,
+        };
+        served.m.observe(&Finding::OomWindow { events: 4, window_secs: 10, storm: true, storming: vec![noisy] });
         let text = served.text();
         assert_eq!(value(&text, "sandwatch_oom_kills_window{window=\"10s\"}"), Some(4.0));
         assert_eq!(value(&text, "sandwatch_oom_storm"), Some(1.0));
+        assert_eq!(value(&text, "sandwatch_oom_storm_namespace{namespace=\"noisy\",pod_uid=\"\"}"), Some(4.0));
+        served.m.observe(&Finding::OomWindow { events: 1, window_secs: 10, storm: false, storming: Vec::new() });
+        assert!(!served.text().contains("sandwatch_oom_storm_namespace{"), "gone once it is over");
     }
 
     #[test]

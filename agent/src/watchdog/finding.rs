@@ -55,8 +55,9 @@ pub enum Finding {
     PodOom(PodOom),
     /// A torn-down pod's per-pod series may go now (their grace is over).
     PodSeriesExpired { pod_uid: String },
-    /// The OOM-churn window moved.
-    OomWindow { events: u64, window_secs: u64, storm: bool },
+    /// The OOM-churn window moved: the node's storm, and the namespaces
+    /// in one of their own.
+    OomWindow { events: u64, window_secs: u64, storm: bool, storming: Vec<super::storm::Storming> },
     /// The OOM storm flag rose or fell.
     OomStorm(StormEdge),
     /// The pod model changed: what it holds, what its bounds refused.

@@ -473,6 +473,7 @@ impl<H: Host> Watchdog<H> {
             events: state.events_in_window,
             window_secs: state.window_secs,
             storm: state.storm,
+            storming: state.storming,
         });
         if let Some(edge) = state.edge {
             self.out.push(Finding::OomStorm(edge));
