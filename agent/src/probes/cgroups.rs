@@ -365,7 +365,10 @@ fn find_ns_root(layout: &CgroupLayout) -> String {
     let depth = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|t| ns_root_depth(&t, &layout.mount));
     let mut walk = NsRootWalk { layout, own_rel: &own_rel, pid: &me, depth, visited: 0 };
     match walk.find("") {
-        Some(root) => root,
+        Some(root) => {
+            log::info!("the cgroup namespace is rooted at {root} ({} cgroups looked at)", walk.visited);
+            root
+        }
         None => {
             log::warn!(
                 "cgroup {own_rel} (from /proc/self/cgroup) does not list this process and no cgroup{} lists it there ({} looked at); pod discovery at start-up may miss processes",
