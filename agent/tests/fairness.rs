@@ -538,3 +538,119 @@ fn sub_cgroups_a_tenant_nests_do_not_delay_a_restart_in_a_cgroup_namespace() {
     drop(nester);
     drop(agent_pod);
 }
+
+const UID_TENANT: [&str; 5] = [
+    "fa1e0000-0010-4e5f-8a9b-0c1d2e3f4a5b",
+    "fa1e0000-0011-4e5f-8a9b-0c1d2e3f4a5b",
+    "fa1e0000-0012-4e5f-8a9b-0c1d2e3f4a5b",
+    "fa1e0000-0013-4e5f-8a9b-0c1d2e3f4a5b",
+    "fa1e0000-0014-4e5f-8a9b-0c1d2e3f4a5b",
+];
+const UID_GROWER: &str = "fa1e0000-0015-4e5f-8a9b-0c1d2e3f4a5b";
+
+/// A tmpfs of this test's own, unmounted (its pages freed) on drop.
+struct Tmpfs {
+    dir: std::path::PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(dir: std::path::PathBuf) -> Self {
+        std::fs::create_dir_all(&dir).expect("tmpfs dir");
+        let c = |s: &str| std::ffi::CString::new(s).expect("path");
+        let (src, target, fstype) = (c("tmpfs"), c(&dir.display().to_string()), c("tmpfs"));
+        // SAFETY: valid NUL-terminated strings for the call.
+        let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+        assert_eq!(rc, 0, "mount tmpfs at {}: {}", dir.display(), std::io::Error::last_os_error());
+        Self { dir }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        if let Ok(target) = std::ffi::CString::new(self.dir.display().to_string()) {
+            // SAFETY: a path we mounted.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// A tenant's 1 200 containers (5 pods) each hold 62 % of its 2 MiB
+/// limit (tmpfs: what no reclaim frees), so that every one is read in
+/// full: more than the budget of 64 full reads a second serves once a
+/// second. Then a slow grower in another pod (its own namespace: no
+/// runtime names them) crosses half its 64 MiB and grows 1 MiB a second
+/// until it is OOM-killed: it was warned growing before the kill, and
+/// how long before is said. (Before: full reads went first-due-first
+/// across the node and trends were fitted over 120 s: each container was
+/// read every ~19 s, and no container was ever warned growing.)
+#[test]
+fn a_thousand_containers_near_their_limits_leave_another_namespaces_grower_warned() {
+    require_root();
+    const PER_POD: u8 = 240;
+    let mut tenants: Vec<KubePod> =
+        UID_TENANT.iter().enumerate().map(|(i, uid)| KubePod::build(&format!("near-{i}"), uid, false, PER_POD + 1)).collect();
+    let shm = Tmpfs::mount(tenants[0].tmp.join("shm"));
+    let mut script = String::new();
+    for (p, pod) in tenants.iter_mut().enumerate() {
+        for c in 1..=usize::from(PER_POD) {
+            pod.cg.set_memory_limit(&pod.paths[c], 2 << 20);
+            script.push_str(&format!(
+                "echo $$ > {} && dd if=/dev/zero of={}/p{p}c{c} bs=64k count=20 2>/dev/null || exit 1\n",
+                pod.cg.procs_file(&pod.paths[c]).display(),
+                shm.dir.display()
+            ));
+        }
+    }
+    let charged = Instant::now();
+    let file = tenants[0].tmp.join("charge.sh");
+    std::fs::write(&file, &script).expect("script");
+    let status = std::process::Command::new("sh").arg(&file).status().expect("sh");
+    assert!(status.success(), "charging the containers failed");
+    let charged = charged.elapsed();
+    let containers = UID_TENANT.len() * usize::from(PER_POD);
+    let agent = AgentProcess::start(&NO_RUNTIME);
+    // Every container read in full at least once (64 a second).
+    let text = wait_until(&agent, Duration::from_secs(60), "the tenant's containers watched", |t| {
+        series(t, "sandwatch_memory_pressure_watched") >= containers as f64
+    });
+    std::thread::sleep(Duration::from_secs(25));
+    let before = agent.metrics();
+    let mut grower = KubePod::build("grower", UID_GROWER, false, 2);
+    grower.cg.set_memory_limit(&grower.paths[1], 64 << 20);
+    grower.start_init(0, "exec sleep 1000");
+    grower.start_init(1, &harness::grower(33, 1));
+    let started = Instant::now();
+    grower.trigger(1);
+    while grower.oom_kills(1) < 1 {
+        assert!(started.elapsed() < Duration::from_secs(120), "the grower was never killed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let killed_after = started.elapsed();
+    let start = Instant::now();
+    let kill = loop {
+        let records = agent.records();
+        if let Some(k) = records.into_iter().find(|r| r.kind() == "oom_kill" && r.pod_uid() == Some(UID_GROWER)) {
+            break k;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the grower's kill has no record");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let after = agent.metrics();
+    let reads = |t: &str| series(t, "sandwatch_memory_pressure_reads_total{kind=\"detail\"}");
+    let per_second = (reads(&after) - reads(&before)) / killed_after.as_secs_f64();
+    let warned_ms = kill.json.get("warned_ms").and_then(|v| v.as_u64());
+    let reasons = kill.json.get("warned_reasons").cloned().unwrap_or_default();
+    eprintln!(
+        "{containers} containers at 62 % of their limits (charged in {charged:?}; {} watched); full reads {per_second:.0} a \
+         second; the grower killed {killed_after:?} after it started, warned {warned_ms:?} ms before, of {reasons}",
+        series(&text, "sandwatch_memory_pressure_watched")
+    );
+    assert!(per_second <= 65.0, "the budget held: {per_second:.0} full reads a second");
+    let growing = reasons.as_array().is_some_and(|r| r.iter().any(|r| r == "growing"));
+    assert!(growing && warned_ms.is_some_and(|ms| ms >= 5_000), "warned growing at least 5 s before its kill: {:?}", kill.json);
+    drop(agent);
+    drop(grower);
+    drop(shm);
+    drop(tenants);
+}
