@@ -125,9 +125,10 @@ impl MemoryWatches {
         }
         let mut wds = Vec::new();
         let mut all = true;
-        for (file, what) in
-            [(Some(dir.to_path_buf()), Watched::Directory), (events.then(|| dir.join("memory.events")), Watched::Events)]
-        {
+        for (file, what) in [
+            (Some(dir.to_path_buf()), Watched::Directory),
+            (events.then(|| dir.join("memory.events")), Watched::Events),
+        ] {
             let Some(file) = file else { continue };
             let Some(inotify) = self.inotify.as_ref() else { return false };
             match inotify.watch(&file) {

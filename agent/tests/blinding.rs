@@ -47,14 +47,6 @@ fn kills_of_role(text: &str, role: &str) -> f64 {
         .sum()
 }
 
-/// Every OOM kill counted, whatever its role.
-fn kills(text: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with("sandwatch_oom_kills_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// Waits until the agent counts the OOM kill of container `cid(2)`'s init
 /// in pod `uid`, named by the pod and its container, its own limit fired;
 /// returns the metrics then.

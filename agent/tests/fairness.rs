@@ -98,7 +98,8 @@ fn ids_retired_by_thread_execs_never_name_a_host_process() {
     std::thread::sleep(Duration::from_secs(1));
     let after = agent.metrics();
     let log = agent.log_text();
-    let counted_as_pods = log.lines().filter(|l| l.contains("Exit(Exit {") && l.contains("comm: \"hoststorm\"")).count();
+    let counted_as_pods =
+        log.lines().filter(|l| l.contains("Exit(Exit {") && l.contains("comm: \"hoststorm\"")).count();
     let misses = series(&after, "sandwatch_task_table_misses_total") - misses_before;
     eprintln!(
         "{EXECS} thread execs in the tenant's container in {execs_took:?} ({} ids retired); {forks} host processes in \
@@ -160,7 +161,8 @@ fn one_containers_oom_flood_leaves_another_pods_kill_room() {
     std::thread::sleep(Duration::from_millis(500));
     let text = format!("{text}{}", agent.metrics());
     let delta = |s: &str| series(&text, s) - series(&before, s);
-    let lost = |reason: &str| delta(&format!("sandwatch_kernel_events_lost_total{{kind=\"oom_kill\",reason=\"{reason}\"}}"));
+    let lost =
+        |reason: &str| delta(&format!("sandwatch_kernel_events_lost_total{{kind=\"oom_kill\",reason=\"{reason}\"}}"));
     let kills = flood.oom_kills(1);
     eprintln!(
         "{kills} kills in the flooding container ({FLOOD} in {flood_took:?}), the agent stopped: {} refused past its \
@@ -211,14 +213,17 @@ impl CpuQuota {
         let quota = period * millicores / 1000;
         let dir = match v1 {
             Some(mount) => {
-                let dir = std::path::Path::new(&mount).join(own("cpu").unwrap_or_default().trim_start_matches('/')).join(name);
+                let dir = std::path::Path::new(&mount)
+                    .join(own("cpu").unwrap_or_default().trim_start_matches('/'))
+                    .join(name);
                 std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
                 std::fs::write(dir.join("cpu.cfs_period_us"), period.to_string()).expect("cpu.cfs_period_us");
                 std::fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string()).expect("cpu.cfs_quota_us");
                 dir
             }
             None => {
-                let parent = std::path::Path::new("/sys/fs/cgroup").join(own("").unwrap_or_default().trim_start_matches('/'));
+                let parent =
+                    std::path::Path::new("/sys/fs/cgroup").join(own("").unwrap_or_default().trim_start_matches('/'));
                 let dir = parent.join(name);
                 std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
                 std::fs::write(dir.join("cpu.max"), format!("{quota} {period}"))
@@ -438,7 +443,10 @@ fn a_scrape_flood_under_the_cpu_limit_loses_nothing_and_delays_a_kill_under_a_se
         .iter()
         .map(|k| delta(&format!("sandwatch_kernel_events_dropped_total{{kind=\"{k}\"}}")))
         .sum::<f64>()
-        + ["channel", "decode"].iter().map(|s| delta(&format!("sandwatch_events_dropped_total{{stage=\"{s}\"}}"))).sum::<f64>();
+        + ["channel", "decode"]
+            .iter()
+            .map(|s| delta(&format!("sandwatch_events_dropped_total{{stage=\"{s}\"}}")))
+            .sum::<f64>();
     let exits = delta("sandwatch_events_total{kind=\"exit\"}");
     eprintln!(
         "{SCRAPERS} scrapers, agent in 500m: {} answered ({} failed), {scrapes} scrapes served with {renders} renders; \
@@ -453,7 +461,10 @@ fn a_scrape_flood_under_the_cpu_limit_loses_nothing_and_delays_a_kill_under_a_se
     assert!(exits >= f64::from(EXITS), "the storm's exits delivered: {exits}");
     let delay = delay.expect("the kill's series came");
     assert!(delay <= Duration::from_secs(1), "the kill's series came {delay:?} after it");
-    assert!(renders > 0.0 && renders * 8.0 < scrapes, "scrapes share their bodies: {renders} renders for {scrapes} scrapes");
+    assert!(
+        renders > 0.0 && renders * 8.0 < scrapes,
+        "scrapes share their bodies: {renders} renders for {scrapes} scrapes"
+    );
     drop(agent);
     drop(killed);
     drop(storm);
@@ -526,7 +537,10 @@ fn sub_cgroups_a_tenant_nests_do_not_delay_a_restart_in_a_cgroup_namespace() {
     assert_eq!(quiet_root.as_deref(), Some(expected.as_str()), "its own container is its namespace's root");
     assert_eq!(root, quiet_root, "the same root found beside the nest");
     assert!(looked_at < 1_000, "{looked_at} cgroups looked at for the namespace's root: none of the nest");
-    assert!(ready < quiet_ready + Duration::from_secs(1), "ready in {ready:?}, against {quiet_ready:?} without the nest");
+    assert!(
+        ready < quiet_ready + Duration::from_secs(1),
+        "ready in {ready:?}, against {quiet_ready:?} without the nest"
+    );
     found.trigger(1);
     let kill = format!(
         "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID_FOUND}\",victim_role=\"container_init\",workload=\"\",workload_kind=\"\"}}",
@@ -588,8 +602,11 @@ impl Drop for Tmpfs {
 fn a_thousand_containers_near_their_limits_leave_another_namespaces_grower_warned() {
     require_root();
     const PER_POD: u8 = 240;
-    let mut tenants: Vec<KubePod> =
-        UID_TENANT.iter().enumerate().map(|(i, uid)| KubePod::build(&format!("near-{i}"), uid, false, PER_POD + 1)).collect();
+    let mut tenants: Vec<KubePod> = UID_TENANT
+        .iter()
+        .enumerate()
+        .map(|(i, uid)| KubePod::build(&format!("near-{i}"), uid, false, PER_POD + 1))
+        .collect();
     let shm = Tmpfs::mount(tenants[0].tmp.join("shm"));
     let mut script = String::new();
     for (p, pod) in tenants.iter_mut().enumerate() {
@@ -648,7 +665,11 @@ fn a_thousand_containers_near_their_limits_leave_another_namespaces_grower_warne
     );
     assert!(per_second <= 65.0, "the budget held: {per_second:.0} full reads a second");
     let growing = reasons.as_array().is_some_and(|r| r.iter().any(|r| r == "growing"));
-    assert!(growing && warned_ms.is_some_and(|ms| ms >= 5_000), "warned growing at least 5 s before its kill: {:?}", kill.json);
+    assert!(
+        growing && warned_ms.is_some_and(|ms| ms >= 5_000),
+        "warned growing at least 5 s before its kill: {:?}",
+        kill.json
+    );
     drop(agent);
     drop(grower);
     drop(shm);
@@ -713,7 +734,8 @@ fn a_container_holding_every_inotify_instance_costs_the_agent_its_notices_not_it
         "sandwatch_pod_memory_pressure{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID_NEAR}\",reason=\"near_limit\",workload=\"\",workload_kind=\"\"}}",
         harness::cid(2)
     );
-    let text = wait_until(&agent, Duration::from_secs(30), "the near container's warning", |t| series(t, &near_limit) == 1.0);
+    let text =
+        wait_until(&agent, Duration::from_secs(30), "the near container's warning", |t| series(t, &near_limit) == 1.0);
     let warned_after = holding_since.elapsed();
     let failed = series(&text, "sandwatch_memory_watch_failures_total{reason=\"instances\"}");
     // Let go; the agent asks again by itself.

@@ -209,7 +209,6 @@ impl Place {
             Place::Lost | Place::Untracked => 0,
         }
     }
-
 }
 
 /// Where the current task's events belong. On v2 its cgroup says (or, for

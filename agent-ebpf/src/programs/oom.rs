@@ -3,8 +3,9 @@
 //! `out_of_memory()` keeps it, else from page counters.
 
 use agent_common::{
-    lost, oom_constraint, rooms, unstreamed, EventKind, MemcgLevel, MemcgOffsets, OomKillEvent, TaskOffsets, VictimIdentity, ABSENT,
-    COMM_LEN, FLAG_LEVELS_OF_VICTIM, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, MEMCG_LEVELS, MEMCG_WALK,
+    lost, oom_constraint, rooms, unstreamed, EventKind, MemcgLevel, MemcgOffsets, OomKillEvent, TaskOffsets,
+    VictimIdentity, ABSENT, COMM_LEN, FLAG_LEVELS_OF_VICTIM, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED,
+    MEMCG_LEVELS, MEMCG_WALK,
 };
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task},

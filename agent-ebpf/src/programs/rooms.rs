@@ -68,7 +68,7 @@ pub(crate) fn shares_of(cgroup_id: u64, slot: u32) -> *mut RingShares {
             return unsafe { core::ptr::addr_of_mut!((*t).shares) };
         }
     }
-    SHARES.get_ptr_mut(slot).unwrap_or(core::ptr::null_mut())
+    SHARES.get_ptr_mut(slot).unwrap_or_default()
 }
 
 /// Whether a ring of `size` bytes with `pending` in it is busy: owners'

@@ -10,7 +10,9 @@
 use agent_common::{rooms, unstreamed, TaskInfo};
 use aya_ebpf::bindings::BPF_NOEXIST;
 
-use crate::maps::{atomic_add, count, global_field, mark_pod_task, PROBE_CONFIG, TASKS, TASKS_HELD, TRACKED, UNSTREAMED};
+use crate::maps::{
+    atomic_add, count, global_field, mark_pod_task, PROBE_CONFIG, TASKS, TASKS_HELD, TRACKED, UNSTREAMED,
+};
 
 /// Adds `delta` to the entries held: the table's and `cgroup_id`'s (if
 /// it is still tracked).

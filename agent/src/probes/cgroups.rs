@@ -400,7 +400,8 @@ pub fn ns_root_depth(mountinfo: &str, mount: &Path) -> Option<usize> {
 
 /// Whether cgroup `rel`'s `cgroup.procs` lists `pid`.
 fn lists_pid(layout: &CgroupLayout, rel: &str, pid: &str) -> bool {
-    std::fs::read_to_string(layout.dir(rel).join("cgroup.procs")).is_ok_and(|procs| procs.lines().any(|l| l.trim() == pid))
+    std::fs::read_to_string(layout.dir(rel).join("cgroup.procs"))
+        .is_ok_and(|procs| procs.lines().any(|l| l.trim() == pid))
 }
 
 /// The walk for the namespace root.
