@@ -108,7 +108,8 @@ pub struct RingShares {
 }
 
 impl RingShares {
-    pub const NONE: Self = Self { exit_records: 0, exit_first: 0, exit_until: 0, oom_records: 0, _pad: 0, oom_until: 0 };
+    pub const NONE: Self =
+        Self { exit_records: 0, exit_first: 0, exit_until: 0, oom_records: 0, _pad: 0, oom_until: 0 };
 }
 
 /// Room per container in the kernel: the rules by which one container
