@@ -233,7 +233,9 @@ fn a_pod_filling_the_task_table_costs_no_other_pod_its_names() {
     let after = agent.metrics();
     let delta = |s: &str| series(&after, s) - series(&before, s);
     let role = |r: &str| kills_of_role(&after, r) - kills_of_role(&before, r);
-    assert_eq!(role("host") + role("unknown"), 0.0, "never the host's, never unknown:\n{after}");
+    // (A host kill may be another test's on this node: the victim's own
+    // series, named above, says whose its kill is.)
+    assert_eq!(role("unknown"), 0.0, "never unknown:\n{after}");
     // Its exit neither (the host's exits streamed are runtimes', which
     // other tests on the node start and stop).
     assert_eq!(delta("sandwatch_task_exits_total{outcome=\"unknown\",role=\"unknown\"}"), 0.0, "its exit neither");

@@ -181,6 +181,62 @@ fn one_containers_oom_flood_leaves_another_pods_kill_room() {
     drop(flood);
 }
 
+const UID_EXITS: &str = "fa1e0000-0004-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_INIT: &str = "fa1e0000-0005-4e5f-8a9b-0c1d2e3f4a5b";
+
+/// One container floods the exit ring (8 000 exits into a 64 KiB ring of
+/// ~800 records, the agent stopped meanwhile), then another pod's
+/// container init exits: its exit is counted as that container's end;
+/// the flood is refused past its share, counted. (Before: the ring was
+/// first come, first served: the flood filled it and the other pod's
+/// init exit was lost.)
+#[test]
+fn one_containers_exit_flood_leaves_another_pods_init_exit_room() {
+    require_root();
+    let agent = AgentProcess::start(&["--ring-buffer-bytes", "64K", NO_RUNTIME[0], "", NO_RUNTIME[2], ""]);
+    let mut flood = KubePod::build("exit-flood", UID_EXITS, false, 2);
+    flood.start_init(0, "exec sleep 1000");
+    flood.start_init(1, "i=0; while [ $i -lt 8000 ]; do /bin/true; i=$((i+1)); done; exec sleep 1000");
+    let mut other = KubePod::build("exit-other", UID_INIT, false, 2);
+    other.start_init(0, "exec sleep 1000");
+    other.start_init(1, "exit 3");
+    let before = agent.metrics();
+    agent.signal(libc::SIGSTOP);
+    flood.trigger(1);
+    let start = Instant::now();
+    while !std::fs::read_to_string(format!("/proc/{}/comm", flood.init_pid(1))).is_ok_and(|c| c.trim() == "sleep") {
+        if start.elapsed() > Duration::from_secs(120) {
+            agent.signal(libc::SIGCONT);
+            panic!("the flood never finished");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    other.trigger(1);
+    std::thread::sleep(Duration::from_millis(300));
+    agent.signal(libc::SIGCONT);
+    let exit = format!(
+        "sandwatch_pod_container_exits_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID_INIT}\",reason=\"error\",workload=\"\",workload_kind=\"\"}}",
+        harness::cid(2)
+    );
+    let text = wait_until(&agent, Duration::from_secs(30), "the other pod's init exit", |t| series(t, &exit) == 1.0);
+    let lost = |reason: &str| {
+        let s = format!("sandwatch_kernel_events_lost_total{{kind=\"exit\",reason=\"{reason}\"}}");
+        series(&text, &s) - series(&before, &s)
+    };
+    eprintln!(
+        "8 000 exits in one container into a 64 KiB ring, the agent stopped: {} refused past its share, {} for the \
+         reserve, {} to a full ring; the other pod's init exit counted",
+        lost("container_share"),
+        lost("reserve"),
+        lost("ring_full")
+    );
+    assert!(lost("container_share") > 0.0, "the flood was held to its share:\n{text}");
+    assert_eq!(lost("ring_full"), 0.0, "the ring never filled:\n{text}");
+    drop(agent);
+    drop(other);
+    drop(flood);
+}
+
 const UID_STORM: &str = "fa1e0000-0006-4e5f-8a9b-0c1d2e3f4a5b";
 const UID_KILLED: &str = "fa1e0000-0007-4e5f-8a9b-0c1d2e3f4a5b";
 
