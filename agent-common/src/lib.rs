@@ -72,13 +72,97 @@ pub mod tracked {
 
 /// Value of the tracked-cgroup map.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TrackedCgroup {
     /// `tracked::NEW`, `POD` or `CONTAINER`.
     pub kind: u32,
     /// Attach records sent for this cgroup so far (up to
     /// `tracked::ATTACH_RECORDS`).
     pub attaches: u32,
+    /// Task-table entries this cgroup's tasks hold (`rooms::TASK_QUOTA`):
+    /// kept by the programs with atomic adds, so it may read below zero
+    /// for a moment, never drift.
+    pub tasks: i64,
+    /// Its records in the rings while they are busy (`rooms`).
+    pub shares: RingShares,
+}
+
+impl TrackedCgroup {
+    /// A cgroup of `kind` with nothing counted yet.
+    pub const fn of(kind: u32) -> Self {
+        Self { kind, attaches: 0, tasks: 0, shares: RingShares::NONE }
+    }
+}
+
+/// What one owner (a tracked cgroup; or all the pod tasks the task table
+/// lost; or the host) has put into the exit and OOM rings since the reader
+/// last caught up with it (`rooms`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingShares {
+    /// Exit records counted in this busy spell (the ring a quarter full).
+    pub exit_records: u32,
+    /// Of them, sent into the room only the first exits may take
+    /// (a process whose parent is outside its container: an init, a
+    /// sandbox).
+    pub exit_first: u32,
+    /// The exit ring's producer position after its last one: once the
+    /// reader is past it, the spell is over.
+    pub exit_until: u64,
+    pub oom_records: u32,
+    pub _pad: u32,
+    pub oom_until: u64,
+}
+
+impl RingShares {
+    pub const NONE: Self =
+        Self { exit_records: 0, exit_first: 0, exit_until: 0, oom_records: 0, _pad: 0, oom_until: 0 };
+}
+
+/// Room per container in the kernel: the rules by which one container
+/// cannot take another's room in the task table or in the rings. Each
+/// ring's records are admitted freely while it is less than a quarter
+/// full; from then on each owner's records are counted until the reader
+/// is past its last one (a busy spell). From half full, an owner that has
+/// sent an eighth of the ring's records in its spell is refused
+/// (`lost::CONTAINER_SHARE`); the last eighth of the ring is kept for the
+/// records that must not be lost (`lost::RESERVE` for the others): exits
+/// of processes whose parent is outside their container (inits and
+/// sandboxes; at most `FIRST_EXITS` of a container a spell), a
+/// container's first `FIRST_OOM_KILLS` OOM kills of a spell, cgroup
+/// mkdirs and rmdirs (not attaches).
+pub mod rooms {
+    /// Owner slots of `SHARES` for what has no tracked cgroup: pod tasks
+    /// the task table lost (unknown), and host tasks (OOM victims).
+    pub const SHARE_LOST: u32 = 0;
+    pub const SHARE_HOST: u32 = 1;
+    pub const SHARE_SLOTS: u32 = 2;
+    /// Exits a container may send into the reserve in one spell.
+    pub const FIRST_EXITS: u32 = 16;
+    /// OOM kills of a container in one spell that may use the reserve.
+    pub const FIRST_OOM_KILLS: u32 = 4;
+    /// A ring this full starts counting owners' records (fractions of
+    /// its size, as divisors).
+    pub const BUSY_DIVISOR: u64 = 4;
+    /// From this full, an owner past its share is refused.
+    pub const CROWDED_DIVISOR: u64 = 2;
+    /// An owner's share in a spell, and the reserve: an eighth.
+    pub const SHARE_DIVISOR: u64 = 8;
+    /// A cgroup holding fewer task-table entries than this may take
+    /// them from the table's last room, which no larger one may use.
+    pub const TASK_FLOOR: i64 = 16;
+}
+
+/// Why the kernel lost a record: the slot of `DROPPED` is
+/// `reason * KIND_SLOTS + kind`.
+pub mod lost {
+    /// The ring had no room left.
+    pub const RING_FULL: u32 = 0;
+    /// Its container had sent its share of a busy ring (`rooms`).
+    pub const CONTAINER_SHARE: u32 = 1;
+    /// Only the reserve was left, and the record is not one it is for.
+    pub const RESERVE: u32 = 2;
+    pub const REASONS: u32 = 3;
 }
 
 /// Slots of the per-CPU `UNSTREAMED` counters: what the kernel counted
@@ -98,10 +182,23 @@ pub mod unstreamed {
     /// Attaches that sent no record: into a cgroup nested below a
     /// container's, or beyond a cgroup's `tracked::ATTACH_RECORDS`.
     pub const ATTACHES_UNSTREAMED: u32 = 4;
-    /// A pod's task the task table no longer held (evicted when it was
-    /// full): its exit or OOM kill goes out with its cgroup unknown.
+    /// A pod's task the task table does not hold (its container had its
+    /// quota, or the table was full): its exit or OOM kill goes out with
+    /// its cgroup unknown.
     pub const TASK_TABLE_MISSES: u32 = 5;
-    pub const SLOTS: u32 = 8;
+    /// Tasks the table refused an entry: their cgroup held its quota…
+    pub const TASKS_OVER_QUOTA: u32 = 6;
+    /// …or the table was full (or only its last room was left, which is
+    /// for cgroups holding fewer than `rooms::TASK_FLOOR`).
+    pub const TASK_TABLE_FULL: u32 = 7;
+    /// Entries retired: of the thread id an exec retires (a thread that
+    /// is not its process's leader calls exec and takes the leader's id)…
+    pub const RETIRED_AT_EXEC: u32 = 8;
+    /// …found under a host parent's new child (stale: its id reused)…
+    pub const RETIRED_AT_FORK: u32 = 9;
+    /// …or of a task whose cgroup is tracked no more, at its exit.
+    pub const RETIRED_UNTRACKED: u32 = 10;
+    pub const SLOTS: u32 = 16;
 }
 
 /// Most container-runtime process names (comm) whose exits are streamed
@@ -467,6 +564,11 @@ pub struct TracepointOffsets {
     pub mv_uid: u32,
     pub mv_pgtables: u32,
     pub mv_oom_score_adj: u32,
+    /// `sched_process_exec`: the id the process has after the exec, and
+    /// the one the exec'ing thread had (they differ when it was not the
+    /// leader: its own id is retired without an exit of its own).
+    pub exec_pid: u32,
+    pub exec_old_pid: u32,
 }
 
 /// Offsets of `struct task_struct` members, read from the kernel's BTF.
@@ -573,6 +675,16 @@ pub struct ProbeConfig {
     /// the kill (the agent's `oom_limit::margin`): a cgroup nested below a
     /// container's this near its limit is kept among an OOM's levels.
     pub limit_margin_pages: u32,
+    /// Task-table entries one tracked cgroup's tasks may hold.
+    pub task_quota: u32,
+    /// Entries the table holds before only cgroups under
+    /// `rooms::TASK_FLOOR` may take more (its size less its last room).
+    pub task_room: u32,
+    /// The rings' sizes in bytes (`EVENTS`, `OOM_KILLS`, `CGROUP_CHANGES`).
+    pub exit_ring_bytes: u32,
+    pub oom_ring_bytes: u32,
+    pub cgroup_ring_bytes: u32,
+    pub _pad: u32,
 }
 
 impl TracepointOffsets {
@@ -589,6 +701,8 @@ impl TracepointOffsets {
         mv_uid: ABSENT,
         mv_pgtables: ABSENT,
         mv_oom_score_adj: ABSENT,
+        exec_pid: ABSENT,
+        exec_old_pid: ABSENT,
     };
 }
 
@@ -625,6 +739,12 @@ impl ProbeConfig {
         cgroup_wakeup_bytes: 0,
         victim_task: 0,
         limit_margin_pages: 0,
+        task_quota: 0,
+        task_room: 0,
+        exit_ring_bytes: 0,
+        oom_ring_bytes: 0,
+        cgroup_ring_bytes: 0,
+        _pad: 0,
     };
 }
 
@@ -651,9 +771,13 @@ pub mod names {
     pub const POD_PIDS: &str = "POD_PIDS";
     pub const SIGNALS: &str = "SIGNALS";
     pub const SIGNAL_OFFSETS: &str = "SIGNAL_OFFSETS";
+    pub const TASKS_HELD: &str = "TASKS_HELD";
+    pub const SHARES: &str = "SHARES";
 
     pub const PROG_EXIT: &str = "sched_process_exit";
     pub const PROG_FORK: &str = "sched_process_fork";
+    /// Where the task table is kept: the id an exec retires leaves it.
+    pub const PROG_EXEC: &str = "sched_process_exec";
     pub const PROG_OOM: &str = "mark_victim";
     /// The raw tracepoint on the same event, where it passes the victim's task.
     pub const PROG_OOM_TASK: &str = "mark_victim_task";
@@ -682,7 +806,10 @@ const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
 const _: () = assert!(core::mem::size_of::<SignalEvent>() == 96);
 const _: () = assert!(core::mem::size_of::<SignalOffsets>() == 32);
 const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 80);
-const _: () = assert!(core::mem::size_of::<TrackedCgroup>() == 8);
+const _: () = assert!(core::mem::size_of::<TrackedCgroup>() == 16 + 32);
+const _: () = assert!(core::mem::size_of::<RingShares>() == 32);
+const _: () = assert!(core::mem::size_of::<TracepointOffsets>() == 14 * 4);
+const _: () = assert!(core::mem::size_of::<ProbeConfig>() == 12 * 4);
 const _: () = assert!(core::mem::size_of::<VictimIdentity>() == 32);
 const _: () = assert!(core::mem::size_of::<RuntimeComms>() == COMM_LEN * MAX_RUNTIME_COMMS + 8);
 const _: () = assert!(core::mem::align_of::<RuntimeComms>() == 8 && core::mem::offset_of!(RuntimeComms, names) == 0);
@@ -693,6 +820,7 @@ mod pod {
     // SAFETY: all of these are repr(C), Copy, without padding (asserted above).
     unsafe impl aya::Pod for TaskInfo {}
     unsafe impl aya::Pod for TrackedCgroup {}
+    unsafe impl aya::Pod for RingShares {}
     unsafe impl aya::Pod for VictimIdentity {}
     unsafe impl aya::Pod for TracepointOffsets {}
     unsafe impl aya::Pod for TaskOffsets {}

@@ -5,6 +5,9 @@
 //! from the agent (read from tracefs and BTF at start-up), never from here.
 #![no_std]
 #![no_main]
+// The one atomic add (`maps::atomic_add`): the BPF target has no atomic
+// read-modify-write in Rust, its instruction set does.
+#![feature(asm_experimental_arch)]
 // aya-ebpf's map methods take `impl Borrow<K>`: passing keys by value is
 // what this lint wants, and it makes LLVM emit different (longer) code for
 // the hot exit and fork paths, which are measured at their floor.

@@ -1,8 +1,8 @@
 //! Maps and load-time globals shared by the programs.
 
 use agent_common::{
-    unstreamed, MemcgOffsets, OomControlOffsets, OomKillEvent, ProbeConfig, RuntimeComms, TaskInfo, TaskOffsets,
-    TracepointOffsets, TrackedCgroup, VictimIdentity, KIND_SLOTS, PIDS_PER_SLOT,
+    lost, rooms, unstreamed, MemcgOffsets, OomControlOffsets, OomKillEvent, ProbeConfig, RingShares, RuntimeComms,
+    TaskInfo, TaskOffsets, TracepointOffsets, TrackedCgroup, VictimIdentity, KIND_SLOTS, PIDS_PER_SLOT,
 };
 use aya_ebpf::{
     macros::map,
@@ -28,9 +28,22 @@ pub static OOM_KILLS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 pub static CGROUP_CHANGES: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 
 /// thread id → cgroup, start time, tgid, for tasks of tracked cgroups
-/// only (pods). Sized at load from pid_max.
+/// only (pods). Sized at load from pid_max. Not an LRU: an entry leaves
+/// only with its task (its exit, a move out, the exec that retires its
+/// id), so no container's fork flood evicts another's tasks; each
+/// tracked cgroup holds at most its quota (`programs::tasks`).
 #[map]
-pub static TASKS: LruHashMap<u32, TaskInfo> = LruHashMap::with_max_entries(65536, 0);
+pub static TASKS: HashMap<u32, TaskInfo> = HashMap::with_max_entries(65536, 0);
+
+/// Slot 0: the entries `TASKS` holds, kept with atomic adds beside it
+/// (the programs cannot count a hash map).
+#[map]
+pub static TASKS_HELD: Array<i64> = Array::with_max_entries(1, 0);
+
+/// The ring shares of owners without a tracked cgroup
+/// (`agent_common::rooms::SHARE_*`).
+#[map]
+pub static SHARES: Array<RingShares> = Array::with_max_entries(rooms::SHARE_SLOTS, 0);
 
 /// On cgroup v1, one byte per thread id: non-zero where `TASKS` may hold
 /// the thread. Set before an entry is written, cleared when it is removed
@@ -131,9 +144,10 @@ pub static OOM_SCRATCH: PerCpuArray<OomKillEvent> = PerCpuArray::with_max_entrie
 #[map]
 pub static EMITTED: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
 
-/// Per kind: records lost because the ring buffer was full.
+/// Per kind and reason (`agent_common::lost`, slot `reason * KIND_SLOTS +
+/// kind`): records lost.
 #[map]
-pub static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
+pub static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS * lost::REASONS, 0);
 
 #[unsafe(no_mangle)]
 pub static TP_OFFSETS: Global<TracepointOffsets> = Global::new(TracepointOffsets::UNSET);
@@ -179,30 +193,31 @@ pub(crate) use global_field;
 #[map]
 pub static READER: Array<u32> = Array::with_max_entries(1, 0);
 
-/// Submit flags for a routine record: wake the reader if it sleeps, or once
-/// enough data is pending (it drains on a timer otherwise).
+/// Submit flags for a routine record, `pending` bytes being in `EVENTS`
+/// with it: wake the reader if it sleeps, or once enough data is pending
+/// (it drains on a timer otherwise).
 #[inline(always)]
-pub fn routine_wakeup() -> u64 {
+pub fn routine_wakeup(pending: u64) -> u64 {
     if READER.get(0).is_some_and(|asleep| *asleep != 0) {
         return BPF_RB_FORCE_WAKEUP;
     }
-    let threshold = u64::from(PROBE_CONFIG.load().wakeup_bytes);
-    if EVENTS.query(BPF_RB_AVAIL_DATA) >= threshold {
+    let threshold = u64::from(global_field!(PROBE_CONFIG, wakeup_bytes));
+    if pending >= threshold {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
     }
 }
 
-/// Submit flags for a record in `CGROUP_CHANGES`: as `routine_wakeup`,
-/// against that ring's own threshold.
+/// Submit flags for a record in `CGROUP_CHANGES`, `pending` bytes being
+/// in it with it: as `routine_wakeup`, against that ring's own threshold.
 #[inline(always)]
-pub fn cgroup_wakeup() -> u64 {
+pub fn cgroup_wakeup(pending: u64) -> u64 {
     if READER.get(0).is_some_and(|asleep| *asleep != 0) {
         return BPF_RB_FORCE_WAKEUP;
     }
-    let threshold = u64::from(PROBE_CONFIG.load().cgroup_wakeup_bytes);
-    if CGROUP_CHANGES.query(BPF_RB_AVAIL_DATA) >= threshold {
+    let threshold = u64::from(global_field!(PROBE_CONFIG, cgroup_wakeup_bytes));
+    if pending >= threshold {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
@@ -214,7 +229,27 @@ pub const URGENT_WAKEUP: u64 = BPF_RB_FORCE_WAKEUP;
 
 const BPF_RB_NO_WAKEUP: u64 = 1;
 const BPF_RB_FORCE_WAKEUP: u64 = 2;
-const BPF_RB_AVAIL_DATA: u64 = 0;
+/// `bpf_ringbuf_query`'s questions: bytes not yet consumed, and the
+/// consumer's and producer's positions (bytes since the ring was made).
+pub const BPF_RB_AVAIL_DATA: u64 = 0;
+pub const BPF_RB_CONS_POS: u64 = 2;
+pub const BPF_RB_PROD_POS: u64 = 3;
+
+/// A record of `kind` lost for `reason` (`agent_common::lost`).
+#[inline(always)]
+pub fn count_lost(kind: u32, reason: u32) {
+    count(&DROPPED, reason.wrapping_mul(KIND_SLOTS).wrapping_add(kind));
+}
+
+/// Adds `v` to a counter other CPUs add to too: BPF's atomic add without
+/// a fetch (every kernel since 5.8 has it; Rust's target for BPF offers
+/// no atomic read-modify-write, hence the instruction itself).
+#[inline(always)]
+pub fn atomic_add(p: *mut i64, v: i64) {
+    // SAFETY: `p` points into a map value, which lives while the program
+    // runs; the instruction touches those 8 bytes only.
+    unsafe { core::arch::asm!("lock *(u64 *)({p} + 0) += {v}", p = in(reg) p, v = in(reg) v, options(nostack)) };
+}
 
 #[inline(always)]
 pub fn count(map: &PerCpuArray<u64>, kind: u32) {

@@ -113,7 +113,9 @@ catalogue! {
     EVENTS_UNATTRIBUTED_TOTAL = Counter, "sandwatch_events_unattributed_total", ["kind"],
         "Exit and OOM events whose task was not in the kernel task table (no cgroup known), by kind.";
     KERNEL_EVENTS_DROPPED_TOTAL = Counter, "sandwatch_kernel_events_dropped_total", ["kind"],
-        "Events lost in the kernel because the ring buffer was full, by kind.";
+        "Events lost in the kernel, by kind: their ring was full, or they were refused to keep room for other containers (by reason in sandwatch_kernel_events_lost_total).";
+    KERNEL_EVENTS_LOST_TOTAL = Counter, "sandwatch_kernel_events_lost_total", ["kind", "reason"],
+        "Events lost in the kernel, by kind and reason: ring_full (no room left), container_share (its container had sent its share of a busy ring: one container's flood), reserve (only the ring's last eighth was left, kept for inits', sandboxes' and first OOM kills' records and cgroup mkdirs and rmdirs).";
     KERNEL_EVENTS_TOTAL = Counter, "sandwatch_kernel_events_total", ["kind"],
         "Events the kernel programs produced (emitted or dropped), by kind.";
     KERNEL_EXITS_UNSTREAMED_TOTAL = Counter, "sandwatch_kernel_exits_unstreamed_total", ["reason"],
@@ -131,7 +133,11 @@ catalogue! {
     KERNEL_CGROUP_RECORDS_UNSTREAMED_TOTAL = Counter, "sandwatch_kernel_cgroup_records_unstreamed_total", ["reason"],
         "Cgroup changes the kernel counted instead of streaming, by reason (nested: a cgroup made or removed below a container's, which is the container's own; attach: a process moved inside a container, or into a cgroup past its first 4 attaches).";
     TASK_TABLE_MISSES_TOTAL = Counter, "sandwatch_task_table_misses_total", [],
-        "Exits and OOM kills of pod tasks the kernel's task table had lost (full; cgroup v1 and kernels without the victim's task): they read unknown, never the host's. Set the kubelet's podPidsLimit, or raise --task-table-entries.";
+        "Exits and OOM kills of pod tasks the kernel's task table does not hold (refused: see sandwatch_task_table_refused_total; cgroup v1 and kernels without the victim's task): they read unknown, never the host's.";
+    TASK_TABLE_REFUSED_TOTAL = Counter, "sandwatch_task_table_refused_total", ["reason"],
+        "Pod tasks the kernel's task table refused an entry, by reason: quota (their pod or container held --task-table-quota entries), full (the table was full, or only its last room was left, kept for pods and containers holding fewer than 16). Their exits and kills read unknown, and cost no other pod its entries.";
+    TASK_TABLE_RETIRED_TOTAL = Counter, "sandwatch_task_table_retired_total", ["reason"],
+        "Task-table entries given back without their task's exit, by reason: exec (a thread that was not its process's leader called exec and its id ended), host_fork (found under a host parent's new child: a stale id), untracked (of a cgroup no longer tracked, at its task's exit).";
     TRACKED_CGROUPS_REFUSED_TOTAL = Counter, "sandwatch_tracked_cgroups_refused_total", [],
         "New cgroups the kernel's tracked-cgroup map had no room for (their tasks' exits count as the host's).";
 
@@ -162,6 +168,10 @@ catalogue! {
         "Pods' and workload containers' cgroups whose memory limits are followed.";
     MEMORY_WATCHES_REFUSED_TOTAL = Counter, "sandwatch_memory_watches_refused_total", [],
         "Cgroups whose limit files the kernel refused to watch (inotify: its watch or instance limit, or the cgroup gone): their limits are read once a minute instead.";
+    MEMORY_WATCH_FAILURES_TOTAL = Counter, "sandwatch_memory_watch_failures_total", ["reason"],
+        "Watches of cgroups' memory files (limit writes; v2 memory.events) the kernel refused, by reason: instances (every inotify instance of the user in use: fs.inotify.max_user_instances, shared by every root process on the node, a container's too), watches (fs.inotify.max_user_watches), gone (the cgroup was removed), other. Those cgroups are read on timers and asked for again (10 s, doubling to a minute); one log line says so.";
+    MEMORY_NOTICE_OVERFLOWS_TOTAL = Counter, "sandwatch_memory_notice_overflows_total", [],
+        "Times the kernel's queue of notices of cgroups' memory files overflowed: each cgroup's limits are read once over the next minute, and each container's usage screened again soon (no full reads).";
     OOM_KILLS_AFTER_LIMIT_DECREASE_TOTAL = Counter, "sandwatch_oom_kills_after_limit_decrease_total", ["limit"],
         "OOM kills whose limit (container, pod) was lowered in the 10 minutes before the kill.";
     MEMORY_NOTICES_TOTAL = Counter, "sandwatch_memory_notices_total", ["result"],
@@ -214,6 +224,10 @@ catalogue! {
         "Connections the agent closed: evicted (to make room at --max-connections), header_timeout (request or TLS handshake not in within 10 s), idle_timeout (60 s without a request), write_timeout (the client stopped reading for --write-timeout-seconds).";
     HTTP_REFUSED_TOTAL = Counter, "sandwatch_http_refused_total", ["listener", "reason"],
         "Clients turned away: connection_cap (every connection busy), tls_handshake, client_certificate (none, or one the CA did not sign), token (no or a wrong bearer token).";
+    HTTP_SCRAPES_TOTAL = Counter, "sandwatch_http_scrapes_total", [],
+        "Scrapes of /metrics let in (past the client certificate and token, where asked for).";
+    HTTP_METRICS_RENDERS_TOTAL = Counter, "sandwatch_http_metrics_renders_total", [],
+        "Bodies of /metrics rendered: the scrapes that arrive while one renders share the next, so a flood of scrapers costs about one render at a time, not one each.";
     TLS_RELOADS_TOTAL = Counter, "sandwatch_tls_reloads_total", ["result"],
         "Reloads of the TLS certificate, key and client CA after they changed on disk; on error the previous ones stay in use.";
 
@@ -243,7 +257,9 @@ catalogue! {
     OOM_MISMATCH_TOTAL = Counter, "sandwatch_oom_mismatch_total", ["direction"],
         "OOM kills only one side reported: kernel_only (the runtime never said OOM) or runtime_only.";
     OOM_STORM = Gauge, "sandwatch_oom_storm", [],
-        "1 while OOM events in the window are at or above the storm threshold, until they fall to the clear level.";
+        "1 while OOM events in the window are at or above the storm threshold, until they fall to the clear level; no namespace counts for more than half the threshold, so it takes more than one (one tenant's storm is sandwatch_oom_storm_namespace).";
+    OOM_STORM_NAMESPACE = Gauge, "sandwatch_oom_storm_namespace", ["namespace", "pod_uid"],
+        "A namespace's OOM events in the window while they alone are at or above the storm threshold (until they fall to the clear level); pod_uid where the runtime has not named the namespace (each such pod is its own); absent otherwise, at most the 10 busiest.";
     REGISTRY_EVICTIONS_TOTAL = Counter, "sandwatch_registry_evictions_total", ["what"],
         "Pod state the registry refused or forgot because a bound was reached, by what.";
     RUNTIME_CORRELATION_EVICTIONS_TOTAL = Counter, "sandwatch_runtime_correlation_evictions_total", [],

@@ -85,6 +85,12 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_TASK_TABLE_ENTRIES", value_parser = clap::value_parser!(u32).range(1024..=4_194_304))]
     pub task_table_entries: Option<u32>,
 
+    /// Entries of the task table one pod's or container's tasks may hold
+    /// (default: an eighth of the table); its tasks beyond read unknown,
+    /// no other pod's do.
+    #[arg(long, env = "SANDWATCH_TASK_TABLE_QUOTA", value_parser = clap::value_parser!(u32).range(16..=4_194_304))]
+    pub task_table_quota: Option<u32>,
+
     /// Most series kept of each per-pod family (sandwatch_pod_oom_kills_total,
     /// sandwatch_pod_container_exits_total); beyond it the family's least
     /// recently updated is dropped (counted in sandwatch_pod_series_evicted_total).
@@ -360,6 +366,7 @@ impl Config {
                 ring_buffer_bytes: self.ring_buffer_bytes,
                 drain_interval: Duration::from_millis(self.drain_interval_ms.into()),
                 task_table_entries: self.task_table_entries,
+                task_table_quota: self.task_table_quota,
                 runtime_names: self.runtime_names.clone(),
                 ..ProbeOptions::default()
             },

@@ -24,7 +24,7 @@ use crate::{
     watchdog::crashes::RuntimeProcess,
     watchdog::{
         explain::MemoryStat, host::Tracking, limits::MemoryLimits, pressure::MemorySample, CgroupTree, Host,
-        LossTotals, MemoryWakeups,
+        LossTotals, MemoryWakeups, WatchFailures,
     },
 };
 
@@ -32,12 +32,21 @@ use crate::{
 /// limit files (inotify on the cgroup's directory names the file written:
 /// the kubelet's and the runtime's writes alike) and, for containers on
 /// v2, changes of `memory.events` (the kernel raises them; a watch on the
-/// file itself keeps its inode, which the kernel's notice needs).
+/// file itself keeps its inode, which the kernel's notice needs). Every
+/// root process on the node shares inotify's instances and watches (a
+/// container's too): a refusal is counted by why, said once in the log,
+/// and the cgroup asked for again later (see `watchdog::limits`); without
+/// an instance at all, one is asked for again every 10 s.
 struct MemoryWatches {
-    inotify: Inotify,
+    inotify: Option<Inotify>,
+    /// When to ask for an instance again, while there is none.
+    retry_at: std::time::Instant,
     by_watch: HashMap<i32, (u64, Watched)>,
     by_cgroup: HashMap<u64, Vec<i32>>,
     limit_files: &'static [&'static str],
+    failures: WatchFailures,
+    /// Watches are being refused: said once, until one is granted again.
+    refusing: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,55 +55,115 @@ enum Watched {
     Events,
 }
 
+/// How long without an inotify instance before one is asked for again.
+const INSTANCE_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl MemoryWatches {
-    fn new(layout: &CgroupLayout) -> Option<Self> {
-        match Inotify::new() {
-            Ok(inotify) => Some(Self {
-                inotify,
-                by_watch: HashMap::new(),
-                by_cgroup: HashMap::new(),
-                limit_files: layout.limit_files(),
-            }),
-            Err(e) => {
-                log::warn!("memory limits and events are read on a timer only: inotify is unavailable ({e})");
-                None
+    fn new(layout: &CgroupLayout) -> Self {
+        let mut w = Self {
+            inotify: None,
+            retry_at: std::time::Instant::now(),
+            by_watch: HashMap::new(),
+            by_cgroup: HashMap::new(),
+            limit_files: layout.limit_files(),
+            failures: WatchFailures::default(),
+            refusing: false,
+        };
+        w.instance();
+        w
+    }
+
+    /// The inotify instance, asked for now if there is none and it is time.
+    fn instance(&mut self) -> Option<&Inotify> {
+        if self.inotify.is_none() && std::time::Instant::now() >= self.retry_at {
+            match Inotify::new() {
+                Ok(inotify) => self.inotify = Some(inotify),
+                Err(e) => {
+                    self.retry_at = std::time::Instant::now() + INSTANCE_RETRY;
+                    self.refused(&e, "no inotify instance");
+                }
             }
+        }
+        self.inotify.as_ref()
+    }
+
+    /// Counts a refusal by why, and says it once.
+    fn refused(&mut self, e: &std::io::Error, what: &str) {
+        let f = &mut self.failures;
+        let reason = match e.raw_os_error() {
+            Some(libc::EMFILE) => {
+                f.instances += 1;
+                "every inotify instance of this user is in use (fs.inotify.max_user_instances, shared by every root process on the node, a container's too)"
+            }
+            Some(libc::ENOSPC) => {
+                f.watches += 1;
+                "every inotify watch of this user is in use (fs.inotify.max_user_watches)"
+            }
+            Some(libc::ENOENT) => {
+                f.gone += 1;
+                return;
+            }
+            _ => {
+                f.other += 1;
+                "refused"
+            }
+        };
+        if !self.refusing {
+            self.refusing = true;
+            log::warn!(
+                "the kernel will not say when cgroups' memory limits or events change ({what}: {reason}; {e}): their limits are read once a minute and their memory pressure screened (every 10 s, sooner as they grow) until it agrees, asked again every 10 s to a minute (sandwatch_memory_watch_failures_total)"
+            );
         }
     }
 
-    /// Whether the kernel will say when its limit files are written.
+    /// Whether the kernel will say when its limit files are written (and,
+    /// with `events`, when its memory events change).
     fn watch(&mut self, cgroup_id: u64, dir: &std::path::Path, events: bool) -> bool {
+        if self.instance().is_none() {
+            self.failures.instances += 1;
+            return false;
+        }
         let mut wds = Vec::new();
-        // A cgroup gone already, or without the memory controller: read on
-        // its timer.
-        let limits = match self.inotify.watch(dir) {
-            Ok(wd) => {
-                self.by_watch.insert(wd, (cgroup_id, Watched::Directory));
-                wds.push(wd);
-                true
-            }
-            Err(_) => false,
-        };
-        if events {
-            if let Ok(wd) = self.inotify.watch(&dir.join("memory.events")) {
-                self.by_watch.insert(wd, (cgroup_id, Watched::Events));
-                wds.push(wd);
+        let mut all = true;
+        for (file, what) in [
+            (Some(dir.to_path_buf()), Watched::Directory),
+            (events.then(|| dir.join("memory.events")), Watched::Events),
+        ] {
+            let Some(file) = file else { continue };
+            let Some(inotify) = self.inotify.as_ref() else { return false };
+            match inotify.watch(&file) {
+                Ok(wd) => {
+                    self.by_watch.insert(wd, (cgroup_id, what));
+                    wds.push(wd);
+                }
+                Err(e) => {
+                    all = false;
+                    self.refused(&e, "a watch refused");
+                }
             }
         }
         self.by_cgroup.insert(cgroup_id, wds);
-        limits
+        if all && self.refusing {
+            self.refusing = false;
+            log::info!("the kernel watches cgroups' memory files again");
+        }
+        all
     }
 
     fn unwatch(&mut self, cgroup_id: u64) {
         for wd in self.by_cgroup.remove(&cgroup_id).unwrap_or_default() {
             self.by_watch.remove(&wd);
-            self.inotify.unwatch(wd);
+            if let Some(inotify) = self.inotify.as_ref() {
+                inotify.unwatch(wd);
+            }
         }
     }
 
     fn changed(&mut self) -> MemoryWakeups {
-        let changes = self.inotify.changes();
-        let mut woken = MemoryWakeups { overflowed: changes.overflowed, ..MemoryWakeups::default() };
+        let mut woken = MemoryWakeups { failures: self.failures, ..MemoryWakeups::default() };
+        let Some(inotify) = self.inotify.as_ref() else { return woken };
+        let changes = inotify.changes();
+        woken.overflowed = changes.overflowed;
         for (wd, name) in &changes.watches {
             match self.by_watch.get(wd) {
                 Some(&(id, Watched::Events)) => woken.events.push(id),
@@ -121,7 +190,7 @@ pub struct NodeHost {
     notice_refused: Option<String>,
     /// The kernel says when a cgroup's limits are written and (v2) when a
     /// container's `memory.events` changes.
-    memory_watches: Option<MemoryWatches>,
+    memory_watches: MemoryWatches,
     tracker: Option<CgroupTracker>,
     stats: Arc<PipelineStats>,
     kernel: Arc<KernelCounters>,
@@ -198,7 +267,7 @@ impl Host for NodeHost {
         // v1 has no `memory.events`.
         let events = events && self.layout.is_unified();
         let dir = self.layout.dir(path);
-        self.memory_watches.as_mut().is_some_and(|w| w.watch(cgroup_id, &dir, events))
+        self.memory_watches.watch(cgroup_id, &dir, events)
     }
 
     fn watch_usage(&mut self, cgroup_id: u64, path: &str, threshold: u64) -> bool {
@@ -227,16 +296,14 @@ impl Host for NodeHost {
     }
 
     fn unwatch_memory(&mut self, cgroup_id: u64) {
-        if let Some(w) = self.memory_watches.as_mut() {
-            w.unwatch(cgroup_id);
-        }
+        self.memory_watches.unwatch(cgroup_id);
         if let Some(n) = self.notices.as_mut() {
             n.forget(cgroup_id);
         }
     }
 
     fn take_memory_wakeups(&mut self) -> MemoryWakeups {
-        let mut woken = self.memory_watches.as_mut().map(MemoryWatches::changed).unwrap_or_default();
+        let mut woken = self.memory_watches.changed();
         if let Some(n) = self.notices.as_mut().filter(|n| !n.is_empty()) {
             woken.events.extend(n.signalled());
             woken.events.sort_unstable();

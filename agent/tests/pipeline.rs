@@ -426,7 +426,9 @@ async fn a_forked_victim_is_named_by_the_path_this_kernel_loads() {
     }
     let mut expected_hooks =
         vec![names::PROG_EXIT, names::PROG_OOM, names::PROG_MKDIR, names::PROG_RMDIR, names::PROG_ATTACH];
-    expected_hooks.extend((path == KernelPath::ForkTable).then_some(names::PROG_FORK));
+    if path == KernelPath::ForkTable {
+        expected_hooks.extend([names::PROG_FORK, names::PROG_EXEC]);
+    }
     expected_hooks.extend(passes_task.then_some(names::PROG_OOM_TASK));
     expected_hooks.extend(decided.then_some(names::PROG_OOM_CONTROL));
     // Every kernel of the matrix passes a signal's sender and target.

@@ -3,14 +3,20 @@
 //! a container's costs no entry and sends no record.
 
 use agent_common::{
-    tracked, unstreamed, CgroupEvent, EventKind, TaskInfo, TaskOffsets, TrackedCgroup, COMM_LEN, FLAG_TRUNCATED,
+    lost, tracked, unstreamed, CgroupEvent, EventKind, TaskInfo, TaskOffsets, TrackedCgroup, COMM_LEN, FLAG_TRUNCATED,
 };
 use aya_ebpf::{helpers::bpf_probe_read_kernel_str_bytes, programs::RawTracePointContext};
 
-use super::{common::*, entry, ProbeResult};
+use super::{
+    common::*,
+    entry,
+    rooms::admit_cgroup,
+    tasks::{hold, release},
+    ProbeResult,
+};
 use crate::maps::{
-    cgroup_wakeup, count, mark_pod_task, CGROUP_CHANGES, DROPPED, EMITTED, PROBE_CONFIG, TASKS, TASK_OFFSETS, TRACKED,
-    UNSTREAMED,
+    cgroup_wakeup, count, count_lost, global_field, BPF_RB_AVAIL_DATA, CGROUP_CHANGES, EMITTED, PROBE_CONFIG,
+    TASK_OFFSETS, TRACKED, UNSTREAMED,
 };
 
 entry!(raw_tracepoint, cgroup_mkdir, RawTracePointContext, try_cgroup_mkdir);
@@ -65,7 +71,7 @@ pub(crate) fn try_cgroup_mkdir(ctx: &RawTracePointContext) -> ProbeResult {
         count(&UNSTREAMED, unstreamed::NESTED_CGROUP_CHANGES);
         return Ok(());
     }
-    if TRACKED.insert(&id, &TrackedCgroup { kind: tracked::NEW, attaches: 0 }, 0).is_err() {
+    if TRACKED.insert(&id, &TrackedCgroup::of(tracked::NEW), 0).is_err() {
         count(&UNSTREAMED, unstreamed::TRACKING_REFUSED);
     }
     emit_cgroup(EventKind::CgroupMkdir, hierarchy, level, id, ctx.arg(1), 0, 0, [0; COMM_LEN])
@@ -109,8 +115,7 @@ pub(crate) fn try_cgroup_attach(ctx: &RawTracePointContext) -> ProbeResult {
         None => nested_owner(cgrp, level).id,
     };
     if owner == 0 {
-        let _ = TASKS.remove(&pid);
-        mark_pod_task(pid, false);
+        release(pid, None);
         return Ok(());
     }
     let leader: *const u8 = member(task, to.group_leader).unwrap_or(task);
@@ -120,8 +125,7 @@ pub(crate) fn try_cgroup_attach(ctx: &RawTracePointContext) -> ProbeResult {
         tgid: member(task, to.tgid).unwrap_or(0),
         _pad: 0,
     };
-    mark_pod_task(pid, true);
-    let _ = TASKS.insert(&pid, &info, 0);
+    hold(pid, &info);
 
     // A record for the first few processes moved into a tracked cgroup
     // itself: all the pod model reads of attaches. None for a move inside
@@ -157,8 +161,17 @@ pub(crate) fn emit_cgroup(
     start_ns: u64,
     comm: [u8; COMM_LEN],
 ) -> ProbeResult {
+    // Attaches never take the ring's last room: mkdirs and rmdirs (the
+    // pod model's spine; one lost makes the agent read the tree again)
+    // do.
+    let pending = CGROUP_CHANGES.query(BPF_RB_AVAIL_DATA);
+    let size = u64::from(global_field!(PROBE_CONFIG, cgroup_ring_bytes));
+    if let Err(reason) = admit_cgroup(size, pending, kind == EventKind::CgroupAttach) {
+        count_lost(kind as u32, reason);
+        return Ok(());
+    }
     let Some(mut entry) = CGROUP_CHANGES.reserve::<CgroupEvent>(0) else {
-        count(&DROPPED, kind as u32);
+        count_lost(kind as u32, lost::RING_FULL);
         return Ok(());
     };
     let ev = entry.as_mut_ptr();
@@ -182,7 +195,7 @@ pub(crate) fn emit_cgroup(
         }
         (*ev).header = header(kind, flags);
     }
-    entry.submit(cgroup_wakeup());
+    entry.submit(cgroup_wakeup(pending + core::mem::size_of::<CgroupEvent>() as u64));
     count(&EMITTED, kind as u32);
     Ok(())
 }

@@ -191,9 +191,14 @@ pub(crate) enum Place {
     Tracked(u64),
     /// No tracked cgroup's: the host's (its cgroup on v2; 0 on v1).
     Host(u64),
-    /// A pod's task the task table lost (evicted when full, v1): whose it
-    /// is cannot be said, but it is no host task.
+    /// A pod's task the task table does not hold (its cgroup had its
+    /// quota, or the table was full; v1): whose it is cannot be said, but
+    /// it is no host task.
     Lost,
+    /// A task whose entry names a cgroup no longer tracked (one made while
+    /// the agent ran that it found was no pod's): the host's, and its
+    /// entry is stale.
+    Untracked,
 }
 
 impl Place {
@@ -201,7 +206,7 @@ impl Place {
     pub(crate) fn cgroup_id(self) -> u64 {
         match self {
             Place::Tracked(id) | Place::Host(id) => id,
-            Place::Lost => 0,
+            Place::Lost | Place::Untracked => 0,
         }
     }
 }
@@ -248,7 +253,7 @@ pub(crate) fn table_place(tid: u32, tgid: u32) -> Place {
     };
     match entry {
         Some(t) if tracked(t.cgroup_id) => Place::Tracked(t.cgroup_id),
-        Some(_) => Place::Host(0),
+        Some(_) => Place::Untracked,
         None if mark == Mark::Set || leader_mark == Mark::Set => Place::Lost,
         None => Place::Host(0),
     }

@@ -4,8 +4,8 @@
 //! kept at fork.
 
 use agent_common::{
-    unstreamed, EventKind, ExitEvent, TaskInfo, TaskOffsets, COMM_LEN, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED,
-    MAX_RUNTIME_COMMS,
+    lost, rooms as room, unstreamed, EventKind, ExitEvent, TaskInfo, TaskOffsets, COMM_LEN, FLAG_TASK_UNKNOWN,
+    FLAG_TASK_UNTRACKED, MAX_RUNTIME_COMMS,
 };
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -14,14 +14,21 @@ use aya_ebpf::{
     EbpfContext,
 };
 
-use super::{common::*, entry, ProbeResult};
+use super::{
+    common::*,
+    entry,
+    rooms::{admit_exit, busy, sent, shares_of, RING_HEADER},
+    tasks::{hold, release, retire_at_exec},
+    ProbeResult,
+};
 use crate::maps::{
-    count, global_field, global_ptr, mark_pod_task, routine_wakeup, DROPPED, EMITTED, ENDED, EVENTS, PROBE_CONFIG,
-    RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS, UNSTREAMED,
+    count, count_lost, global_field, global_ptr, mark_pod_task, pod_task_mark, routine_wakeup, Mark, BPF_RB_AVAIL_DATA,
+    EMITTED, ENDED, EVENTS, PROBE_CONFIG, RUNTIME_COMMS, TASKS, TASK_OFFSETS, TP_OFFSETS, UNSTREAMED,
 };
 
 entry!(tracepoint, sched_process_exit, TracePointContext, try_exit);
 entry!(raw_tracepoint, sched_process_fork, RawTracePointContext, try_fork);
+entry!(tracepoint, sched_process_exec, TracePointContext, try_exec);
 
 /// The exit record's layout on every kernel tested (5.10 to 7.2):
 /// `comm` at 8, `pid` at 24, `group_dead` (where present) at 32. Where this
@@ -126,7 +133,8 @@ pub(crate) fn is_runtime(comm: Comm) -> bool {
 }
 
 /// Thread exits and exits of host processes are only counted; whole
-/// processes of tracked cgroups (pods) and runtimes are streamed.
+/// processes of tracked cgroups (pods) and runtimes are streamed, each
+/// within its container's room in the ring (`rooms`).
 pub(crate) fn try_exit(ctx: &TracePointContext) -> ProbeResult {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
@@ -139,13 +147,13 @@ pub(crate) fn try_exit(ctx: &TracePointContext) -> ProbeResult {
         None => last_thread(unsafe { bpf_get_current_task() } as *const u8, &TASK_OFFSETS.load(), tgid),
     };
     // A leader that goes before its threads keeps its entry for them. A
-    // lost task's marks go too: its pid, reused, is someone else's.
+    // lost task's marks go too: its pid, reused, is someone else's. An
+    // entry of a cgroup tracked no more is stale: it goes, counted.
     if !matches!(place, Place::Host(_)) && (group_dead || tid != tgid) {
-        let _ = TASKS.remove(&tid);
-        mark_pod_task(tid, false);
+        let why = if place == Place::Untracked { Some(unstreamed::RETIRED_UNTRACKED) } else { None };
+        release(tid, why);
         if group_dead && tid != tgid {
-            let _ = TASKS.remove(&tgid);
-            mark_pod_task(tgid, false);
+            release(tgid, why);
         }
     }
     if !group_dead {
@@ -161,12 +169,12 @@ pub(crate) fn try_exit(ctx: &TracePointContext) -> ProbeResult {
             count(&UNSTREAMED, unstreamed::TASK_TABLE_MISSES);
             FLAG_TASK_UNKNOWN
         }
-        Place::Host(_) if !is_runtime(comm) => {
+        _ if !is_runtime(comm) => {
             count(&UNSTREAMED, unstreamed::HOST_EXITS);
             return Ok(());
         }
-        Place::Host(_) if PROBE_CONFIG.load().unified != 0 => FLAG_TASK_UNTRACKED,
-        Place::Host(_) => FLAG_TASK_UNTRACKED | FLAG_TASK_UNKNOWN,
+        _ if global_field!(PROBE_CONFIG, unified) != 0 => FLAG_TASK_UNTRACKED,
+        _ => FLAG_TASK_UNTRACKED | FLAG_TASK_UNKNOWN,
     };
     let cgroup_id = place.cgroup_id();
 
@@ -182,10 +190,34 @@ pub(crate) fn try_exit(ctx: &TracePointContext) -> ProbeResult {
     let start_ns: u64 = member(leader, to.start_boottime)?;
     let pid = exit_pid(ctx)?.unwrap_or(tid);
     let kind = EventKind::Exit as u32;
+    let record = core::mem::size_of::<ExitEvent>() as u64 + RING_HEADER;
+    let size = u64::from(global_field!(PROBE_CONFIG, exit_ring_bytes));
+    let pending = EVENTS.query(BPF_RB_AVAIL_DATA);
+    // A busy ring: the container's room in it. A runtime's exit on the
+    // host has no owner: it always goes.
+    let spell = if busy(size, pending) {
+        let shares = match place {
+            Place::Tracked(id) => shares_of(id, u32::MAX),
+            Place::Lost => shares_of(0, room::SHARE_LOST),
+            _ => core::ptr::null_mut(),
+        };
+        match admit_exit(&EVENTS, size, pending, record, shares, || parent_outside(parent, ppid, cgroup_id)) {
+            Ok(spell) => Some(spell),
+            Err(reason) => {
+                count_lost(kind, reason);
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
     let Some(mut entry) = EVENTS.reserve::<ExitEvent>(0) else {
-        count(&DROPPED, kind);
+        count_lost(kind, lost::RING_FULL);
         return Ok(());
     };
+    if let Some(spell) = spell {
+        sent(&EVENTS, spell);
+    }
     entry.write(ExitEvent {
         header: header(EventKind::Exit, flags),
         pid,
@@ -198,9 +230,29 @@ pub(crate) fn try_exit(ctx: &TracePointContext) -> ProbeResult {
         group_dead: 1,
         _pad: 0,
     });
-    entry.submit(routine_wakeup());
+    entry.submit(routine_wakeup(pending + record));
     count(&EMITTED, kind);
     Ok(())
+}
+
+/// Whether the parent (`parent`, process `ppid`) of an exiting process of
+/// tracked cgroup `owner` is outside it: the process is its container's
+/// init, or its sandbox (or an orphan its runtime reaps: the reserve
+/// takes at most `rooms::FIRST_EXITS` of a container a spell).
+#[inline(always)]
+fn parent_outside(parent: *const u8, ppid: u32, owner: u64) -> bool {
+    if owner == 0 {
+        return false;
+    }
+    if global_field!(PROBE_CONFIG, unified) == 0 {
+        // SAFETY: the value is copied out.
+        return unsafe { TASKS.get(&ppid) }.is_none_or(|t| t.cgroup_id != owner);
+    }
+    let css_set: *const u8 = member(parent, global_field!(TASK_OFFSETS, task_cgroups)).unwrap_or(core::ptr::null());
+    let cgrp: *const u8 = member(css_set, global_field!(TASK_OFFSETS, css_dfl_cgrp)).unwrap_or(core::ptr::null());
+    let kn: *const u8 = member(cgrp, global_field!(TASK_OFFSETS, cgroup_kn)).unwrap_or(core::ptr::null());
+    let id: u64 = member(kn, global_field!(TASK_OFFSETS, kn_id)).unwrap_or(0);
+    owner_of(cgrp, id).id != owner
 }
 
 /// For kernels whose exit tracepoint has no `group_dead`: `do_exit`
@@ -242,24 +294,55 @@ pub(crate) fn last_thread(task: *const u8, to: &TaskOffsets, tgid: u32) -> bool 
 
 /// A child of a task in a tracked cgroup inherits the cgroup: record it, so
 /// that the child's exit or OOM kill is attributed even after it is gone.
-/// Forks of the host's tasks cost a look at their marks.
+/// A host parent's child never inherits an entry: one found under its id
+/// is stale and goes. Forks of the host's tasks cost a look at their
+/// marks and their child's.
 pub(crate) fn try_fork(ctx: &RawTracePointContext) -> ProbeResult {
+    let child: *const u8 = ctx.arg(1);
     let cgroup_id = match current_place(bpf_get_current_pid_tgid()) {
         Place::Tracked(id) => id,
-        Place::Host(_) => return Ok(()),
+        Place::Host(_) | Place::Untracked => {
+            let child_tid: u32 = member(child, global_field!(TASK_OFFSETS, pid))?;
+            if pod_task_mark(child_tid) != Mark::Clear {
+                release(child_tid, Some(unstreamed::RETIRED_AT_FORK));
+            }
+            return Ok(());
+        }
         // A lost task's child is a pod's too: marked, so that its end
         // reads as lost, never as the host's.
         Place::Lost => {
-            let child: *const u8 = ctx.arg(1);
-            mark_pod_task(member(child, global_field!(TASK_OFFSETS, pid))?, true);
+            let child_tid: u32 = member(child, global_field!(TASK_OFFSETS, pid))?;
+            release(child_tid, Some(unstreamed::RETIRED_AT_FORK));
+            mark_pod_task(child_tid, true);
             return Ok(());
         }
     };
     let to = TASK_OFFSETS.load();
-    let child: *const u8 = ctx.arg(1);
     let child_tid: u32 = member(child, to.pid)?;
     let info =
         TaskInfo { cgroup_id, start_ns: member(child, to.start_boottime)?, tgid: member(child, to.tgid)?, _pad: 0 };
-    mark_pod_task(child_tid, true);
-    TASKS.insert(&child_tid, &info, 0).map_err(i64::from)
+    hold(child_tid, &info);
+    Ok(())
+}
+
+/// `sched_process_exec` (`pid`, `old_pid`): a thread that was not its
+/// process's leader called exec, took the leader's id and retired its own
+/// without an exit of its own (Go programs do, from any goroutine). Its
+/// entry goes, or moves to the id it has now; before, a later host
+/// process given the retired id was looked up as the pod's.
+pub(crate) fn try_exec(ctx: &TracePointContext) -> ProbeResult {
+    let tp = TP_OFFSETS.load();
+    let (Some(pid), Some(old)) = (field::<i32>(ctx, tp.exec_pid)?, field::<i32>(ctx, tp.exec_old_pid)?) else {
+        return Ok(());
+    };
+    let (pid, old) = (pid as u32, old as u32);
+    if pid == old || pod_task_mark(old) == Mark::Clear {
+        return Ok(());
+    }
+    // SAFETY: helper without arguments; the pointer is only probe-read.
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    // The exec'ing task took its leader's start (de_thread).
+    let start_ns: u64 = member(task, global_field!(TASK_OFFSETS, start_boottime)).unwrap_or(0);
+    retire_at_exec(old, pid, start_ns);
+    Ok(())
 }

@@ -1,13 +1,17 @@
-//! The kernel programs, by hook family: process exits and forks
+//! The kernel programs, by hook family: process exits, forks and execs
 //! ([`exit`]), OOM kills ([`oom`]), cgroup changes ([`cgroup`]), the
-//! senders of fatal signals ([`signal`]), and what they share ([`common`]). One thin entry per hook, made by [`entry!`];
+//! senders of fatal signals ([`signal`]), and what they share
+//! ([`common`]): the task table ([`tasks`]) and each container's room in
+//! the rings ([`rooms`]). One thin entry per hook, made by [`entry!`];
 //! each `try_*` copies fixed-size fields only.
 
 mod cgroup;
 mod common;
 mod exit;
 mod oom;
+mod rooms;
 mod signal;
+mod tasks;
 
 /// Why a probe gave up on a record; logged through aya-log.
 type ProbeResult = Result<(), i64>;

@@ -3,8 +3,9 @@
 //! `out_of_memory()` keeps it, else from page counters.
 
 use agent_common::{
-    oom_constraint, unstreamed, EventKind, MemcgLevel, MemcgOffsets, OomKillEvent, TaskOffsets, VictimIdentity, ABSENT,
-    COMM_LEN, FLAG_LEVELS_OF_VICTIM, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, MEMCG_LEVELS, MEMCG_WALK,
+    lost, oom_constraint, rooms, unstreamed, EventKind, MemcgLevel, MemcgOffsets, OomKillEvent, TaskOffsets,
+    VictimIdentity, ABSENT, COMM_LEN, FLAG_LEVELS_OF_VICTIM, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED,
+    MEMCG_LEVELS, MEMCG_WALK,
 };
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task},
@@ -12,11 +13,16 @@ use aya_ebpf::{
     programs::{FEntryContext, RawTracePointContext, TracePointContext},
 };
 
-use super::{common::*, entry, ProbeResult};
+use super::{
+    common::*,
+    entry,
+    rooms::{admit_oom_kill, busy, sent, shares_of, RING_HEADER},
+    ProbeResult,
+};
 use crate::maps::{
-    count, global_field, pod_task_mark, Mark, DROPPED, EMITTED, IDENTITIES, MEMCG_OFFSETS, OOM_CONTROLS,
-    OOM_CONTROL_OFFSETS, OOM_KILLS, OOM_SCRATCH, PENDING_OOM, PROBE_CONFIG, TASKS, TASK_OFFSETS, TP_OFFSETS,
-    UNSTREAMED, URGENT_WAKEUP,
+    count, count_lost, global_field, pod_task_mark, Mark, BPF_RB_AVAIL_DATA, EMITTED, IDENTITIES, MEMCG_OFFSETS,
+    OOM_CONTROLS, OOM_CONTROL_OFFSETS, OOM_KILLS, OOM_SCRATCH, PENDING_OOM, PROBE_CONFIG, TASKS, TASK_OFFSETS,
+    TP_OFFSETS, UNSTREAMED, URGENT_WAKEUP,
 };
 
 entry!(tracepoint, mark_victim, TracePointContext, try_mark_victim);
@@ -341,10 +347,34 @@ pub(crate) fn submit_oom(ev: &mut OomKillEvent, identity: &VictimIdentity) -> Pr
     }
     ev.header.flags |= identity.flags;
     let kind = EventKind::OomKill as u32;
+    // A busy ring: the victim's container's room in it (a host victim's,
+    // and an unknown one's, are shared by all of their kind).
+    let record = core::mem::size_of::<OomKillEvent>() as u64 + RING_HEADER;
+    let size = u64::from(global_field!(PROBE_CONFIG, oom_ring_bytes));
+    let pending = OOM_KILLS.query(BPF_RB_AVAIL_DATA);
+    let spell = if busy(size, pending) {
+        let shares = match identity.flags {
+            0 => shares_of(identity.cgroup_id, rooms::SHARE_HOST),
+            FLAG_TASK_UNTRACKED => shares_of(0, rooms::SHARE_HOST),
+            _ => shares_of(0, rooms::SHARE_LOST),
+        };
+        match admit_oom_kill(&OOM_KILLS, size, pending, record, shares) {
+            Ok(spell) => Some(spell),
+            Err(reason) => {
+                count_lost(kind, reason);
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
     let Some(mut entry) = OOM_KILLS.reserve::<OomKillEvent>(0) else {
-        count(&DROPPED, kind);
+        count_lost(kind, lost::RING_FULL);
         return Ok(());
     };
+    if let Some(spell) = spell {
+        sent(&OOM_KILLS, spell);
+    }
     // SAFETY: the entry has room for one record; a copy between kernel
     // memory, not through the stack.
     unsafe { core::ptr::copy_nonoverlapping(ev as *const OomKillEvent, entry.as_mut_ptr(), 1) };

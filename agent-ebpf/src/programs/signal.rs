@@ -62,7 +62,8 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
     let tid: u32 = member(task, global_field!(TASK_OFFSETS, pid))?;
     let tgid: u32 = member(task, global_field!(TASK_OFFSETS, tgid))?;
     let target = task_place(task, tid, tgid);
-    if let Place::Host(_) = target {
+    // A host task's (an untracked cgroup's task is the host's, its entry stale).
+    if matches!(target, Place::Host(_) | Place::Untracked) {
         return Ok(());
     }
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -72,7 +73,7 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
     if sig != SIGKILL && !(delivered && ends_now(task, sig)) {
         let outside = match (sender, target) {
             (Place::Tracked(from), Place::Tracked(to)) => from != to,
-            (Place::Host(_), _) => true,
+            (Place::Host(_) | Place::Untracked, _) => true,
             _ => false,
         };
         if !outside {
@@ -95,8 +96,9 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
     };
     let sender_cgroup_id = match sender {
         Place::Tracked(id) => id,
-        Place::Host(id) => {
+        Place::Host(_) | Place::Untracked => {
             flags |= FLAG_SENDER_HOST;
+            let id = sender.cgroup_id();
             if id != 0 {
                 id
             } else {

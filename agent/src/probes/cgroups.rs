@@ -344,48 +344,103 @@ pub fn resolve(base: &str, rel: &str) -> String {
 
 /// Where this process's cgroup namespace is rooted in the hierarchy. If
 /// the cgroup that /proc/self/cgroup names does not list our pid when read
-/// from the hierarchy's mount, that path is namespace-relative: we find our
-/// own cgroup by looking for our pid in the cgroup.procs files, and the
-/// namespace root is that cgroup minus the path /proc/self/cgroup shows.
+/// from the hierarchy's mount, that path is namespace-relative: the root
+/// is the cgroup under which our path lists us. The kernel says how deep
+/// it is without a walk (the mount's root as this namespace shows it in
+/// /proc/self/mountinfo: `/..` once per level); the directories at that
+/// depth are looked at, none below a container's cgroup (what a tenant
+/// nests there is never walked), at most [`NS_ROOT_WALK`] of them. Where
+/// the mount says nothing, every depth is looked at, within the same
+/// bounds.
 fn find_ns_root(layout: &CgroupLayout) -> String {
     let me = std::process::id().to_string();
-    let lists_me = |rel: &str| {
-        std::fs::read_to_string(layout.dir(rel).join("cgroup.procs"))
-            .is_ok_and(|procs| procs.lines().any(|l| l.trim() == me))
-    };
     let Some(own_rel) =
         std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|t| layout.task_path(&t).map(str::to_string))
     else {
         return "/".to_string();
     };
-    if lists_me(&own_rel) {
+    if lists_pid(layout, &own_rel, &me) {
         return "/".to_string();
     }
-    let Some(host) = find_pid(&layout.mount, "", &me, 0) else {
-        log::warn!("cgroup {own_rel} (from /proc/self/cgroup) does not list this process and it was found nowhere else; pod discovery at start-up may miss processes");
-        return "/".to_string();
-    };
-    // host = ns_root + own_rel: strip own_rel's components from the end.
-    let depth = own_rel.split('/').filter(|p| !p.is_empty() && *p != "..").count();
-    let parts: Vec<&str> = host.split('/').filter(|p| !p.is_empty()).collect();
-    format!("/{}", parts[..parts.len().saturating_sub(depth)].join("/"))
+    let depth = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|t| ns_root_depth(&t, &layout.mount));
+    let mut walk = NsRootWalk { layout, own_rel: &own_rel, pid: &me, depth, visited: 0 };
+    match walk.find("") {
+        Some(root) => {
+            log::info!("the cgroup namespace is rooted at {root} ({} cgroups looked at)", walk.visited);
+            root
+        }
+        None => {
+            log::warn!(
+                "cgroup {own_rel} (from /proc/self/cgroup) does not list this process and no cgroup{} lists it there ({} looked at); pod discovery at start-up may miss processes",
+                depth.map_or(String::new(), |d| format!(" {d} levels down")),
+                walk.visited
+            );
+            "/".to_string()
+        }
+    }
 }
 
-fn find_pid(mount: &Path, rel: &str, pid: &str, depth: usize) -> Option<String> {
-    if depth > 32 {
-        return None;
+/// Directories the namespace root is looked for in, at most.
+pub const NS_ROOT_WALK: usize = 100_000;
+
+/// How many levels below the mount of `mount` this process's cgroup
+/// namespace is rooted, from /proc/self/mountinfo's text: the kernel shows
+/// a cgroup mount's root relative to the reader's namespace root (`/..`
+/// per level up). `None` when the mount is not there or its root says
+/// something else (a mount of a sub-tree).
+pub fn ns_root_depth(mountinfo: &str, mount: &Path) -> Option<usize> {
+    let mount = mount.to_str()?;
+    let root = mountinfo.lines().find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        (cols.get(4) == Some(&mount)).then(|| cols.get(3).copied()).flatten()
+    })?;
+    let parts: Vec<&str> = root.split('/').filter(|p| !p.is_empty()).collect();
+    parts.iter().all(|p| *p == "..").then_some(parts.len())
+}
+
+/// Whether cgroup `rel`'s `cgroup.procs` lists `pid`.
+fn lists_pid(layout: &CgroupLayout, rel: &str, pid: &str) -> bool {
+    std::fs::read_to_string(layout.dir(rel).join("cgroup.procs"))
+        .is_ok_and(|procs| procs.lines().any(|l| l.trim() == pid))
+}
+
+/// The walk for the namespace root.
+struct NsRootWalk<'a> {
+    layout: &'a CgroupLayout,
+    /// Our cgroup as the namespace shows it.
+    own_rel: &'a str,
+    pid: &'a str,
+    /// The root's depth, where the mount says it.
+    depth: Option<usize>,
+    visited: usize,
+}
+
+impl NsRootWalk<'_> {
+    /// The namespace root at or below `rel`.
+    fn find(&mut self, rel: &str) -> Option<String> {
+        self.visited += 1;
+        if self.visited > NS_ROOT_WALK {
+            return None;
+        }
+        let level = rel.split('/').filter(|p| !p.is_empty()).count();
+        let here = if rel.is_empty() { "/" } else { rel };
+        if self.depth.is_none_or(|d| d == level) && lists_pid(self.layout, &resolve(here, self.own_rel), self.pid) {
+            return Some(here.to_string());
+        }
+        // Not below the root's depth, nor below a container's cgroup, nor
+        // deeper than any kubelet tree goes.
+        let container = crate::model::cgroup_path::parse(here).is_some_and(|p| p.container_id.is_some());
+        if self.depth.is_some_and(|d| level >= d) || container || level >= 32 {
+            return None;
+        }
+        let entries = std::fs::read_dir(self.layout.dir(rel)).ok()?;
+        let children: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .collect();
+        children.into_iter().find_map(|child| self.find(&format!("{rel}/{child}")))
     }
-    let dir = mount.join(rel.trim_start_matches('/'));
-    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-    if procs.lines().any(|l| l.trim() == pid) {
-        return Some(if rel.is_empty() { "/".to_string() } else { rel.to_string() });
-    }
-    std::fs::read_dir(&dir)
-        .ok()?
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .find_map(|child| find_pid(mount, &format!("{rel}/{child}"), pid, depth + 1))
 }
 
 /// True if `path` exists as a cgroup directory in the layout.
@@ -456,6 +511,18 @@ cpu\t1\t1\t1\nmemory\t4\t48\t1\n";
         }
         assert_eq!(stat_field("low 0\nhigh 3\nmax 17\noom 1\n", "max"), Some(17));
         assert_eq!(stat_field("max_usage 3\n", "max"), None, "a prefix is no field");
+    }
+
+    #[test]
+    fn the_namespace_roots_depth_is_read_off_mountinfo() {
+        let mountinfo = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+35 31 0:32 /../.. /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+36 31 0:33 / /sys/fs/cgroup/devices rw,relatime - cgroup cgroup rw,devices\n\
+37 31 0:34 /kubepods/x /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n";
+        assert_eq!(ns_root_depth(mountinfo, Path::new("/sys/fs/cgroup/memory")), Some(2));
+        assert_eq!(ns_root_depth(mountinfo, Path::new("/sys/fs/cgroup/devices")), Some(0));
+        assert_eq!(ns_root_depth(mountinfo, Path::new("/sys/fs/cgroup/pids")), None, "a sub-tree's mount");
+        assert_eq!(ns_root_depth(mountinfo, Path::new("/sys/fs/cgroup/cpu")), None, "not mounted");
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct ProbeOptions {
     pub idle_after: std::time::Duration,
     /// Per-task table capacity; `None` sizes it from pid_max.
     pub task_table_entries: Option<u32>,
+    /// Entries one tracked cgroup's tasks may hold; `None`: an eighth of
+    /// the table.
+    pub task_table_quota: Option<u32>,
     /// Process names of container runtimes: their exits are streamed
     /// wherever they run (at most four; longer names are cut to 15 bytes,
     /// as the kernel cuts comm).
@@ -87,6 +90,7 @@ impl Default for ProbeOptions {
             drain_interval: std::time::Duration::from_millis(DEFAULT_DRAIN_INTERVAL_MS.into()),
             idle_after: DEFAULT_IDLE_AFTER,
             task_table_entries: None,
+            task_table_quota: None,
             runtime_names: ["containerd", "crio", "dockerd"].map(String::from).to_vec(),
         }
     }
@@ -257,8 +261,18 @@ pub enum KernelPath {
 
 fn task_table_size(requested: Option<u32>) -> u32 {
     // Every live thread needs a slot; beyond 128k the table costs more
-    // kernel memory than a node agent should, and LRU eviction takes over.
+    // kernel memory than a node agent should, and the quotas take over.
     requested.unwrap_or_else(|| crate::os::pid_max().clamp(8192, 131_072))
+}
+
+/// What one tracked cgroup may hold of a table of `entries`, and how much
+/// of it any cgroup may fill before its last room is kept for the
+/// cgroups holding fewer than `rooms::TASK_FLOOR` (an eighth each, by
+/// default: no container fills the table, and a new one always finds
+/// room for its first processes).
+pub fn task_table_rooms(entries: u32, quota: Option<u32>) -> (u32, u32) {
+    let quota = quota.unwrap_or(entries / 8).clamp(1, entries);
+    (quota, entries - entries / 8)
 }
 
 /// Slots of the `POD_PIDS` marks: every thread id up to pid_max where the
@@ -310,6 +324,8 @@ impl Probes {
         } else {
             KernelPath::ForkTable
         };
+        let tasks = task_table_size(opts.task_table_entries);
+        let (task_quota, task_room) = task_table_rooms(tasks, opts.task_table_quota);
         let config = ProbeConfig {
             tracked_hierarchy: layout.hierarchy_id(),
             unified: u32::from(layout.is_unified()),
@@ -320,6 +336,12 @@ impl Probes {
             // Cgroup records are few: a quarter of their ring.
             cgroup_wakeup_bytes: cgroup_rb / 4,
             limit_margin_pages: agent_common::oom_margin_pages(u32::try_from(crate::os::cpus()).unwrap_or(u32::MAX)),
+            task_quota,
+            task_room,
+            exit_ring_bytes: rb,
+            oom_ring_bytes: ooms,
+            cgroup_ring_bytes: cgroup_rb,
+            _pad: 0,
         };
         log::info!(
             "cgroup layout {:?} at {} (namespace root {}); tracefs at {}; OOM victims named {}",
@@ -338,7 +360,6 @@ impl Probes {
         // unless the file cannot be read (see `sandbox`). It still reads
         // the kernel version (/proc) and the CPU list.
         let comms = runtime_comms(&opts.runtime_names);
-        let tasks = task_table_size(opts.task_table_entries);
         let pod_pids = pod_pid_slots(path);
         let (ebpf, confinement) =
             with_reads_only_beneath(&[Path::new("/proc"), Path::new("/sys/devices/system/cpu")], || {
@@ -377,6 +398,15 @@ impl Probes {
         for (name, category) in [(names::PROG_EXIT, "sched"), (names::PROG_OOM, "oom")] {
             attach_tracepoint(&mut ebpf, name, category)?;
             hooks.push(name);
+        }
+        // Where the task table is kept, the id an exec retires leaves it.
+        if path == KernelPath::ForkTable {
+            if tp_offsets.exec_pid != ABSENT && tp_offsets.exec_old_pid != ABSENT {
+                attach_tracepoint(&mut ebpf, names::PROG_EXEC, "sched")?;
+                hooks.push(names::PROG_EXEC);
+            } else {
+                log::warn!("this kernel's sched_process_exec has no pid and old_pid: the id a thread's exec retires stays in the task table until a host process is given it");
+            }
         }
         // The victim's identity: from the table kept at fork, or its task.
         // The victim's identity: from the table kept at fork, or its task;
@@ -429,7 +459,7 @@ impl Probes {
                 "which limit fired on an OOM kill is judged from the page counters of the allocating task's memory cgroups (a kill run for another cgroup can read as the node's), not the OOM killer's own decision: {why}"
             ),
         }
-        let tracker = CgroupTracker::new(&mut ebpf, layout.clone(), pod_pids, path)?;
+        let tracker = CgroupTracker::new(&mut ebpf, layout.clone(), pod_pids, path, task_quota)?;
         // Hand the memory that loading took (the kernel's BTF above all)
         // back instead of keeping it for the agent's life.
         // SAFETY: malloc_trim has no preconditions.

@@ -130,6 +130,8 @@ impl Tracefs {
     pub fn offsets(&self) -> Result<TracepointOffsets, TracefsError> {
         let exit = Lookup::new(EXIT, self.fields(EXIT)?);
         let oom = Lookup::new(OOM, self.fields(OOM)?);
+        // Where it is missing, no program watches execs (see the loader).
+        let exec = Lookup::new(EXEC, self.fields(EXEC).unwrap_or_default());
         Ok(TracepointOffsets {
             exit_comm: exit.required("comm")?,
             exit_pid: exit.required("pid")?,
@@ -144,12 +146,15 @@ impl Tracefs {
             mv_uid: oom.optional("uid"),
             mv_pgtables: oom.optional("pgtables"),
             mv_oom_score_adj: oom.optional("oom_score_adj"),
+            exec_pid: exec.optional("pid"),
+            exec_old_pid: exec.optional("old_pid"),
         })
     }
 }
 
 pub const EXIT: &str = "sched/sched_process_exit";
 pub const OOM: &str = "oom/mark_victim";
+pub const EXEC: &str = "sched/sched_process_exec";
 
 struct Lookup {
     tracepoint: &'static str,

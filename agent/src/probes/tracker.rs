@@ -20,6 +20,10 @@ use super::{
 pub struct CgroupTracker {
     tracked: BpfHashMap<MapData, u64, TrackedCgroup>,
     tasks: BpfHashMap<MapData, u32, TaskInfo>,
+    /// The entries `tasks` holds, as the programs count them.
+    held: Array<MapData, i64>,
+    /// What one tracked cgroup's tasks may hold.
+    quota: u32,
     /// Where the programs kept the task table (the fork table's kernels):
     /// they skip it for unmarked threads, and read a marked one it lost as
     /// a pod's.
@@ -43,11 +47,14 @@ impl CgroupTracker {
         layout: CgroupLayout,
         pod_pid_slots: u32,
         path: KernelPath,
+        quota: u32,
     ) -> Result<Self, LoadError> {
         let tracked = BpfHashMap::try_from(take_map(ebpf, names::TRACKED)?)
             .map_err(|source| LoadError::Map { name: names::TRACKED, source })?;
         let tasks = BpfHashMap::try_from(take_map(ebpf, names::TASKS)?)
             .map_err(|source| LoadError::Map { name: names::TASKS, source })?;
+        let held = Array::try_from(take_map(ebpf, names::TASKS_HELD)?)
+            .map_err(|source| LoadError::Map { name: names::TASKS_HELD, source })?;
         let marks = match take_map(ebpf, names::POD_PIDS)? {
             aya::maps::Map::Array(data) if path == KernelPath::ForkTable => {
                 Some(PodPidMarks::map(data, pod_pid_slots)?)
@@ -58,7 +65,7 @@ impl CgroupTracker {
             .map_err(|source| LoadError::Map { name: names::NESTING, source })?;
         // No container known yet: no cgroup is nested below one.
         nesting.set(0, u32::MAX, 0).map_err(|source| LoadError::Map { name: names::NESTING, source })?;
-        Ok(Self { tracked, tasks, marks, nesting, lowest_container_level: u32::MAX, layout })
+        Ok(Self { tracked, tasks, held, quota, marks, nesting, lowest_container_level: u32::MAX, layout })
     }
 
     /// Streams the events of `cgroup_id`'s tasks from now on, `kind`
@@ -77,9 +84,10 @@ impl CgroupTracker {
             TrackedKind::Pod => tracked::POD,
             TrackedKind::Container => tracked::CONTAINER,
         };
-        // What the programs counted of it so far stays.
-        let attaches = self.tracked.get(&cgroup_id, 0).map_or(0, |t| t.attaches);
-        self.tracked.insert(cgroup_id, TrackedCgroup { kind, attaches }, 0).is_ok()
+        // What the programs counted of it so far stays (a count they move
+        // between this read and the write is lost: a blur, not a drift).
+        let counted = self.tracked.get(&cgroup_id, 0).unwrap_or_default();
+        self.tracked.insert(cgroup_id, TrackedCgroup { kind, ..counted }, 0).is_ok()
     }
 
     /// Counts `cgroup_id`'s events in the kernel from now on.
@@ -88,12 +96,24 @@ impl CgroupTracker {
     }
 
     /// Puts the threads that live in `cgroups` now into the task table
-    /// (never over what the probes recorded meanwhile); returns how many.
+    /// (never over what the probes recorded meanwhile), each cgroup within
+    /// its quota, and counts them as the programs do; returns how many.
     pub fn seed(&mut self, cgroups: &std::collections::HashSet<u64>) -> usize {
         if cgroups.is_empty() {
             return 0;
         }
-        seed_tasks(&mut self.tasks, self.marks.as_mut(), &self.layout, cgroups)
+        let seeded = seed_tasks(&mut self.tasks, self.marks.as_mut(), &self.layout, cgroups, self.quota);
+        let mut total = 0;
+        for (cgroup_id, n) in &seeded {
+            total += n;
+            if let Ok(mut t) = self.tracked.get(cgroup_id, 0) {
+                t.tasks = t.tasks.saturating_add(i64::try_from(*n).unwrap_or(i64::MAX));
+                let _ = self.tracked.insert(*cgroup_id, t, 0);
+            }
+        }
+        let held = self.held.get(&0, 0).unwrap_or(0);
+        let _ = self.held.set(0, held.saturating_add(i64::try_from(total).unwrap_or(i64::MAX)), 0);
+        total
     }
 }
 
@@ -155,18 +175,20 @@ impl Drop for PodPidMarks {
 const BPF_NOEXIST: u64 = 1;
 
 /// Records the cgroup, start time and tgid of every live thread of
-/// `cgroups` in the kernel's task table, so exits and OOM kills of pod
-/// tasks that predate the agent are attributed. Returns how many were
-/// written.
+/// `cgroups` in the kernel's task table, at most `quota` a cgroup (the
+/// rest marked: a pod's, unknown), so exits and OOM kills of pod tasks
+/// that predate the agent are attributed. Returns how many were written,
+/// by cgroup.
 fn seed_tasks(
     table: &mut BpfHashMap<MapData, u32, TaskInfo>,
     mut marks: Option<&mut PodPidMarks>,
     layout: &CgroupLayout,
     cgroups: &std::collections::HashSet<u64>,
-) -> usize {
+    quota: u32,
+) -> HashMap<u64, usize> {
     let ticks_ns = crate::os::proc::tick_ns();
     let mut ids: HashMap<String, u64> = HashMap::new();
-    let mut seeded = 0;
+    let mut seeded: HashMap<u64, usize> = HashMap::new();
     for (tgid, tid) in crate::os::proc::tasks(Path::new("/proc")) {
         let dir = format!("/proc/{tgid}/task/{tid}");
         // Tasks may exit during the scan: skip what vanished.
@@ -192,8 +214,9 @@ fn seed_tasks(
         if let Some(m) = marks.as_deref_mut() {
             m.mark(tid);
         }
-        if table.insert(tid, info, BPF_NOEXIST).is_ok() {
-            seeded += 1;
+        let n = seeded.entry(cgroup_id).or_default();
+        if *n < quota as usize && table.insert(tid, info, BPF_NOEXIST).is_ok() {
+            *n += 1;
         }
     }
     seeded

@@ -23,7 +23,7 @@ use crate::{
     catalogue,
     events::kernel::DecodeErrorKind,
     labels::Label as _,
-    probes::KernelCounters,
+    probes::{counters::LostReason, KernelCounters},
     runtime::metrics::RuntimeMetrics,
     stats::{DrainCause, PipelineStats},
 };
@@ -125,6 +125,9 @@ struct Families {
     cgroups_unstreamed: IntCounterVec,
     tracking_refused: prometheus::IntCounter,
     task_table_misses: prometheus::IntCounter,
+    kernel_lost: IntCounterVec,
+    task_table_refused: IntCounterVec,
+    task_table_retired: IntCounterVec,
     drains: IntCounterVec,
     reader_asleep: IntGauge,
 }
@@ -144,6 +147,9 @@ impl PipelineCollector {
             cgroups_unstreamed: KERNEL_CGROUP_RECORDS_UNSTREAMED_TOTAL.new_counter_vec()?,
             tracking_refused: TRACKED_CGROUPS_REFUSED_TOTAL.new_counter()?,
             task_table_misses: TASK_TABLE_MISSES_TOTAL.new_counter()?,
+            kernel_lost: KERNEL_EVENTS_LOST_TOTAL.new_counter_vec()?,
+            task_table_refused: TASK_TABLE_REFUSED_TOTAL.new_counter_vec()?,
+            task_table_retired: TASK_TABLE_RETIRED_TOTAL.new_counter_vec()?,
             drains: READER_DRAINS_TOTAL.new_counter_vec()?,
             reader_asleep: READER_ASLEEP.new_gauge()?,
         };
@@ -157,6 +163,9 @@ impl PipelineCollector {
             &families.unattributed,
             &families.unstreamed,
             &families.cgroups_unstreamed,
+            &families.kernel_lost,
+            &families.task_table_refused,
+            &families.task_table_retired,
         ]
         .iter()
         .flat_map(|f| f.desc().into_iter().cloned())
@@ -195,6 +204,12 @@ impl Collector for PipelineCollector {
             set(&f.kernel_events, kind.label(), emitted + dropped);
             set(&f.kernel_dropped, kind.label(), dropped);
             set(&f.channel_dropped, kind.label(), s.channel_dropped_of(kind));
+            for reason in LostReason::iter() {
+                let n = self.kernel.as_ref().map_or(0, |k| k.lost(kind as u32, reason));
+                let c = f.kernel_lost.with_label_values(&[kind.label(), reason.label()]);
+                c.reset();
+                c.inc_by(n);
+            }
         }
         set(&f.received, "unknown", s.received_unknown());
         set(&f.dropped, "kernel", kernel_dropped_total);
@@ -212,6 +227,11 @@ impl Collector for PipelineCollector {
         f.tracking_refused.inc_by(unstreamed.tracking_refused);
         f.task_table_misses.reset();
         f.task_table_misses.inc_by(unstreamed.task_table_misses);
+        set(&f.task_table_refused, "quota", unstreamed.tasks_over_quota);
+        set(&f.task_table_refused, "full", unstreamed.task_table_full);
+        set(&f.task_table_retired, "exec", unstreamed.retired_at_exec);
+        set(&f.task_table_retired, "host_fork", unstreamed.retired_at_fork);
+        set(&f.task_table_retired, "untracked", unstreamed.retired_untracked);
         for cause in DrainCause::iter() {
             set(&f.drains, cause.label(), s.reader_drains(cause));
         }
@@ -226,6 +246,9 @@ impl Collector for PipelineCollector {
             &f.unattributed,
             &f.unstreamed,
             &f.cgroups_unstreamed,
+            &f.kernel_lost,
+            &f.task_table_refused,
+            &f.task_table_retired,
         ]
         .iter()
         .flat_map(|v| v.collect())

@@ -115,6 +115,15 @@ mod tests {
                 namespaces: vec![("shop".into(), 1)],
                 ..crate::watchdog::ModelStats::default()
             }),
+            Finding::OomWindow {
+                events: 12,
+                window_secs: 60,
+                storm: false,
+                storming: vec![crate::watchdog::storm::Storming {
+                    key: crate::watchdog::storm::StormKey { namespace: "shop".into(), pod_uid: String::new() },
+                    events: 12,
+                }],
+            },
             Finding::PodOom(PodOom {
                 fired: crate::watchdog::Fired::UNKNOWN,
                 cause: crate::watchdog::explain::OomCause::Unknown,

@@ -108,6 +108,7 @@ pub struct WatchdogMetrics {
     pod_series: Arc<Mutex<PodSeries>>,
     window: IntGauge,
     storm: IntGauge,
+    storming: IntGaugeVec,
     sandbox_deaths: IntCounterVec,
     task_exits: IntCounterVec,
     /// `task_exits` children resolved once, indexed role × outcome: the
@@ -146,9 +147,21 @@ pub struct WatchdogMetrics {
     limit_reads: IntCounterVec,
     limits_watched: IntGauge,
     watches_refused: prometheus::IntCounter,
+    watch_failures: IntCounterVec,
+    notice_overflows: prometheus::IntCounter,
     kills_after_decrease: IntCounterVec,
     /// Who ended containers, stops past their grace, the runtime's word.
     signals: super::signal_metrics::SignalMetrics,
+}
+
+/// Why the kernel refused a watch of a cgroup's memory files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+enum WatchFailure {
+    Instances,
+    Watches,
+    Gone,
+    Other,
 }
 
 /// What asked for a read of a cgroup's memory limits.
@@ -187,6 +200,7 @@ impl WatchdogMetrics {
             pod_series: Arc::new(Mutex::new(pod_series)),
             window,
             storm: OOM_STORM.gauge(r)?,
+            storming: OOM_STORM_NAMESPACE.gauge_vec(r)?,
             sandbox_deaths: SANDBOX_DEATHS_TOTAL.counter_vec(r)?,
             task_exits: TASK_EXITS_TOTAL.counter_vec(r)?,
             task_exit_counters: Vec::new(),
@@ -222,6 +236,8 @@ impl WatchdogMetrics {
             limit_reads: MEMORY_LIMIT_READS_TOTAL.counter_vec(r)?,
             limits_watched: MEMORY_LIMITS_WATCHED.gauge(r)?,
             watches_refused: MEMORY_WATCHES_REFUSED_TOTAL.counter(r)?,
+            watch_failures: MEMORY_WATCH_FAILURES_TOTAL.counter_vec(r)?,
+            notice_overflows: MEMORY_NOTICE_OVERFLOWS_TOTAL.counter(r)?,
             kills_after_decrease: OOM_KILLS_AFTER_LIMIT_DECREASE_TOTAL.counter_vec(r)?,
             signals: super::signal_metrics::SignalMetrics::register(r)?,
         };
@@ -231,6 +247,9 @@ impl WatchdogMetrics {
                     m.limit_changes.with_label_values(&[limit.label(), direction.label(), scope.label()]);
                 }
             }
+        }
+        for reason in WatchFailure::iter() {
+            m.watch_failures.with_label_values(&[reason.label()]);
         }
         for reason in LimitRead::iter() {
             m.limit_reads.with_label_values(&[reason.label()]);
@@ -358,7 +377,7 @@ impl WatchdogMetrics {
                 let c = &l.change;
                 self.limit_changes.with_label_values(&[c.kind.label(), c.direction.label(), c.scope.label()]).inc();
             }
-            Finding::LimitsWatched { watched, reads } => {
+            Finding::LimitsWatched { watched, reads, failures } => {
                 self.limits_watched.set(*watched as i64);
                 for (reason, total) in [
                     (LimitRead::Start, reads.start),
@@ -370,6 +389,16 @@ impl WatchdogMetrics {
                     c.inc_by(total.saturating_sub(c.get()));
                 }
                 self.watches_refused.inc_by(reads.watches_refused.saturating_sub(self.watches_refused.get()));
+                self.notice_overflows.inc_by(reads.overflows.saturating_sub(self.notice_overflows.get()));
+                for (reason, total) in [
+                    (WatchFailure::Instances, failures.instances),
+                    (WatchFailure::Watches, failures.watches),
+                    (WatchFailure::Gone, failures.gone),
+                    (WatchFailure::Other, failures.other),
+                ] {
+                    let c = self.watch_failures.with_label_values(&[reason.label()]);
+                    c.inc_by(total.saturating_sub(c.get()));
+                }
             }
             Finding::OomEvent { scope, qos, fired, cause, unknown, .. } => {
                 let labels = [scope.label(), qos_label(*qos), fired.limit.label(), fired.constraint.label()];
@@ -417,9 +446,14 @@ impl WatchdogMetrics {
                     series.expire(pod_uid);
                 }
             }
-            Finding::OomWindow { events, storm, .. } => {
+            Finding::OomWindow { events, storm, storming, .. } => {
                 self.window.set(*events as i64);
                 self.storm.set(i64::from(*storm));
+                // Series only while a namespace storms (at most ten).
+                self.storming.reset();
+                for s in storming {
+                    self.storming.with_label_values(&[&s.key.namespace, &s.key.pod_uid]).set(s.events as i64);
+                }
             }
             Finding::OomStorm(_) => {} // the window's gauges say it
             Finding::Model(stats) => self.model(stats),
@@ -1021,10 +1055,17 @@ mod tests {
         let text = served.text();
         assert_eq!(value(&text, "sandwatch_oom_kills_window{window=\"10s\"}"), Some(0.0), "exists from the start");
         assert_eq!(value(&text, "sandwatch_oom_storm"), Some(0.0));
-        served.m.observe(&Finding::OomWindow { events: 4, window_secs: 10, storm: true });
+        let noisy = crate::watchdog::storm::Storming {
+            key: crate::watchdog::storm::StormKey { namespace: "noisy".into(), pod_uid: String::new() },
+            events: 4,
+        };
+        served.m.observe(&Finding::OomWindow { events: 4, window_secs: 10, storm: true, storming: vec![noisy] });
         let text = served.text();
         assert_eq!(value(&text, "sandwatch_oom_kills_window{window=\"10s\"}"), Some(4.0));
         assert_eq!(value(&text, "sandwatch_oom_storm"), Some(1.0));
+        assert_eq!(value(&text, "sandwatch_oom_storm_namespace{namespace=\"noisy\",pod_uid=\"\"}"), Some(4.0));
+        served.m.observe(&Finding::OomWindow { events: 1, window_secs: 10, storm: false, storming: Vec::new() });
+        assert!(!served.text().contains("sandwatch_oom_storm_namespace{"), "gone once it is over");
     }
 
     #[test]

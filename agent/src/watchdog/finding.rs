@@ -57,8 +57,9 @@ pub enum Finding {
     PodOom(PodOom),
     /// A torn-down pod's per-pod series may go now (their grace is over).
     PodSeriesExpired { pod_uid: String },
-    /// The OOM-churn window moved.
-    OomWindow { events: u64, window_secs: u64, storm: bool },
+    /// The OOM-churn window moved: the node's storm, and the namespaces
+    /// in one of their own.
+    OomWindow { events: u64, window_secs: u64, storm: bool, storming: Vec<super::storm::Storming> },
     /// The OOM storm flag rose or fell.
     OomStorm(StormEdge),
     /// The pod model changed: what it holds, what its bounds refused.
@@ -91,8 +92,9 @@ pub enum Finding {
     PressureLevels(PressureLevels),
     /// A pod's or container's memory limit moved.
     LimitChange(Box<LimitChanged>),
-    /// Once a tick: the cgroups whose limits are watched, and what it cost.
-    LimitsWatched { watched: usize, reads: LimitReads },
+    /// Once a tick: the cgroups whose limits are watched, what it cost,
+    /// and the watches the kernel refused.
+    LimitsWatched { watched: usize, reads: LimitReads, failures: super::host::WatchFailures },
     /// A container init's end as the runtime reported it (TaskExit, the
     /// CRI's status) against the kernel's.
     RuntimeVerdict(Box<Verdict>),

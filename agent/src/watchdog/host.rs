@@ -21,6 +21,23 @@ pub struct MemoryWakeups {
     pub limits: Vec<u64>,
     /// The kernel's queue overflowed: any of them may have changed.
     pub overflowed: bool,
+    /// The watches the kernel refused so far (totals since start).
+    pub failures: WatchFailures,
+}
+
+/// Watches of cgroups' memory files the kernel refused, by why (totals).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WatchFailures {
+    /// No inotify instance: every one of the user's is in use
+    /// (`fs.inotify.max_user_instances`, shared by every root process on
+    /// the node, a container's too).
+    pub instances: u64,
+    /// No watch left (`fs.inotify.max_user_watches`).
+    pub watches: u64,
+    /// The cgroup was gone.
+    pub gone: u64,
+    /// Anything else.
+    pub other: u64,
 }
 
 /// The pipeline's loss counters as they stand (totals since start).

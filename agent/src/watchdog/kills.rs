@@ -95,7 +95,8 @@ impl<H: Host> Watchdog<H> {
                 cause: event.explained.cause,
                 unknown: event.explained.unknown,
             });
-            let state = self.storm.record(now_ns);
+            let key = storm_key(&self.dispatcher.registry, event.report.pod.as_ref());
+            let state = self.storm.record(now_ns, key);
             self.report_storm(state);
             if event.report.pod.is_some() {
                 self.defer(
@@ -111,4 +112,13 @@ impl<H: Host> Watchdog<H> {
             }
         }
     }
+}
+
+/// Whose an OOM event is for the storm: its pod's namespace, or the pod
+/// where the runtime has not named it; the host's (empty) otherwise.
+fn storm_key(registry: &crate::model::PodRegistry, pod: Option<&crate::model::PodRef>) -> super::storm::StormKey {
+    let Some(pod) = pod else { return super::storm::StormKey::default() };
+    let namespace = registry.names(&pod.pod_uid, None).namespace;
+    let pod_uid = if namespace.is_empty() { pod.pod_uid.clone() } else { String::new() };
+    super::storm::StormKey { namespace, pod_uid }
 }

@@ -14,7 +14,11 @@
 //! pressure watch, or an OOM kill (the limit the kernel counted at the
 //! kill; a kill run inside a write that lowered it comes before the write's
 //! own notice). A cgroup the kernel cannot be asked about (its watch
-//! failed) is read again once a minute.
+//! failed: every inotify instance or watch of the user in use, which a
+//! container's root process can cause) is read again once a minute, and
+//! asked again after 10 s, then less often (up to once a minute), until
+//! the kernel agrees. When the kernel's queue of notices overflowed,
+//! each cgroup is read once, spread over a minute.
 //!
 //! Bounded by the registry's pods and containers. Pure: what is read comes
 //! through [`Host`].
@@ -32,6 +36,9 @@ use crate::model::{
 pub const LOWERED_WINDOW_NS: u64 = 600 * SEC;
 /// A cgroup whose watch failed is read again this often.
 pub const RECHECK_NS: u64 = 60 * SEC;
+/// A watch the kernel refused is asked for again after this long, twice
+/// as long after each refusal, up to [`RECHECK_NS`].
+pub const REWATCH_NS: u64 = 10 * SEC;
 /// After the runtime said a container changed: read at the next tick and
 /// once more this long after (runc writes after containerd's event).
 pub const RUNTIME_RECHECK_NS: u64 = 2 * SEC;
@@ -126,6 +133,12 @@ struct Known {
     /// at `next_read_ns` whatever `noticed` says.
     suspect: bool,
     next_read_ns: u64,
+    /// Whether its pressure's memory events are to be watched too.
+    events: bool,
+    /// While the kernel refuses its watch: when to ask again, and the
+    /// wait after that.
+    next_watch_ns: u64,
+    rewatch_ns: u64,
     /// The last decrease of each limit: (from, to, seen at).
     lowered: BTreeMap<LimitKind, (Option<u64>, Option<u64>, u64)>,
 }
@@ -145,6 +158,12 @@ pub struct LimitReads {
     pub timer: u64,
     /// Cgroups whose watch the kernel refused (read on a timer instead).
     pub watches_refused: u64,
+    /// Watches asked for again after a refusal, and those the kernel then
+    /// agreed to.
+    pub rewatches: u64,
+    pub rewatched: u64,
+    /// Times the kernel's queue of notices overflowed.
+    pub overflows: u64,
 }
 
 /// Every pod's and workload container's memory limits.
@@ -215,9 +234,30 @@ impl LimitWatch {
                 noticed,
                 suspect: false,
                 next_read_ns: now_ns.saturating_add(RECHECK_NS),
+                events,
+                next_watch_ns: now_ns.saturating_add(REWATCH_NS),
+                rewatch_ns: REWATCH_NS.saturating_mul(2),
                 lowered: BTreeMap::new(),
             },
         );
+    }
+
+    /// Asks the kernel again to watch the cgroups it refused, those due
+    /// (each waits twice as long after each refusal, up to a minute).
+    pub fn retry_watches(&mut self, host: &mut impl Host, now_ns: u64) {
+        for (&id, k) in self.known.iter_mut().filter(|(_, k)| !k.noticed && k.next_watch_ns <= now_ns) {
+            self.reads.rewatches += 1;
+            k.noticed = host.watch_memory(id, &k.path, k.events);
+            if k.noticed {
+                self.reads.rewatched += 1;
+                // What moved while nobody watched is read once.
+                k.next_read_ns = now_ns;
+                k.suspect = true;
+            } else {
+                k.next_watch_ns = now_ns.saturating_add(k.rewatch_ns);
+                k.rewatch_ns = k.rewatch_ns.saturating_mul(2).min(RECHECK_NS);
+            }
+        }
     }
 
     /// Cgroups watched now.
@@ -265,6 +305,7 @@ impl LimitWatch {
     /// The kernel's notices may have been lost (its queue overflowed):
     /// each cgroup is read once, spread over a minute, not all at once.
     pub fn notices_lost(&mut self, now_ns: u64) {
+        self.reads.overflows += 1;
         for (id, k) in self.known.iter_mut() {
             k.suspect = true;
             k.next_read_ns = now_ns.saturating_add(id.wrapping_mul(0x9e37_79b9_7f4a_7c15) % RECHECK_NS);

@@ -48,7 +48,7 @@ pub use finding::{
     ContainerExit, Finding, LateExit, LimitChanged, LossStage, MemoryPressure, ModelStats, OomKill, PodOom,
     PressureLevels, SandboxDeath,
 };
-pub use host::{CgroupTree, Host, LossTotals, MemoryWakeups, Tracking};
+pub use host::{CgroupTree, Host, LossTotals, MemoryWakeups, Tracking, WatchFailures};
 pub use names::NAME_WAIT_NS;
 pub use oom_events::{OomEvent, OomScope};
 pub use oom_limit::{Fired, OomConstraint, OomLimit};
@@ -425,6 +425,8 @@ impl<H: Host> Watchdog<H> {
         if woken.overflowed {
             self.limits.notices_lost(now_ns);
         }
+        // Those the kernel would not watch are asked again, now and then.
+        self.limits.retry_watches(&mut self.host, now_ns);
         for &id in &woken.limits {
             self.limits.reread(&self.host, id, SeenBy::KernelNotice, now_ns, &mut self.limit_changes);
         }
@@ -432,7 +434,11 @@ impl<H: Host> Watchdog<H> {
             self.limits.reread(&self.host, id, by, now_ns, &mut self.limit_changes);
         }
         self.name_limit_changes();
-        self.out.push(Finding::LimitsWatched { watched: self.limits.watched(), reads: self.limits.reads });
+        self.out.push(Finding::LimitsWatched {
+            watched: self.limits.watched(),
+            reads: self.limits.reads,
+            failures: woken.failures,
+        });
         let Some(p) = self.pressure.as_mut() else { return };
         let registry = &self.dispatcher.registry;
         p.reconcile(registry, now_ns, &mut self.edges);
@@ -562,6 +568,7 @@ impl<H: Host> Watchdog<H> {
             events: state.events_in_window,
             window_secs: state.window_secs,
             storm: state.storm,
+            storming: state.storming,
         });
         if let Some(edge) = state.edge {
             self.out.push(Finding::OomStorm(edge));

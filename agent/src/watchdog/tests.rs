@@ -149,6 +149,7 @@ impl Host for FakeNode {
             events: std::mem::take(&mut self.memory_wakeups),
             limits: std::mem::take(&mut self.limit_wakeups),
             overflowed: std::mem::take(&mut self.overflow),
+            failures: Default::default(),
         }
     }
 
@@ -607,24 +608,27 @@ fn lost_cgroup_changes_are_recovered_from_the_tree() {
 }
 
 /// Guards: the storm flag's threshold and hysteresis as findings, one edge
-/// each way. (Mutation checked: clearing at `n < clear` instead of
+/// each way; it takes more than one namespace (here the pod's, and the
+/// host's). (Mutation checked: clearing at `n < clear` instead of
 /// `n <= clear` in `Storm::update` fails this test.)
 #[test]
 fn storm_edges_rise_at_the_threshold_and_fall_at_the_clear_level() {
     let settings = Settings { storm: StormSettings { window_secs: 10, threshold: 3, clear: 1 }, ..Settings::default() };
     let mut wd = started(node_with_one_pod(), settings);
     let mut edges = Vec::new();
-    // Three OOM events a second apart, each its own (after the gap).
-    for i in 0..3u64 {
-        let at = (2 + i) * SEC;
-        kernel(&mut wd, oom(60 + i as u32, 102, "worker", 60 + i as u32, at), at);
+    // Three OOM events a second apart, each its own (after the gap): two
+    // of the pod's, then one of a host process (in no pod's cgroup).
+    for (i, cgroup) in [102, 102, 9_999].into_iter().enumerate() {
+        let at = (2 + i as u64) * SEC;
+        kernel(&mut wd, oom(60 + i as u32, cgroup, "worker", 60 + i as u32, at), at);
         edges.extend(storms(&tick(&mut wd, at + 500 * MS)));
     }
     assert_eq!(edges, [StormEdge { started: true, events_in_window: 3, window_secs: 10 }]);
     // The first leaves the window: two left, above the clear level.
     let found = tick(&mut wd, 12 * SEC + 600 * MS);
     assert!(storms(&found).is_empty());
-    assert!(found.contains(&Finding::OomWindow { events: 2, window_secs: 10, storm: true }), "{found:?}");
+    let window = Finding::OomWindow { events: 2, window_secs: 10, storm: true, storming: Vec::new() };
+    assert!(found.contains(&window), "{found:?}");
     // One left: the storm is over, once.
     let found = tick(&mut wd, 13 * SEC + 600 * MS);
     assert_eq!(storms(&found), [StormEdge { started: false, events_in_window: 1, window_secs: 10 }]);

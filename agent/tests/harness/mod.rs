@@ -313,6 +313,16 @@ impl AgentProcess {
     /// Starts the agent through `wrapper` (e.g. `unshare --cgroup --`),
     /// which must exec it so the pid stays the agent's.
     pub fn start_wrapped(wrapper: &[&str], extra: &[&str]) -> Self {
+        Self::launch(wrapper, "info", extra)
+    }
+
+    /// Starts the agent logging at `level` (`trace`: every event it
+    /// handles, one line each).
+    pub fn start_logging(level: &str, extra: &[&str]) -> Self {
+        Self::launch(&[], level, extra)
+    }
+
+    fn launch(wrapper: &[&str], log_level: &str, extra: &[&str]) -> Self {
         let bin = Path::new(env!("CARGO_BIN_EXE_sandwatch"));
         // Tests read a pod's series as soon as its event is counted: no hold
         // at 0 unless a test asks for one (what the hold is for, Prometheus
@@ -322,7 +332,7 @@ impl AgentProcess {
         if !args.contains(&"--pod-series-hold") {
             args.extend(["--pod-series-hold", "0"]);
         }
-        let launch = Launch { wrapper, ready_within: Duration::from_secs(20), ..Launch::new(bin, &args) };
+        let launch = Launch { wrapper, log_level, ready_within: Duration::from_secs(20), ..Launch::new(bin, &args) };
         let agent = Agent::start(launch).unwrap_or_else(|e| panic!("{e:#}"));
         Self { addr: agent.addr, agent }
     }

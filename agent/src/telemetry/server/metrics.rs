@@ -1,7 +1,7 @@
 //! The HTTP server's own counters: connections open, closed by the agent
 //! and refused, by listener and reason.
 
-use prometheus::{IntCounterVec, IntGaugeVec, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGaugeVec, Registry};
 use strum::IntoEnumIterator as _;
 
 use super::{conns::Closed, Endpoint};
@@ -41,6 +41,8 @@ pub struct HttpMetrics {
     refused: IntCounterVec,
     accept_errors: IntCounterVec,
     reloads: IntCounterVec,
+    scrapes: IntCounter,
+    renders: IntCounter,
 }
 
 impl HttpMetrics {
@@ -51,6 +53,8 @@ impl HttpMetrics {
             refused: catalogue::HTTP_REFUSED_TOTAL.counter_vec(registry)?,
             accept_errors: catalogue::HTTP_ACCEPT_ERRORS_TOTAL.counter_vec(registry)?,
             reloads: catalogue::TLS_RELOADS_TOTAL.counter_vec(registry)?,
+            scrapes: catalogue::HTTP_SCRAPES_TOTAL.counter(registry)?,
+            renders: catalogue::HTTP_METRICS_RENDERS_TOTAL.counter(registry)?,
         };
         for listener in all::<Endpoint>() {
             m.open.with_label_values(&[listener]);
@@ -90,6 +94,16 @@ impl HttpMetrics {
 
     pub fn accept_error(&self, listener: Endpoint) {
         self.accept_errors.with_label_values(&[listener.label()]).inc();
+    }
+
+    /// A scrape of `/metrics` was let in.
+    pub fn scraped(&self) {
+        self.scrapes.inc();
+    }
+
+    /// A body was rendered for the scrapes waiting.
+    pub fn rendered(&self) {
+        self.renders.inc();
     }
 
     pub fn reloaded(&self, result: Reload) {

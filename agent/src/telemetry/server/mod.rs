@@ -139,7 +139,16 @@ impl Server {
         std::thread::Builder::new()
             .name("sandwatch-http".into())
             .spawn(move || {
-                match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                // Below the reader and the watchdog: a flood of clients
+                // within the agent's CPU limit takes what they leave.
+                lower_priority();
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    // The renders' thread too.
+                    .on_thread_start(lower_priority)
+                    .max_blocking_threads(2)
+                    .build();
+                match runtime {
                     Ok(runtime) => runtime.block_on(serve(listeners, shared, shutdown)),
                     Err(e) => log::error!("HTTP server: cannot start its runtime: {e}"),
                 }
@@ -169,6 +178,20 @@ async fn serve(listeners: Listeners, shared: Arc<Shared>, shutdown: Cancellation
         }
     }
     while loops.join_next().await.is_some() {}
+}
+
+/// The nice value of the server's threads: the ring-buffer reader and the
+/// watchdog (nice 0) come first when the agent's CPU is short; with
+/// nothing else to do the server has it all.
+const SERVER_NICE: libc::c_int = 10;
+
+/// Lowers the calling thread's priority to [`SERVER_NICE`] (Linux nice
+/// values are per thread); anyone may lower their own.
+fn lower_priority() {
+    // SAFETY: setpriority on the calling thread (who 0), no pointers.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, SERVER_NICE) } != 0 {
+        log::debug!("HTTP server: cannot lower its priority: {}", std::io::Error::last_os_error());
+    }
 }
 
 /// How often connections are checked for their timeouts.
@@ -304,9 +327,13 @@ async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let (activity, shared) = (conn.activity.clone(), shared.clone());
     let svc = service_fn(move |req| {
         activity.request_started();
-        let (parts, body) = route(&shared.state, endpoint, &shared.access, &shared.metrics, peer, &req).into_parts();
-        let body = Tracking::new(body, activity.clone(), clock);
-        async move { Ok::<_, Infallible>(Response::from_parts(parts, body)) }
+        let (activity, shared) = (activity.clone(), shared.clone());
+        async move {
+            let (parts, body) =
+                route(&shared.state, endpoint, &shared.access, &shared.metrics, peer, &req).await.into_parts();
+            let body = Tracking::new(body, activity, clock);
+            Ok::<_, Infallible>(Response::from_parts(parts, body))
+        }
     });
     let conn = http1::Builder::new().max_buf_size(MAX_CONNECTION_BUFFER).serve_connection(TokioIo::new(io), svc);
     tokio::pin!(conn);

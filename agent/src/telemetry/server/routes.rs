@@ -62,8 +62,8 @@ impl Access {
     }
 }
 
-pub(super) fn route<B>(
-    state: &ServerState,
+pub(super) async fn route<B>(
+    state: &std::sync::Arc<ServerState>,
     endpoint: Endpoint,
     access: &Access,
     metrics: &HttpMetrics,
@@ -89,7 +89,7 @@ pub(super) fn route<B>(
                     _ => text(StatusCode::FORBIDDEN, "a client certificate is required\n", PLAIN),
                 };
             }
-            match state.scrape() {
+            match state.scrape(metrics).await {
                 Ok(body) => text(StatusCode::OK, body, "text/plain; version=0.0.4; charset=utf-8"),
                 Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), PLAIN),
             }

@@ -3,9 +3,14 @@
 //! together; readiness; the record hub behind `/events`.
 
 use std::{
-    sync::{atomic::AtomicBool, Arc, Mutex, PoisonError, Weak},
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc, Mutex, PoisonError, Weak,
+    },
     time::Instant,
 };
+
+use super::metrics::HttpMetrics;
 
 use hyper::body::Bytes;
 use prometheus::Registry;
@@ -21,7 +26,21 @@ pub struct ServerState {
     pub pods: Option<WatchdogMetrics>,
     /// The last body rendered, while a scrape still holds it, and when its
     /// render began: see [`ServerState::scrape`].
-    last: Mutex<Option<(Instant, Weak<String>)>>,
+    last: Mutex<Option<Last>>,
+    /// One render at a time; the scrapes that wait for it queue here, in
+    /// the order they came.
+    rendering: tokio::sync::Mutex<()>,
+    /// Scrapes waiting for their turn.
+    waiting: AtomicUsize,
+}
+
+/// The last body rendered.
+struct Last {
+    began: Instant,
+    body: Weak<String>,
+    /// Kept while scrapes wait (each may share it): the one that got it
+    /// may have sent it and let it go before the next one's turn.
+    held: Option<Arc<String>>,
 }
 
 /// A rendered body shared by the scrapes that send it.
@@ -39,24 +58,63 @@ impl ServerState {
     }
 
     pub fn agent(registry: Registry, events: Option<Arc<RecordHub>>, pods: Option<WatchdogMetrics>) -> Arc<Self> {
-        Arc::new(Self { registry, ready: AtomicBool::new(false), events, pods, last: Mutex::new(None) })
+        Arc::new(Self {
+            registry,
+            ready: AtomicBool::new(false),
+            events,
+            pods,
+            last: Mutex::new(None),
+            rendering: tokio::sync::Mutex::new(()),
+            waiting: AtomicUsize::new(0),
+        })
     }
 
     /// The body a scrape sends, never older than the request: a render
     /// that began after this scrape arrived is shared, so the scrapes that
     /// queue behind one render share the next, and many clients at once
     /// hold one or two bodies between them, not one each. A body no
-    /// scrape holds any more is freed.
-    pub fn scrape(&self) -> Result<Bytes, prometheus::Error> {
+    /// scrape holds any more is freed. The render runs on a blocking
+    /// thread: the server's own thread goes on reading the requests that
+    /// come meanwhile, which then share the next render (run on the
+    /// server's thread, each scrape would render its own, one after the
+    /// other).
+    pub async fn scrape(self: &Arc<Self>, metrics: &HttpMetrics) -> Result<Bytes, prometheus::Error> {
+        metrics.scraped();
         let arrived = Instant::now();
-        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(body) = last.as_ref().filter(|(began, _)| *began >= arrived).and_then(|(_, b)| b.upgrade()) {
-            return Ok(Bytes::from_owner(SharedBody(body)));
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _turn = self.rendering.lock().await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let body = match self.rendered_since(arrived) {
+            Some(body) => body,
+            None => {
+                let began = Instant::now();
+                let state = self.clone();
+                let body = tokio::task::spawn_blocking(move || state.render())
+                    .await
+                    .map_err(|e| prometheus::Error::Msg(format!("the render failed: {e}")))??;
+                metrics.rendered();
+                let body = Arc::new(body);
+                let held = Some(body.clone());
+                *self.last.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some(Last { began, body: Arc::downgrade(&body), held });
+                body
+            }
+        };
+        // Nobody waits: whoever comes next came after this render began,
+        // and renders anew; the body lives only as long as scrapes send it.
+        if self.waiting.load(Ordering::SeqCst) == 0 {
+            if let Some(last) = self.last.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+                last.held = None;
+            }
         }
-        let began = Instant::now();
-        let body = Arc::new(self.render()?);
-        *last = Some((began, Arc::downgrade(&body)));
         Ok(Bytes::from_owner(SharedBody(body)))
+    }
+
+    /// The last body, if its render began at `arrived` or later and it is
+    /// still held.
+    fn rendered_since(&self, arrived: Instant) -> Option<Arc<String>> {
+        let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        last.as_ref().filter(|l| l.began >= arrived).and_then(|l| l.body.upgrade())
     }
 
     /// What `/metrics` serves.
@@ -91,6 +149,9 @@ mod tests {
         }
     }
 
+    /// Eight scrapes at once, as tasks of a one-thread runtime (the
+    /// server's): one or two renders between them. (The test through the
+    /// server, over HTTP, is the end-to-end one: `agent/tests/fairness.rs`.)
     #[test]
     fn concurrent_scrapes_share_a_body_and_none_is_older_than_its_request() {
         use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -98,19 +159,21 @@ mod tests {
         let renders = Arc::new(AtomicUsize::new(0));
         let gauge = prometheus::IntGauge::new("sandwatch_test_value", "a value").unwrap();
         registry.register(Box::new(Slow(gauge.clone(), renders.clone()))).unwrap();
+        let metrics = HttpMetrics::register(&Registry::new()).unwrap();
         let state = ServerState::new(registry);
-        let start = Arc::new(std::sync::Barrier::new(8));
-        let bodies: Vec<Bytes> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..8)
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let bodies: Vec<Bytes> = runtime.block_on(async {
+            let tasks: Vec<_> = (0..8)
                 .map(|_| {
-                    let (state, start) = (&state, start.clone());
-                    s.spawn(move || {
-                        start.wait();
-                        state.scrape().unwrap()
-                    })
+                    let (state, metrics) = (state.clone(), metrics.clone());
+                    tokio::spawn(async move { state.scrape(&metrics).await.unwrap() })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
+            let mut bodies = Vec::new();
+            for t in tasks {
+                bodies.push(t.await.unwrap());
+            }
+            bodies
         });
         let mut distinct: Vec<*const u8> = bodies.iter().map(|b| b.as_ptr()).collect();
         distinct.sort();
@@ -120,12 +183,12 @@ mod tests {
         // A scrape after the others: a new render, with what changed.
         gauge.set(7);
         let before = renders.load(SeqCst);
-        let later = state.scrape().unwrap();
+        let later = runtime.block_on(state.scrape(&metrics)).unwrap();
         assert_eq!(renders.load(SeqCst), before + 1);
         assert!(later.ends_with(b"sandwatch_test_value 7\n"), "{later:?}");
         // Once no scrape holds it, the body is freed, not kept.
         drop((bodies, later));
         let last = state.last.lock().unwrap();
-        assert!(last.as_ref().is_some_and(|(_, body)| body.upgrade().is_none()));
+        assert!(last.as_ref().is_some_and(|l| l.body.upgrade().is_none() && l.held.is_none()));
     }
 }

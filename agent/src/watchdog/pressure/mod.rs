@@ -34,13 +34,18 @@
 //!   crossing, or below 90 % of `memory.high`. A container with
 //!   `memory.high` and no `memory.max` is watched for this alone.
 //!
-//! **Cheap at scale, fast where it matters.** Every container's usage is
-//! screened once per `screen_interval` (one small file; spread over the
-//! interval), sooner while it grows towards half its limit (a third of the
-//! way there at its pace, down to a second), and a new container at once;
-//! only a container at half its limit or more, one the kernel woke, or
-//! one under pressure is read in full, at most once per `detail_interval`,
-//! at most `max_details` a tick. The kernel wakes a container: on v2 when
+//! **Cheap at scale, fast where it matters, fair.** Every container's
+//! usage is screened once per `screen_interval` (one small file; spread
+//! over the interval), sooner while it grows towards half its limit (a
+//! third of the way there at its pace, down to a second), and a new
+//! container at once; only a container at half its limit or more, one the
+//! kernel woke, or one under pressure is read in full, at most once per
+//! `detail_interval`, at most `max_details` a tick, taken in turn from
+//! each namespace (each pod, where the runtime has not named its
+//! namespace) with reads due: a tenant with a thousand containers near
+//! their limits costs another namespace's container none of its reads.
+//! A trend is fitted over the reads it has, however far apart the budget
+//! spaced them. The kernel wakes a container: on v2 when
 //! its `memory.events` change (inotify), on v1 when its usage crosses half
 //! its limit (a threshold registered through `cgroup.event_control`), on
 //! v2 when its tasks stall (a PSI trigger); the last two are writes to
@@ -51,7 +56,10 @@
 //! what they warned of; the kill's post-mortem says how long before it was
 //! warned, and of what.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    hash::{Hash as _, Hasher as _},
+};
 
 use super::Host;
 pub use crate::events::memory::{MemorySample, Psi};
@@ -189,6 +197,9 @@ struct Watched {
     /// Read in full while set.
     detail: Option<Box<Detail>>,
     woken: bool,
+    /// Its namespace (its pod, where the runtime has not named it): full
+    /// reads are shared out by it.
+    group: u64,
 }
 
 /// Totals since start, for the agent's own metrics.
@@ -239,35 +250,20 @@ impl PressureWatch {
         let first = self.generation.is_none();
         self.generation = Some(registry.generation());
         let mut live = HashSet::new();
-        for container in registry.sandboxes().flat_map(|s| s.workloads()) {
-            if container.role != ContainerRole::Workload {
-                continue;
+        for sandbox in registry.sandboxes() {
+            let group = group_of(registry, &sandbox.pod_uid);
+            for container in sandbox.workloads() {
+                if container.role != ContainerRole::Workload {
+                    continue;
+                }
+                live.insert(container.cgroup_id);
+                if let Some(w) = self.watched.get_mut(&container.cgroup_id) {
+                    // Its namespace may have been named since.
+                    w.group = group;
+                    continue;
+                }
+                self.watch(container.cgroup_id, group, first, now_ns);
             }
-            live.insert(container.cgroup_id);
-            if self.watched.contains_key(&container.cgroup_id) {
-                continue;
-            }
-            // Those found at start-up are spread over the interval; a new
-            // one (a new container grows fastest) is screened at once.
-            let offset = if first {
-                container.cgroup_id.wrapping_mul(0x9e37_79b9_7f4a_7c15) % self.settings.screen_interval_ns.max(1)
-            } else {
-                0
-            };
-            self.watched.insert(
-                container.cgroup_id,
-                Watched {
-                    limit: None,
-                    high: None,
-                    screens: 0,
-                    next_screen_ns: now_ns.saturating_add(offset),
-                    next_detail_ns: now_ns,
-                    last_screens: VecDeque::new(),
-                    notice: None,
-                    detail: None,
-                    woken: false,
-                },
-            );
         }
         let gone: Vec<u64> = self.watched.keys().filter(|id| !live.contains(id)).copied().collect();
         for id in gone {
@@ -277,11 +273,38 @@ impl PressureWatch {
         }
     }
 
+    /// Starts watching container `cgroup_id` of namespace `group`. Those
+    /// found at start-up (`first`) are spread over the interval; a new one
+    /// (a new container grows fastest) is screened at once.
+    fn watch(&mut self, cgroup_id: u64, group: u64, first: bool, now_ns: u64) {
+        let offset = if first {
+            cgroup_id.wrapping_mul(0x9e37_79b9_7f4a_7c15) % self.settings.screen_interval_ns.max(1)
+        } else {
+            0
+        };
+        self.watched.insert(
+            cgroup_id,
+            Watched {
+                limit: None,
+                high: None,
+                screens: 0,
+                next_screen_ns: now_ns.saturating_add(offset),
+                next_detail_ns: now_ns,
+                last_screens: VecDeque::new(),
+                notice: None,
+                detail: None,
+                woken: false,
+                group,
+            },
+        );
+    }
+
     /// One tick: the kernel's wake-ups (`woken`: the containers whose
-    /// memory events changed; `all`: any may have), the screens due, the
-    /// full reads due, within their budgets; the episodes' edges in
-    /// `edges`. The containers' paths are `registry`'s (reconciled with
-    /// first).
+    /// memory events changed; `all`: any may have, its queue overflowed:
+    /// every container is screened again soon), the screens due, the full
+    /// reads due, within their budgets and shared out by namespace; the
+    /// episodes' edges in `edges`. The containers' paths are `registry`'s
+    /// (reconciled with first).
     pub fn tick(
         &mut self,
         host: &mut impl Host,
@@ -299,7 +322,11 @@ impl PressureWatch {
             }
         }
         if all {
-            self.watched.values_mut().for_each(|w| w.woken = true);
+            // What overflowed cannot be said: a usage read each (screens,
+            // within their budget) finds who is near, not a full read each.
+            for w in self.watched.values_mut() {
+                w.next_screen_ns = w.next_screen_ns.min(now_ns);
+            }
         }
         let s = self.settings;
         // Screens: usage only, against the last known limit.
@@ -358,15 +385,15 @@ impl PressureWatch {
             }
             w.last_screens.push_back((now_ns, usage));
         }
-        // Full reads: candidates and what the kernel or a screen woke.
-        let mut due: Vec<(u64, u64)> = self
+        // Full reads: candidates and what the kernel or a screen woke, in
+        // turn by namespace.
+        let due: Vec<(u64, u64, u64)> = self
             .watched
             .iter()
             .filter(|(_, w)| (w.detail.is_some() || w.woken) && w.next_detail_ns <= now_ns)
-            .map(|(id, w)| (w.next_detail_ns, *id))
+            .map(|(id, w)| (w.group, w.next_detail_ns, *id))
             .collect();
-        due.sort_unstable();
-        for &(_, id) in due.iter().take(s.max_details) {
+        for id in in_turn(due, s.max_details) {
             let Some(w) = self.watched.get_mut(&id) else { continue };
             w.woken = false;
             w.next_detail_ns = now_ns.saturating_add(s.detail_interval_ns);
@@ -424,6 +451,43 @@ impl PressureWatch {
         levels.sort_by_key(|l| l.cgroup_id);
         levels
     }
+}
+
+/// The key a pod's containers share their full reads by: its namespace,
+/// or, where the runtime has not named it, the pod itself.
+fn group_of(registry: &PodRegistry, pod_uid: &str) -> u64 {
+    let namespace = registry.names(pod_uid, None).namespace;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    if namespace.is_empty() {
+        ("pod", pod_uid).hash(&mut h);
+    } else {
+        ("namespace", namespace.as_str()).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Up to `budget` of the reads `due` (namespace, due time, container), in
+/// turn: each namespace's longest due first, then each one's second, and
+/// so on; within a turn, the namespaces that have waited longest first.
+/// A namespace with a thousand reads due gets one a turn, as one with one.
+fn in_turn(mut due: Vec<(u64, u64, u64)>, budget: usize) -> Vec<u64> {
+    due.sort_unstable();
+    // (turn, the namespace's longest wait, namespace, due, container)
+    let mut ranked: Vec<(usize, u64, u64, u64, u64)> = Vec::with_capacity(due.len());
+    let mut at = 0;
+    while at < due.len() {
+        let group = due[at].0;
+        let oldest = due[at].1;
+        let run = due[at..].iter().take_while(|(g, ..)| *g == group).count();
+        ranked.extend(due[at..at + run].iter().enumerate().map(|(turn, &(g, t, id))| (turn, oldest, g, t, id)));
+        at += run;
+    }
+    if ranked.len() > budget {
+        ranked.select_nth_unstable(budget);
+        ranked.truncate(budget);
+    }
+    ranked.sort_unstable();
+    ranked.into_iter().map(|(.., id)| id).collect()
 }
 
 /// The usage from which a container is read in full: half its limit, or

@@ -65,6 +65,7 @@ fn a_slow_grower_is_warned_growing_long_before_near_and_both_clear_at_the_kill()
             notice: None,
             detail: Some(Box::new(std::mem::take(&mut r.d))),
             woken: false,
+            group: 0,
         },
     );
     let mut edges = Vec::new();
@@ -485,4 +486,107 @@ fn the_kernels_wakeup_makes_a_full_read_at_once_and_budgets_hold() {
     }
     assert_eq!(node.reads.get().2, 200, "each woken container read once, then screened again");
     assert_eq!(w.candidates(), 0);
+}
+
+/// Guards: a trend kept over a window of seconds. On a busy node the
+/// budget spaces a container's full reads far apart (19 s with 1 200
+/// containers near their limits): eight reads never fitted in 120 s, and
+/// no container on the node was ever warned growing. Fitted over the
+/// reads it has, a slow grower read every 19 s is warned.
+#[test]
+fn a_grower_read_every_nineteen_seconds_is_still_warned() {
+    let mut r = Reads::new();
+    let mut warned_at = None;
+    // From 33 MiB, 0.1 MiB a second: the limit in 310 s.
+    for n in 0..14u64 {
+        r.now += 18 * SEC; // `read` adds the 19th second
+        let usage = 33 * MIB + n * 19 * MIB / 10;
+        if r.read(sample(usage, 0)).contains(&(Growing, Start)) {
+            warned_at.get_or_insert(n);
+        }
+    }
+    assert_eq!(warned_at, Some(7), "warned at its eighth read");
+}
+
+/// `pods` pods of one workload each (as `registry`), the first `tenant`
+/// of them in namespace `tenant` and the rest in `other`.
+fn named_registry(pods: u64, tenant: u64) -> PodRegistry {
+    use crate::events::runtime::{ContainerMeta, PodMeta, Snapshot};
+    let mut reg = registry(pods);
+    let uid = |n: u64| format!("{:08x}{}", n, &UID[8..]);
+    let snapshot = Snapshot {
+        pods: (0..pods)
+            .map(|n| PodMeta {
+                uid: uid(n),
+                namespace: if n < tenant { "tenant".into() } else { "other".into() },
+                name: format!("p{n}"),
+                sandbox_id: "01".repeat(32),
+                workload: None,
+            })
+            .collect(),
+        containers: vec![ContainerMeta { id: "02".repeat(32), name: "app".into(), pod_uid: uid(0), sandbox: false }],
+    };
+    reg.apply_metadata(&snapshot, 0);
+    reg
+}
+
+/// Guards: full reads taken first-due-first across the node. A tenant
+/// whose 1 200 containers sit at 60 % of their limits took 1 200 of every
+/// 1 201 reads: a slow grower in another namespace was read every 19 s,
+/// and killed unwarned. Shared out by namespace, it is read each second
+/// and warned within 12 s of its first read, while the tenant's
+/// containers share the rest of the budget.
+#[test]
+fn a_thousand_containers_of_one_namespace_cost_another_namespaces_grower_none_of_its_reads() {
+    let reg = named_registry(1201, 1200);
+    let path = |n: u64| format!("/kubepods/burstable/pod{:08x}{}/{}", n, &UID[8..], "02".repeat(32));
+    let grower = path(1200);
+    let mut node = Node { sample: Some(sample(64 * MIB * 6 / 10, 0)), ..Node::default() };
+    let mut w = PressureWatch::default();
+    let mut edges = Vec::new();
+    w.reconcile(&reg, 0, &mut edges);
+    // Settled: every container screened, each a candidate (64 first full
+    // reads a second).
+    node.by_path.insert(grower.clone(), sample(20 * MIB, 0));
+    for t in 1..=30 {
+        w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
+    }
+    assert_eq!(w.candidates(), 1200);
+    // The grower crosses half its limit and grows 1 MiB a second.
+    const FROM: u64 = 31;
+    let mut warned_at = None;
+    for t in FROM..=FROM + 30 {
+        node.by_path.insert(grower.clone(), sample(33 * MIB + (t - FROM) * MIB, 0));
+        let before = node.reads.get().2;
+        w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
+        assert!(node.reads.get().2 - before <= 64, "the budget holds");
+        if warned_at.is_none() && edges.iter().any(|e| e.reason == Growing && e.change == Start) {
+            warned_at = Some(t);
+        }
+    }
+    let warned_at = warned_at.expect("the grower was warned");
+    assert!(warned_at <= FROM + 12, "warned {} s after it crossed half its limit", warned_at - FROM);
+    // No edge for the tenant's steady containers.
+    assert!(edges.iter().all(|e| e.reason == Growing || e.reason == NearLimit), "{edges:?}");
+}
+
+/// Guards: an overflow of the kernel's queue of notices waking every
+/// container for a full read. It costs a screen each (within their
+/// budget), and no full read of a container that is not near its limit.
+#[test]
+fn an_overflow_costs_a_screen_each_not_a_full_read_each() {
+    let reg = registry(1000);
+    let mut node = Node { sample: Some(sample(8 * MIB, 0)), ..Node::default() };
+    let mut w = PressureWatch::default();
+    let mut edges = Vec::new();
+    w.reconcile(&reg, 0, &mut edges);
+    for t in 1..=12 {
+        w.tick(&mut node, &reg, &[], false, t * SEC, &mut edges);
+    }
+    node.reads.set((0, 0, 0));
+    w.tick(&mut node, &reg, &[], true, 13 * SEC, &mut edges);
+    w.tick(&mut node, &reg, &[], false, 14 * SEC, &mut edges);
+    let (usage, _, full) = node.reads.get();
+    assert_eq!(full, 0, "no full read");
+    assert_eq!(usage, 1000, "each screened once, over two ticks of 512");
 }

@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::{Figures, MemorySample, PressureChange, PressureEdge, PressureEnd, PressureReason, SEC};
 
-/// Reads kept for the trend, at most, and how far back.
+/// Reads kept for the trend, at most: the line is fitted over the reads
+/// there are, however far apart a busy node's budget spaced them (a
+/// window of seconds would hold too few of them to ever fit one).
 const TREND_READS: usize = 32;
-const TREND_WINDOW_NS: u64 = 120 * SEC;
 
 /// The thresholds, in one place (see the module's doc).
 pub(super) mod limits {
@@ -104,9 +105,7 @@ pub(super) fn judge(cgroup_id: u64, d: &mut Detail, sample: &MemorySample, now_n
     let ratio = permille(pinned, limit);
     let ws_ratio = permille(sample.working_set(), limit);
     d.trend.push_back((now_ns, pinned));
-    while d.trend.len() > TREND_READS
-        || d.trend.front().is_some_and(|(t, _)| now_ns.saturating_sub(*t) > TREND_WINDOW_NS)
-    {
+    while d.trend.len() > TREND_READS {
         d.trend.pop_front();
     }
     // Since the read before: limit hits, `memory.high` crossings,
