@@ -1292,7 +1292,7 @@ fn cri_a_limit_lowered_below_the_usage_kills_as_the_containers(rt: &Runtime) {
     let change = agent
         .records()
         .into_iter()
-        .find(|r| r.kind() == "limit_change" && r.container() == Some("big"))
+        .find(|r| r.kind() == "limit_change" && r.container() == Some("big") && r.json["direction"] == "lowered")
         .expect("the change is a record of its own");
     assert_eq!(
         (change.json["from_bytes"].as_u64(), change.json["to_bytes"].as_u64()),
