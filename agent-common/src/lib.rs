@@ -680,11 +680,12 @@ pub struct ProbeConfig {
     /// Entries the table holds before only cgroups under
     /// `rooms::TASK_FLOOR` may take more (its size less its last room).
     pub task_room: u32,
-    /// The rings' sizes in bytes (`EVENTS`, `OOM_KILLS`, `CGROUP_CHANGES`).
+    /// The rings' sizes in bytes (`EVENTS`, `OOM_KILLS`, `CGROUP_CHANGES`,
+    /// `SIGNALS`).
     pub exit_ring_bytes: u32,
     pub oom_ring_bytes: u32,
     pub cgroup_ring_bytes: u32,
-    pub _pad: u32,
+    pub signal_ring_bytes: u32,
 }
 
 impl TracepointOffsets {
@@ -744,7 +745,7 @@ impl ProbeConfig {
         exit_ring_bytes: 0,
         oom_ring_bytes: 0,
         cgroup_ring_bytes: 0,
-        _pad: 0,
+        signal_ring_bytes: 0,
     };
 }
 

@@ -22,6 +22,17 @@ fn series(text: &str, s: &str) -> f64 {
     metric(text, s).unwrap_or(0.0)
 }
 
+/// A pod's container-init OOM kills, summed over the labels a test need
+/// not pin (whose limit, what filled it, whether it was warned).
+fn init_kills(text: &str, pod_uid: &str) -> f64 {
+    let uid = format!("pod_uid=\"{pod_uid}\"");
+    text.lines()
+        .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{"))
+        .filter(|l| l.contains(&uid) && l.contains("victim_role=\"container_init\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Polls the agent's metrics until `ok` holds of them, at most `within`.
 fn wait_until(agent: &AgentProcess, within: Duration, what: &str, ok: impl Fn(&str) -> bool) -> String {
     let start = Instant::now();
@@ -153,11 +164,7 @@ fn one_containers_oom_flood_leaves_another_pods_kill_room() {
         std::thread::sleep(Duration::from_millis(50));
     }
     agent.signal(libc::SIGCONT);
-    let series_of = format!(
-        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID_QUIET}\",victim_role=\"container_init\",workload=\"\",workload_kind=\"\"}}",
-        harness::cid(2)
-    );
-    let text = wait_until(&agent, Duration::from_secs(30), "the quiet pod's kill", |t| series(t, &series_of) == 1.0);
+    let text = wait_until(&agent, Duration::from_secs(30), "the quiet pod's kill", |t| init_kills(t, UID_QUIET) == 1.0);
     std::thread::sleep(Duration::from_millis(500));
     let text = format!("{text}{}", agent.metrics());
     let delta = |s: &str| series(&text, s) - series(&before, s);
@@ -215,8 +222,7 @@ fn one_containers_exit_flood_leaves_another_pods_init_exit_room() {
     std::thread::sleep(Duration::from_millis(300));
     agent.signal(libc::SIGCONT);
     let exit = format!(
-        "sandwatch_pod_container_exits_total{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID_INIT}\",reason=\"error\",workload=\"\",workload_kind=\"\"}}",
-        harness::cid(2)
+        "sandwatch_pod_container_exits_total{{container=\"\",namespace=\"\",pod=\"\",pod_uid=\"{UID_INIT}\",reason=\"error\",sender=\"none\",workload=\"\",workload_kind=\"\"}}"
     );
     let text = wait_until(&agent, Duration::from_secs(30), "the other pod's init exit", |t| series(t, &exit) == 1.0);
     let lost = |reason: &str| {
@@ -231,6 +237,95 @@ fn one_containers_exit_flood_leaves_another_pods_init_exit_room() {
         lost("ring_full")
     );
     assert!(lost("container_share") > 0.0, "the flood was held to its share:\n{text}");
+    assert_eq!(lost("ring_full"), 0.0, "the ring never filled:\n{text}");
+    drop(agent);
+    drop(other);
+    drop(flood);
+}
+
+const UID_SIGNAL_FLOOD: &str = "fa1e0000-0010-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_SIGNALLED: &str = "fa1e0000-0011-4e5f-8a9b-0c1d2e3f4a5b";
+
+/// One pod floods the signal ring: one of its containers sends another
+/// 5 000 SIGUSR1s, which that one ignores (a request from outside the
+/// target's container is streamed whatever becomes of it), the agent
+/// stopped meanwhile. Then a host process kills another pod's container
+/// init: its end names the host, the flood held back from the ring's last
+/// eighth, counted. (Before: the ring was first come, first served, ~630
+/// records; the flood filled it and the kill's sender read `unknown`.)
+#[test]
+fn one_pods_signal_flood_leaves_a_host_kill_its_sender() {
+    require_root();
+    let agent = AgentProcess::start(&NO_RUNTIME);
+    let mut flood = KubePod::build("signal-flood", UID_SIGNAL_FLOOD, false, 3);
+    flood.start_init(0, "exec sleep 1000");
+    flood.start_init(1, "trap '' USR1; exec sleep 1000");
+    flood.trigger(1);
+    let target = flood.init_pid(1);
+    let asleep = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep");
+    let start = Instant::now();
+    while !asleep(target) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the target never slept");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    flood.start_init(
+        2,
+        &format!("i=0; while [ $i -lt 5000 ]; do kill -USR1 {target} || exit 9; i=$((i+1)); done; exec sleep 1000"),
+    );
+    let mut other = KubePod::build("signalled", UID_SIGNALLED, false, 2);
+    other.start_init(0, "exec sleep 1000");
+    other.start_init(1, "exec sleep 1000");
+    other.trigger(1);
+    let victim = other.init_pid(1);
+    let start = Instant::now();
+    while !asleep(victim) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the victim never slept");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Known to the agent before it stops: the victim's container is tracked.
+    std::thread::sleep(Duration::from_secs(2));
+    let before = agent.metrics();
+    agent.signal(libc::SIGSTOP);
+    flood.trigger(2);
+    let start = Instant::now();
+    while !asleep(flood.init_pid(2)) {
+        if start.elapsed() > Duration::from_secs(120) {
+            agent.signal(libc::SIGCONT);
+            panic!("the flood never finished");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill(2) of a process this test started.
+    assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    agent.signal(libc::SIGCONT);
+    let uid = format!("pod_uid=\"{UID_SIGNALLED}\"");
+    let ended = |t: &str, sender: &str| -> f64 {
+        let sender = format!("sender=\"{sender}\"");
+        t.lines()
+            .filter(|l| {
+                l.starts_with("sandwatch_pod_container_exits_total{") && l.contains(&uid) && l.contains(&sender)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let text = wait_until(&agent, Duration::from_secs(30), "the other pod's end", |t| {
+        ended(t, "host") + ended(t, "unknown") >= 1.0
+    });
+    let lost = |reason: &str| {
+        let s = format!("sandwatch_kernel_events_lost_total{{kind=\"signal\",reason=\"{reason}\"}}");
+        series(&text, &s) - series(&before, &s)
+    };
+    eprintln!(
+        "5 000 signals between one pod's containers into a 64 KiB ring, the agent stopped: {} refused for the \
+         reserve, {} past the pod's own share, {} to a full ring; the host's kill of another pod's init read {}",
+        lost("reserve"),
+        lost("container_share"),
+        lost("ring_full"),
+        if ended(&text, "host") >= 1.0 { "host" } else { "unknown" }
+    );
+    assert_eq!(ended(&text, "host"), 1.0, "the host's kill named:\n{text}");
+    assert!(lost("reserve") > 0.0, "the flood was held from the reserve:\n{text}");
     assert_eq!(lost("ring_full"), 0.0, "the ring never filled:\n{text}");
     drop(agent);
     drop(other);
@@ -446,21 +541,17 @@ fn a_scrape_flood_under_the_cpu_limit_loses_nothing_and_delays_a_kill_under_a_se
     std::thread::sleep(Duration::from_secs(2));
     storm.trigger(1);
     std::thread::sleep(Duration::from_secs(3));
-    let series = format!(
-        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID_KILLED}\",victim_role=\"container_init\",workload=\"\",workload_kind=\"\"}}",
-        harness::cid(2)
-    );
     // A client of its own watches for the series; another the kernel's
     // own count of the kill.
     let seen_at = {
-        let (addr, series, stop) = (agent.addr, series.clone(), stop.clone());
+        let (addr, stop) = (agent.addr, stop.clone());
         std::thread::spawn(move || -> Option<Instant> {
             let mut stream = std::net::TcpStream::connect(addr).ok()?;
             let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
             let mut buf = Vec::new();
             while !stop.load(Relaxed) {
                 let body = scrape_body(&mut stream, &mut buf).ok()?;
-                if metric(&body, &series) == Some(1.0) {
+                if init_kills(&body, UID_KILLED) == 1.0 {
                     return Some(Instant::now());
                 }
             }
@@ -598,11 +689,7 @@ fn sub_cgroups_a_tenant_nests_do_not_delay_a_restart_in_a_cgroup_namespace() {
         "ready in {ready:?}, against {quiet_ready:?} without the nest"
     );
     found.trigger(1);
-    let kill = format!(
-        "sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",container_id=\"{}\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID_FOUND}\",victim_role=\"container_init\",workload=\"\",workload_kind=\"\"}}",
-        harness::cid(2)
-    );
-    wait_until(&agent, Duration::from_secs(30), "the discovered pod's kill", |t| series(t, &kill) == 1.0);
+    wait_until(&agent, Duration::from_secs(30), "the discovered pod's kill", |t| init_kills(t, UID_FOUND) == 1.0);
     drop(agent);
     drop(found);
     drop(nester);
@@ -787,8 +874,7 @@ fn a_container_holding_every_inotify_instance_costs_the_agent_its_notices_not_it
     // The restart, with no instance left.
     let agent = AgentProcess::start(&NO_RUNTIME);
     let near_limit = format!(
-        "sandwatch_pod_memory_pressure{{container=\"\",container_id=\"{}\",namespace=\"\",pod=\"\",pod_uid=\"{UID_NEAR}\",reason=\"near_limit\",workload=\"\",workload_kind=\"\"}}",
-        harness::cid(2)
+        "sandwatch_pod_memory_pressure{{container=\"\",namespace=\"\",pod=\"\",pod_uid=\"{UID_NEAR}\",reason=\"near_limit\",workload=\"\",workload_kind=\"\"}}"
     );
     let text =
         wait_until(&agent, Duration::from_secs(30), "the near container's warning", |t| series(t, &near_limit) == 1.0);

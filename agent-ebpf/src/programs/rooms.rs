@@ -179,5 +179,27 @@ pub(crate) fn admit_cgroup(size: u64, pending: u64, attach: bool) -> Result<(), 
     Ok(())
 }
 
+/// Whether a signal record may go into the signal ring (`size` bytes,
+/// `pending` unread). A pod's signals to its own container stop at half
+/// the ring: a tenant can send those as fast as it likes and keep its
+/// processes alive through them (`sigtimedwait` unblocks what it waits
+/// for; a tracer holds its tracee). Signals from another container go up
+/// to the last eighth, which is kept for the senders no pod controls
+/// (`unowned`: the host's processes, a runtime's, the kubelet's, and the
+/// kernel's own, the OOM killer's).
+#[inline(always)]
+pub(crate) fn admit_signal(size: u64, pending: u64, inside: bool, unowned: bool) -> Result<(), u32> {
+    if size == 0 || pending < size / rooms::CROWDED_DIVISOR {
+        return Ok(());
+    }
+    if inside {
+        return Err(lost::CONTAINER_SHARE);
+    }
+    if !unowned && size.saturating_sub(pending) < size / rooms::SHARE_DIVISOR {
+        return Err(lost::RESERVE);
+    }
+    Ok(())
+}
+
 /// The ring header the kernel puts before each record.
 pub(crate) const RING_HEADER: u64 = 8;

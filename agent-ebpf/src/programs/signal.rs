@@ -10,7 +10,7 @@
 //! exits' ring, so a signal is handed on before the exit it caused.
 
 use agent_common::{
-    ends_by_default, signal_origin, signal_result, EventKind, SignalEvent, SignalOffsets, ABSENT, COMM_LEN,
+    ends_by_default, lost, signal_origin, signal_result, EventKind, SignalEvent, SignalOffsets, ABSENT, COMM_LEN,
     FLAG_SENDER_HOST, FLAG_SENDER_UNKNOWN, FLAG_TASK_UNKNOWN,
 };
 use aya_ebpf::{
@@ -21,8 +21,8 @@ use aya_ebpf::{
     Global,
 };
 
-use super::{common::*, entry, oom::memcg_id, ProbeResult};
-use crate::maps::{count, global_field, DROPPED, EMITTED, MEMCG_OFFSETS, READER, TASK_OFFSETS};
+use super::{common::*, entry, oom::memcg_id, rooms::admit_signal, ProbeResult};
+use crate::maps::{count, count_lost, global_field, EMITTED, MEMCG_OFFSETS, PROBE_CONFIG, READER, TASK_OFFSETS};
 
 /// Signal records. Sized at load.
 #[map]
@@ -120,8 +120,17 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
     // SAFETY: helper without arguments; the task is only probe-read.
     let current = unsafe { bpf_get_current_task() } as *const u8;
     let kind = EventKind::Signal as u32;
+    // Room in the ring: a pod's own signals to its own container cannot
+    // take another's (`rooms::admit_signal`).
+    let inside = matches!((sender, target), (Place::Tracked(from), Place::Tracked(to)) if from == to);
+    let unowned = origin == signal_origin::PRIV || flags & FLAG_SENDER_HOST != 0;
+    let size = u64::from(global_field!(PROBE_CONFIG, signal_ring_bytes));
+    if let Err(reason) = admit_signal(size, SIGNALS.query(BPF_RB_AVAIL_DATA), inside, unowned) {
+        count_lost(kind, reason);
+        return Ok(());
+    }
     let Some(mut entry) = SIGNALS.reserve::<SignalEvent>(0) else {
-        count(&DROPPED, kind);
+        count_lost(kind, lost::RING_FULL);
         return Ok(());
     };
     entry.write(SignalEvent {

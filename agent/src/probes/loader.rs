@@ -341,7 +341,7 @@ impl Probes {
             exit_ring_bytes: rb,
             oom_ring_bytes: ooms,
             cgroup_ring_bytes: cgroup_rb,
-            _pad: 0,
+            signal_ring_bytes: signal_rb,
         };
         log::info!(
             "cgroup layout {:?} at {} (namespace root {}); tracefs at {}; OOM victims named {}",
