@@ -179,6 +179,15 @@ impl Senders {
         let pending = self.pending_of(key, s.ts_ns);
         if pending.signals.len() < PER_PROCESS {
             pending.signals.push(sent);
+        } else if sent.sig == SIGKILL || sent.sender != Sender::SameContainer {
+            // Full of the process's own container's signals (a tenant can
+            // send itself those as fast as it likes): the oldest of them
+            // makes room for a kill, or for what came from outside.
+            let own = pending.signals.iter().position(|s| s.sender == Sender::SameContainer && s.sig != SIGKILL);
+            if let Some(i) = own {
+                pending.signals.remove(i);
+                pending.signals.push(sent);
+            }
         }
     }
 
@@ -206,7 +215,9 @@ impl Senders {
             });
         }
         let sig = u32::from(signo);
-        let Some(ender) = pending.signals.iter().find(|s| s.sig == sig && s.delivered) else {
+        // The last one delivered: an earlier one of the same number found
+        // the signal handled, or blocked, and ended nothing.
+        let Some(ender) = pending.signals.iter().rev().find(|s| s.sig == sig && s.delivered) else {
             return Some(SignalEnd {
                 sender: Sender::Unknown,
                 signal: signo,
@@ -291,12 +302,19 @@ impl Senders {
         // user space may send those only to itself), its private one, a
         // timer's or queue's notice; and a kernel path acting for the
         // target itself (SIGPIPE, SIGXFSZ). Those never name their sender.
+        // A negative code other than the user's own (a timer's, a queue's)
+        // is one `rt_sigqueueinfo` lets anyone send to anyone: from a pod
+        // task outside the target's container it is that task's, named,
+        // never the kernel's (a real timer fired while another pod's task
+        // ran reads as that pod's: rare, and never a tenant's alibi).
+        let forgeable = matches!(s.origin, SignalOrigin::Info(code) if code < 0);
+        let from_another_container = matches!(s.sender, SenderPlace::Tracked(from) if s.target_cgroup_id != Some(from));
         let by_kernel = match s.origin {
             SignalOrigin::Priv => true,
             SignalOrigin::Info(code) => !matches!(code, SI_USER | SI_QUEUE | SI_TKILL),
             SignalOrigin::NoInfo => s.sender_tgid == s.target_tgid,
         };
-        if by_kernel {
+        if by_kernel && !(forgeable && from_another_container) {
             sent.sender = Sender::Kernel;
             return sent;
         }

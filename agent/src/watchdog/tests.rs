@@ -1351,6 +1351,28 @@ fn ended_by(signals: Vec<Event>, sig: u8) -> SignalEnd {
     }
 }
 
+/// Guards: a process's record of its signals kept first come, first
+/// served (a tenant's process sending itself signals it handles pushed the
+/// runtime's stop out: its end read `unknown`), and the first signal of a
+/// number credited where a later one ended it.
+#[test]
+fn a_tenants_own_signals_leave_room_for_the_runtimes_stop() {
+    let host = SenderPlace::Host(6);
+    let mut signals: Vec<Event> =
+        (0..20).map(|i| signal(15, 20, 102, 20, SenderPlace::Tracked(102), USER, i * MS)).collect();
+    signals.push(signal(15, 20, 102, 600, host, USER, SEC));
+    signals.push(signal(9, 20, 102, 600, host, USER, SEC + 2 * SEC));
+    let end = ended_by(signals, 9);
+    assert_eq!((end.sender, end.pid), (Sender::Runtime, Some(600)));
+    let stop = end.stop.expect("a stop past its grace");
+    assert_eq!((stop.signal, stop.grace_ns), (15, 2 * SEC));
+    // Its own SIGTERMs handled, then the runtime's at its default: the runtime's.
+    let mut signals: Vec<Event> =
+        (0..3).map(|i| signal(15, 20, 102, 20, SenderPlace::Tracked(102), USER, i * MS)).collect();
+    signals.push(signal(15, 20, 102, 600, host, USER, SEC));
+    assert_eq!(ended_by(signals, 15).sender, Sender::Runtime);
+}
+
 /// Guards: a sender named by its name (anyone can be called `runc`) or by
 /// its process alone, instead of its place: the runtime's processes are
 /// those in its cgroup (its shims and runc come and go there), any other
@@ -1396,6 +1418,11 @@ fn the_kernels_own_signals_name_no_process() {
     assert_eq!(limit.sender, Sender::Kernel, "a random task ran the CPU limit's timer");
     let timer = ended_by(vec![signal(14, 20, 102, 33, host, SignalOrigin::Info(-2), 0)], 14);
     assert_eq!(timer.sender, Sender::Kernel, "SI_TIMER");
+    // A timer's code is one anyone may forge (rt_sigqueueinfo): from
+    // another pod's task it is that task's, named.
+    let forged = ended_by(vec![signal(9, 20, 102, 44, SenderPlace::Tracked(202), SignalOrigin::Info(-2), 0)], 9);
+    assert_ne!(forged.sender, Sender::Kernel, "a forged SI_TIMER from another pod");
+    assert_eq!(forged.pid, Some(44), "the forger is named");
     let pipe = ended_by(vec![signal(13, 20, 102, 20, SenderPlace::Tracked(102), SignalOrigin::NoInfo, 0)], 13);
     assert_eq!(pipe.sender, Sender::Kernel);
     // cgroup.kill and a parent's death signal: no siginfo, for the writer.
