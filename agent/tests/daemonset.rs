@@ -52,8 +52,15 @@ fn repo(path: &str) -> PathBuf {
 
 /// Our programs loaded in the kernel now (names cut to 15 bytes).
 fn our_programs() -> usize {
-    const OURS: [&str; 6] =
-        ["sched_process_e", "sched_process_f", "mark_victim", "cgroup_mkdir", "cgroup_rmdir", "cgroup_attach_t"];
+    const OURS: [&str; 7] = [
+        "sched_process_e",
+        "sched_process_f",
+        "mark_victim",
+        "cgroup_mkdir",
+        "cgroup_rmdir",
+        "cgroup_attach_t",
+        "signal_generate",
+    ];
     aya::programs::loaded_programs()
         .filter_map(Result::ok)
         .filter(|p| p.name_as_str().is_some_and(|n| OURS.contains(&n)))
