@@ -98,8 +98,8 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/pressure/mod.rs",
-        from: "        for &(_, id) in due.iter().take(s.max_details) {",
-        to: "        for &(_, id) in due.iter() {",
+        from: "    if ranked.len() > budget {",
+        to: "    if false {",
         test: "the_kernels_wakeup_makes_a_full_read_at_once_and_budgets_hold",
         bug: "full reads without their budget: a node whose containers all hit their limits is read at once",
     },
@@ -157,8 +157,8 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/storm.rs",
-        from: "} else if self.storm && n <= self.settings.clear {",
-        to: "} else if self.storm && n < self.settings.clear {",
+        from: "} else if self.storm && node <= clear {",
+        to: "} else if self.storm && node < clear {",
         test: "storm_edges_rise_at_the_threshold_and_fall_at_the_clear_level",
         bug: "the storm ends one event below the clear level",
     },
@@ -290,14 +290,14 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/telemetry/server/state.rs",
-        from: ".filter(|(began, _)| *began >= arrived)",
+        from: ".filter(|l| l.began >= arrived)",
         to: ".filter(|_| false)",
         test: "concurrent_scrapes_share_a_body_and_none_is_older_than_its_request",
         bug: "every concurrent scrape renders and holds a body of its own",
     },
     Mutation {
         file: "agent/src/telemetry/server/state.rs",
-        from: ".filter(|(began, _)| *began >= arrived)",
+        from: ".filter(|l| l.began >= arrived)",
         to: ".filter(|_| true)",
         test: "concurrent_scrapes_share_a_body_and_none_is_older_than_its_request",
         bug: "a scrape is sent a body rendered before it arrived",
