@@ -337,6 +337,20 @@ const MUTATIONS: &[Mutation] = &[
         test: "the_runtimes_reason_is_held_against_the_kernels",
         bug: "a runtime saying OOMKilled for a stop taken at its word",
     },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "        if by_kernel && !(forgeable && from_another_container) {",
+        to: "        if by_kernel {",
+        test: "the_kernels_own_signals_name_no_process",
+        bug: "a timer's code forged by another pod's task taken for the kernel's",
+    },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "        } else if sent.sig == SIGKILL || sent.sender != Sender::SameContainer {",
+        to: "        } else if false {",
+        test: "a_tenants_own_signals_leave_room_for_the_runtimes_stop",
+        bug: "a tenant's own handled signals push the runtime's stop out",
+    },
 ];
 
 /// Runs every mutation; returns one line per mutation its test missed.
