@@ -3,6 +3,8 @@
 //! JSON and in text, byte for byte as `golden.txt` holds them. Guards: a
 //! change to how records or log lines read, made while their code moves.
 
+#![cfg(test)]
+
 use std::{
     sync::{Arc, Mutex},
     time::{Duration, SystemTime},
