@@ -62,6 +62,14 @@ pub struct SignalEnd {
     pub stop: Option<Stop>,
 }
 
+impl SignalEnd {
+    /// An end by `signal` whose sender names no process (the OOM killer's,
+    /// or one no record says).
+    fn unnamed(sender: Sender, signal: u8) -> Self {
+        Self { sender, signal, pid: None, comm: None, pod: None, unit: None, stop: None }
+    }
+}
+
 /// A stop past its grace period: the signal that asked first, and how
 /// long before the kill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,29 +212,13 @@ impl Senders {
         let ExitStatus::Signal { signo, .. } = status else { return None };
         let pending = pending.unwrap_or_default();
         if oom || pending.oom {
-            return Some(SignalEnd {
-                sender: Sender::OomKiller,
-                signal: signo,
-                pid: None,
-                comm: None,
-                pod: None,
-                unit: None,
-                stop: None,
-            });
+            return Some(SignalEnd::unnamed(Sender::OomKiller, signo));
         }
         let sig = u32::from(signo);
         // The last one delivered: an earlier one of the same number found
         // the signal handled, or blocked, and ended nothing.
         let Some(ender) = pending.signals.iter().rev().find(|s| s.sig == sig && s.delivered) else {
-            return Some(SignalEnd {
-                sender: Sender::Unknown,
-                signal: signo,
-                pid: None,
-                comm: None,
-                pod: None,
-                unit: None,
-                stop: None,
-            });
+            return Some(SignalEnd::unnamed(Sender::Unknown, signo));
         };
         // A SIGKILL after the same sender's request to stop: the request
         // was not heeded within its grace.
