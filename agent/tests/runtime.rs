@@ -278,7 +278,9 @@ fn runtime_exit_after_teardown_is_late(rt: &Runtime) {
         metric(&agent.metrics(), "sandwatch_late_exit_events_total{reason=\"sandbox_torn_down\",source=\"runtime\"}"),
         Some(0.0)
     );
-    assert!(agent.log_text().contains("late exit event (container_missing, source runtime)"), "{}", agent.log_text());
+    let late_line = |l: &str| l.contains("late exit event (container_missing, source runtime)");
+    let log = agent.wait_log(Duration::from_secs(10), late_line);
+    assert!(log.lines().any(late_line), "{log}");
     let records = agent.records();
     let late = records.iter().find(|r| r.kind() == "late_exit" && r.source() == Some("runtime"));
     let late = late.unwrap_or_else(|| panic!("no late runtime exit record: {records:#?}"));
@@ -307,7 +309,9 @@ fn containerd_crash_is_counted_and_the_stream_comes_back(rt: &Runtime) {
     );
     wait_metric(&agent, "sandwatch_runtime_up{runtime=\"containerd\"}", Duration::from_secs(10), |v| v == 0.0);
     wait_metric(&agent, "sandwatch_runtime_events_up", Duration::from_secs(10), |v| v == 0.0);
-    assert!(agent.log_text().contains("container runtime containerd"), "{}", agent.log_text());
+    let gone = |l: &str| l.contains("container runtime containerd");
+    let log = agent.wait_log(Duration::from_secs(10), gone);
+    assert!(log.lines().any(gone), "{log}");
     assert!(status.signal().is_none());
 
     ctrd.spawn();
@@ -387,11 +391,9 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     unsafe { libc::kill(sandbox_pid as i32, libc::SIGKILL) };
     wait_metric(&agent, "sandwatch_sandbox_deaths_total{cause=\"signal\"}", Duration::from_secs(30), |v| v == 1.0);
     // Logs name what is known when they are written: the pod by now.
-    let log = agent.log_text();
-    assert!(
-        log.lines().any(|l| l.contains("sandbox death (signal)") && l.contains("(shop/web)") && l.contains("(POD)")),
-        "{log}"
-    );
+    let named = |l: &str| l.contains("sandbox death (signal)") && l.contains("(shop/web)") && l.contains("(POD)");
+    let log = agent.wait_log(Duration::from_secs(10), named);
+    assert!(log.lines().any(named), "{log}");
 
     // The runtime goes away: metadata is down, names already learned stay;
     // back with the runtime.
@@ -430,11 +432,9 @@ fn wait_kill(agent: &AgentProcess, series: &str) {
 
 /// The agent's log line of the kill of `container_id`'s processes.
 fn kill_line(agent: &AgentProcess, container_id: &str) -> String {
-    let log = agent.log_text();
-    log.lines()
-        .find(|l| l.contains("OOM kill: victim") && l.contains(container_id))
-        .unwrap_or_else(|| panic!("no OOM kill line for {container_id}:\n{log}"))
-        .to_string()
+    let kill = |l: &str| l.contains("OOM kill: victim") && l.contains(container_id);
+    let log = agent.wait_log(Duration::from_secs(10), kill);
+    log.lines().find(|l| kill(l)).unwrap_or_else(|| panic!("no OOM kill line for {container_id}:\n{log}")).to_string()
 }
 
 /// The value of `key=` in a log line, without quotes.
@@ -1527,7 +1527,9 @@ fn cri_who_ended_each_container(rt: &Runtime) {
             (Some("runtime_says_oom"), Some("OOMKilled"), Some("sigterm"))
         );
         assert_eq!(d.sender(), Some("runtime"));
-        assert!(agent.log_text().contains("the runtime disagrees with the kernel (runtime_says_oom)"));
+        let disagrees = |l: &str| l.contains("the runtime disagrees with the kernel (runtime_says_oom)");
+        let log = agent.wait_log(Duration::from_secs(10), disagrees);
+        assert!(log.lines().any(disagrees), "{log}");
     } else {
         wait_metric(&agent, "sandwatch_runtime_verdicts_total{result=\"agreed\"}", Duration::from_secs(30), |v| {
             v >= 6.0

@@ -345,6 +345,20 @@ impl AgentProcess {
         self.agent.log_text()
     }
 
+    /// The agent's log once a line satisfies `line` (the log is written
+    /// after the counters move, by another thread), or the log after
+    /// `timeout` for the caller's assertion to show.
+    pub fn wait_log(&self, timeout: Duration, line: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let log = self.log_text();
+            if log.lines().any(&line) || start.elapsed() > timeout {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Sends `signal` to the agent (by its pid).
     pub fn signal(&self, signal: i32) {
         self.agent.signal(signal);
