@@ -143,8 +143,14 @@ fn dispatch(command: Command) -> Result<()> {
     }
 }
 
-/// Lint, fuzz and soak first, then the VM kernels, then every test on
-/// this kernel, so that the combined summary closes the output. Each step
+/// Test binaries that mostly wait (on containerd through the CRI, on a
+/// real Prometheus): `cargo xtask test` runs them on this kernel while the
+/// VM kernels run, where they cost little of the CPUs the emulators take.
+const BESIDE_THE_VMS: [&str; 3] = ["runtime", "daemonset", "alerts"];
+
+/// Lint, fuzz and soak first, then the VM kernels with the waiting tests
+/// of this kernel beside them, then every other test on this kernel, so
+/// that the combined summary closes the output. Each step
 /// runs whether or not one before it failed (but for what needs a build
 /// that failed); every failure is named in the closing lines.
 fn test(filter: Option<String>) -> Result<()> {
@@ -168,10 +174,32 @@ fn test(filter: Option<String>) -> Result<()> {
     if let Err(e) = &image {
         run.failures.push(format!("image: {e:#} (the soak, the image and DaemonSet tests fail without it)"));
     }
+    // SANDWATCH_IMAGE is read by the test binaries cargo starts from here.
+    if let Ok(image) = &image {
+        std::env::set_var("SANDWATCH_IMAGE", &image.archive);
+    }
+    let features = "sandwatch/integration,xtask/integration";
+    let release = util::output(std::process::Command::new("uname").arg("-r")).unwrap_or_default();
+    let host = format!("host kernel {}", release.trim());
+    let mut host_tally = util::Tally::default();
     if filter.is_none() {
         if let Ok(image) = &image {
             run.step("soak", || timed("soak", || soak::run(&image.binary, &soak::Args::ci())));
         }
+        // The tests that mostly wait on a runtime or a Prometheus run
+        // beside the VMs (whose emulators take the CPUs); their output is
+        // printed after the VMs'. Nothing else runs on this kernel then.
+        let beside = std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let mut lines = Vec::new();
+            let mut args = vec!["test", "--no-fail-fast", "--features", features, "-p", "sandwatch"];
+            for name in BESIDE_THE_VMS {
+                args.extend(["--test", name]);
+            }
+            args.extend(["--", "--test-threads=1"]);
+            let result = util::cargo_test_to(&args, &mut |line| lines.push(line));
+            (result, lines, started.elapsed())
+        });
         match timed("the VM kernels", || vm::run(&vm::Args::all())) {
             Ok((vm_tally, vm_failures)) => {
                 run.tally.add(vm_tally);
@@ -179,13 +207,23 @@ fn test(filter: Option<String>) -> Result<()> {
             }
             Err(e) => run.failures.push(format!("vm: {e:#}")),
         }
+        println!("xtask: the tests run beside the VM kernels on this kernel ({}):", BESIDE_THE_VMS.join(", "));
+        match beside.join() {
+            Ok((result, lines, took)) => {
+                for line in lines {
+                    println!("{line}");
+                }
+                eprintln!("xtask: this kernel's tests beside the VMs took {:.0} s", took.as_secs_f64());
+                host_tally.add(run.host_tests(&host, result));
+            }
+            Err(_) => run.failures.push(format!("{host}: the thread running the tests beside the VMs panicked")),
+        }
     } else {
         println!("vm: a filtered run stays on this kernel; `cargo xtask vm FILTER` runs the VM kernels");
     }
     // The image again, our crates built afresh in a target directory of
-    // their own: the image test compares the two. Read by the test binaries cargo starts next.
-    if let Ok(image) = &image {
-        std::env::set_var("SANDWATCH_IMAGE", &image.archive);
+    // their own: the image test compares the two.
+    if image.is_ok() {
         match timed("the image rebuilt", rebuild_image) {
             Ok(second) => std::env::set_var("SANDWATCH_IMAGE_REBUILD", second.archive),
             Err(e) => run.failures.push(format!("image rebuild: {e:#} (the reproducibility test fails without it)")),
@@ -194,27 +232,32 @@ fn test(filter: Option<String>) -> Result<()> {
     // Default members and the privileged tests (and xtask's that run
     // `cargo xtask` itself), every test binary even if one before it
     // failed; one test at a time, since privileged tests share the kernel.
-    let features = "sandwatch/integration,xtask/integration";
-    let mut args = vec!["test", "--no-fail-fast", "--features", features, "--lib", "--bins", "--tests"];
-    args.extend(["--", "--test-threads=1"]);
-    if let Some(f) = filter.as_deref() {
-        args.push(f);
-    }
-    let release = util::output(std::process::Command::new("uname").arg("-r")).unwrap_or_default();
-    let release = release.trim();
-    match timed("this kernel's tests", || util::cargo_test(&args)) {
-        Ok(host) => {
-            println!("host kernel {release}: {}", host.tally.summary());
-            for target in &host.failed_targets {
-                run.failures.push(format!("host kernel {release}: test binary `{target}` failed or died"));
+    // A full run names every test binary but those that ran beside the VMs.
+    let targets = match &filter {
+        Some(_) => Ok(vec!["--tests".to_string()]),
+        None => util::test_targets(&["integration"]).map(|names| {
+            names
+                .into_iter()
+                .filter(|n| !BESIDE_THE_VMS.contains(&n.as_str()))
+                .flat_map(|n| ["--test".to_string(), n])
+                .collect()
+        }),
+    };
+    match targets {
+        Ok(targets) => {
+            let mut args = vec!["test", "--no-fail-fast", "--features", features, "--lib", "--bins"];
+            args.extend(targets.iter().map(String::as_str));
+            args.extend(["--", "--test-threads=1"]);
+            if let Some(f) = filter.as_deref() {
+                args.push(f);
             }
-            if !host.success && host.failed_targets.is_empty() {
-                run.failures.push(format!("host kernel {release}: cargo test failed (see its errors above)"));
-            }
-            run.tally.add(host.tally);
+            let result = timed("this kernel's tests", || util::cargo_test(&args));
+            host_tally.add(run.host_tests(&host, result));
         }
-        Err(e) => run.failures.push(format!("host kernel {release}: {e:#}")),
+        Err(e) => run.failures.push(format!("{host}: cannot list the test binaries: {e:#}")),
     }
+    println!("{host}: {}", host_tally.summary());
+    run.tally.add(host_tally);
     match tracked.changed_since() {
         Ok(changed) if !changed.is_empty() => run.failures.push(format!(
             "the test run changed tracked files (a run must leave the repository as it found it): {}",
@@ -243,6 +286,26 @@ struct Run {
 }
 
 impl Run {
+    /// Names what failed in one `cargo test` of this kernel's tests;
+    /// returns its counts.
+    fn host_tests(&mut self, host: &str, result: Result<util::CargoTest>) -> util::Tally {
+        match result {
+            Ok(tests) => {
+                for target in &tests.failed_targets {
+                    self.failures.push(format!("{host}: test binary `{target}` failed or died"));
+                }
+                if !tests.success && tests.failed_targets.is_empty() {
+                    self.failures.push(format!("{host}: cargo test failed (see its errors above)"));
+                }
+                tests.tally
+            }
+            Err(e) => {
+                self.failures.push(format!("{host}: {e:#}"));
+                util::Tally::default()
+            }
+        }
+    }
+
     /// Runs `step`; a failure is named, and the run goes on.
     fn step(&mut self, name: &str, step: impl FnOnce() -> Result<()>) {
         if let Err(e) = step() {

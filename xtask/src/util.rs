@@ -192,9 +192,15 @@ pub struct CargoTest {
 }
 
 /// Runs `cargo test …`, echoing its output; returns the counts over every
-/// test binary and the binaries that failed (cargo's own account on
-/// stderr: pass `--no-fail-fast` to have every binary run).
+/// test binary and the binaries that failed.
 pub fn cargo_test(args: &[&str]) -> Result<CargoTest> {
+    cargo_test_to(args, &mut |line| println!("{line}"))
+}
+
+/// `cargo test …` with each line of its output, stdout and stderr in the
+/// order they came, given to `echo` (printed, or kept to be printed later
+/// when another phase prints at the same time).
+pub fn cargo_test_to(args: &[&str], echo: &mut dyn FnMut(String)) -> Result<CargoTest> {
     use std::io::{BufRead as _, BufReader};
     let mut child = Command::new(cargo_path())
         .args(args)
@@ -204,27 +210,73 @@ pub fn cargo_test(args: &[&str]) -> Result<CargoTest> {
         .spawn()
         .context("cannot start cargo test")?;
     let stderr = child.stderr.take().context("cargo test stderr")?;
-    // cargo's own messages (which binary failed or died) are read beside
-    // the tests' output, which stays on stdout.
+    let stdout = child.stdout.take().context("cargo test stdout")?;
+    // cargo's own messages (which binary failed or died) on stderr, the
+    // tests' output on stdout: read beside each other, kept apart.
+    let (lines, read) = std::sync::mpsc::channel::<(bool, String)>();
+    let from_stderr = lines.clone();
     let errors = std::thread::spawn(move || {
-        let mut failed = Vec::new();
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("{line}");
-            failed.extend(failed_target(&line));
+            let _ = from_stderr.send((true, line));
         }
-        failed
+    });
+    let output = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send((false, line));
+        }
     });
     let mut tally = Tally::default();
-    if let Some(out) = child.stdout.take() {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            println!("{line}");
+    let mut failed_targets = Vec::new();
+    for (is_stderr, line) in read {
+        if is_stderr {
+            failed_targets.extend(failed_target(&line));
+        } else {
             tally.add_line(&line);
         }
+        echo(line);
     }
+    let _ = (errors.join(), output.join());
     let status = child.wait().context("waiting for cargo test")?;
-    let mut failed_targets = errors.join().unwrap_or_default();
     failed_targets.dedup();
     Ok(CargoTest { tally, failed_targets, success: status.success() })
+}
+
+/// The integration test binaries of the workspace's default members that
+/// build with `features` on: what `cargo test --tests` would run.
+pub fn test_targets(features: &[&str]) -> Result<Vec<String>> {
+    let out = Command::new(cargo_path())
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(workspace_root()?)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !out.status.success() {
+        bail!("cargo metadata failed with {}", out.status);
+    }
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).context("cargo metadata's JSON")?;
+    integration_tests(&meta, features)
+}
+
+/// `test_targets` read from `cargo metadata`'s JSON.
+fn integration_tests(meta: &serde_json::Value, features: &[&str]) -> Result<Vec<String>> {
+    let members = meta["workspace_default_members"].as_array().context("no workspace_default_members")?;
+    let packages = meta["packages"].as_array().context("no packages")?;
+    let mut names = Vec::new();
+    for package in packages.iter().filter(|p| members.contains(&p["id"])) {
+        for target in package["targets"].as_array().into_iter().flatten() {
+            let is_test = target["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "test"));
+            let builds = target["required-features"]
+                .as_array()
+                .is_none_or(|needed| needed.iter().all(|f| f.as_str().is_some_and(|f| features.contains(&f))));
+            if let (true, true, Some(name)) = (is_test, builds, target["name"].as_str()) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    if names.is_empty() {
+        bail!("cargo metadata lists no test binaries");
+    }
+    Ok(names)
 }
 
 /// The target of cargo's `error: test failed, to rerun pass `…``.
@@ -243,6 +295,24 @@ pub fn exec(bin: &Path, args: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_test_binaries_are_those_whose_features_are_on() {
+        let meta = serde_json::json!({
+            "workspace_default_members": ["a"],
+            "packages": [
+                {"id": "a", "targets": [
+                    {"name": "lib", "kind": ["lib"]},
+                    {"name": "plain", "kind": ["test"]},
+                    {"name": "privileged", "kind": ["test"], "required-features": ["integration"]},
+                    {"name": "in_vm", "kind": ["test"], "required-features": ["integration", "vm"]},
+                ]},
+                {"id": "b", "targets": [{"name": "not_a_default_member", "kind": ["test"]}]},
+            ],
+        });
+        assert_eq!(integration_tests(&meta, &["integration"]).unwrap(), ["plain", "privileged"]);
+        assert_eq!(integration_tests(&meta, &[]).unwrap(), ["plain"]);
+    }
 
     #[test]
     fn cargo_names_the_test_binary_that_failed() {
