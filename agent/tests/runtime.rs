@@ -151,6 +151,25 @@ on_each_containerd! {
     containerd_2_sid => Runtime::suite("sid"),
 }
 
+/// The CRI's containers run by crun instead of runc: bookworm's crun 1.8.1
+/// runs on cgroup v2 only (the runtime VM) and with containerd 1.6 only
+/// (1.7 and 2.x write an OCI spec version it refuses). Who ended each
+/// container, and a kill named, as with runc.
+#[cfg(feature = "vm")]
+mod containerd_1_6_crun {
+    use super::*;
+
+    #[test]
+    fn cri_who_ended_each_container() {
+        super::cri_who_ended_each_container(&Runtime::system_with_crun())
+    }
+
+    #[test]
+    fn cri_names_label_the_oom_kill_and_the_listing_comes_back() {
+        super::cri_names_label_the_oom_kill_and_the_listing_comes_back(&Runtime::system_with_crun())
+    }
+}
+
 const UID_OOM: &str = "6e1f0a2b-1111-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_LATE: &str = "6e1f0a2b-2222-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_CRI: &str = "6e1f0a2b-3333-4c3d-8e9f-0a1b2c3d4e5f";
@@ -1412,7 +1431,8 @@ fn cri_who_ended_each_container(rt: &Runtime) {
     let grace = r.grace_ms().unwrap_or_else(|| panic!("a stop past its grace: {r:?}"));
     assert!((1_800..=4_000).contains(&grace), "about the 2 s asked: {grace} ms ({version})");
     assert!(took >= Duration::from_millis(1_800), "StopContainer waited its grace: {took:?}");
-    assert_eq!(r.sender_comm(), Some("runc"), "the runtime's runc sent it (data, not how it is known): {r:?}");
+    let oci = rt.oci_comm();
+    assert_eq!(r.sender_comm(), Some(oci), "the runtime's {oci} sent it (data, not how it is known): {r:?}");
     assert_eq!(cri.exited_status(&stubborn, Duration::from_secs(20)).exit_code, 137, "the kernel's SIGKILL");
 
     // A host shell kills a container's init, from a unit's cgroup.

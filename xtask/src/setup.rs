@@ -120,8 +120,24 @@ fn ensure_runtimes() -> Result<()> {
         }
         say(format!("containerd from Debian {suite} at {}", link.display()));
     }
+    // crun, the other OCI runtime: bookworm's 1.8.1 with its one library
+    // this machine lacks, for the runtime VM (it refuses this host's
+    // hybrid cgroups, and containerd 1.7's and 2.x's OCI spec versions).
+    let bookworm = crate::debs::Suite::new(&root, CRUN_SUITE);
+    for package in ["crun", "libyajl2"] {
+        let unpacked = bookworm.unpacked(package)?;
+        let link = links.join(package);
+        if std::fs::read_link(&link).ok().as_deref() != Some(unpacked.as_path()) {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&unpacked, &link).with_context(|| format!("cannot link {}", link.display()))?;
+        }
+        say(format!("{package} from Debian {CRUN_SUITE} at {}", link.display()));
+    }
     Ok(())
 }
+
+/// The suite whose crun runs with containerd 1.6 on cgroup v2.
+pub const CRUN_SUITE: &str = "bookworm";
 
 const CARGO_FUZZ_VERSION: &str = "0.13.2";
 

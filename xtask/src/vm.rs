@@ -64,7 +64,9 @@ const HOST_PROGRAMS: &[&str] = &["/bin/sh", "/bin/dd", "/bin/sleep", "/bin/true"
 /// group kills (`memory.oom.group`, which only v2 has).
 const RUNTIME_KERNEL: &str = "bookworm/linux-image-6.12-cloud-amd64";
 const RUNTIME_TESTS: &[&str] = &["runtime"];
-const RUNTIME_FILTER: &str = "containerd_2_sid";
+/// The runtime tests the VM runs: sid's containerd 2.x with runc, and
+/// bookworm's containerd 1.6 with crun (which runs on cgroup v2 only).
+const RUNTIME_FILTERS: &[&str] = &["containerd_2_sid", "containerd_1_6_crun"];
 const RUNTIME_SUITE: &str = "sid";
 
 pub const MARK: &str = "sandwatch-vm:";
@@ -111,12 +113,12 @@ pub fn run(args: &Args) -> Result<(Tally, Vec<String>)> {
     let mut jobs = Vec::new();
     // A filter naming the runtime tests runs only the runtime VM; the
     // runtime VM, the longest, boots first.
-    let runtime_only = args.filter.as_deref().is_some_and(|f| f.contains(RUNTIME_FILTER));
+    let runtime_only = args.filter.as_deref().is_some_and(|f| RUNTIME_FILTERS.iter().any(|r| f.contains(r)));
     if args.kernels.is_empty() && (args.filter.is_none() || runtime_only) {
-        let what = ", containerd 2.x and runc";
+        let what = ", containerd 2.x with runc and 1.6 with crun";
         let filter = match args.filter.as_deref() {
-            Some(f) if f.contains(RUNTIME_FILTER) => f.to_string(),
-            _ => RUNTIME_FILTER.to_string(),
+            Some(f) if runtime_only => f.to_string(),
+            _ => RUNTIME_FILTERS.join(" "),
         };
         let prepared = (|| -> Result<Job> {
             let binaries = build_test_binaries(&root, RUNTIME_TESTS)?;
@@ -290,8 +292,8 @@ struct Extras {
 }
 
 impl Extras {
-    /// containerd, its shim and ctr where the runtime tests look for them,
-    /// runc, the agent binary they start, and a VM set up as a node: /run,
+    /// containerd (sid's and the system's 1.6), its shim and ctr where the
+    /// runtime tests look for them, runc, crun, the agent binary they start, and a VM set up as a node: /run,
     /// loopback up, the controllers runc writes delegated, overlayfs (a
     /// module of `kernel`'s; containerd 2's CRI snapshots with it).
     fn runtime(root: &Path, kernel: &Kernel, dir: &Path) -> Result<Self> {
@@ -301,6 +303,25 @@ impl Extras {
         let mut files = Vec::new();
         for bin in ["containerd", "containerd-shim-runc-v2", "ctr"] {
             files.push((unpacked.join("usr/bin").join(bin), link.join("usr/bin").join(bin)));
+            // The system's containerd 1.6, which crun runs with.
+            let system = Path::new("/usr/bin").join(bin);
+            files.push((std::fs::canonicalize(&system)?, system));
+        }
+        // crun and the library this machine lacks for it, where its
+        // loader looks.
+        let runtimes = root.join("target/runtimes");
+        let crun = runtimes.join("crun/usr/bin/crun");
+        files.push((
+            std::fs::canonicalize(&crun)
+                .with_context(|| format!("{} missing: run `cargo xtask setup`", crun.display()))?,
+            crun,
+        ));
+        let yajl_dir = std::fs::canonicalize(runtimes.join("libyajl2/usr/lib/x86_64-linux-gnu"))
+            .context("libyajl2 missing: run `cargo xtask setup`")?;
+        for lib in std::fs::read_dir(&yajl_dir)?.flatten().map(|e| e.path()) {
+            if let Some(name) = lib.file_name() {
+                files.push((std::fs::canonicalize(&lib)?, Path::new("/usr/lib/x86_64-linux-gnu").join(name)));
+            }
         }
         let runc = output(Command::new("sh").args(["-c", "command -v runc"]))
             .map(|s| s.trim().to_string())
@@ -425,7 +446,7 @@ fn count_tests(binaries: &[(String, PathBuf)], filter: Option<&str>, skip: &[&st
     let mut n = 0;
     for (name, exe) in binaries {
         let mut cmd = Command::new(exe);
-        cmd.args(["--list", "--format", "terse"]).args(filter);
+        cmd.args(["--list", "--format", "terse"]).args(filter.into_iter().flat_map(str::split_whitespace));
         for s in skip {
             cmd.args(["--skip", s]);
         }
@@ -560,7 +581,9 @@ fn set_executable(path: &Path) -> Result<()> {
 /// PID 1 of the VM: mount what the agent and tests read, delegate the
 /// memory controller, run each test binary, report, power off.
 fn init_script(binaries: &[(String, PathBuf)], filter: Option<&str>, extra: &[String]) -> String {
-    let filter_arg = filter.map(|f| format!(" '{}'", f.replace('\'', ""))).unwrap_or_default();
+    // A filter of several words: libtest runs the tests any of them names.
+    let filter_arg: String =
+        filter.into_iter().flat_map(str::split_whitespace).map(|f| format!(" '{}'", f.replace('\'', ""))).collect();
     // /tmp gets a tmpfs only when the initramfs put nothing there: a
     // checkout under /tmp has the tests' compiled paths (containerd, the
     // agent) below it.

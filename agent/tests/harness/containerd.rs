@@ -27,6 +27,8 @@ pub struct Runtime {
     bin: PathBuf,
     /// What `containerd --version` says, for failure messages.
     pub version: String,
+    /// The OCI runtime the CRI's containers run with, if not runc.
+    oci: Option<PathBuf>,
 }
 
 impl Runtime {
@@ -41,18 +43,43 @@ impl Runtime {
         Self::at(dir, &format!("containerd from Debian {suite} missing: run `cargo xtask setup`"))
     }
 
+    /// Bookworm's containerd with bookworm's crun for the CRI's
+    /// containers (unpacked by `cargo xtask setup`; it runs on cgroup v2
+    /// only, and only with containerd 1.6's OCI spec version).
+    pub fn system_with_crun() -> Self {
+        let crun = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/runtimes/crun/usr/bin/crun");
+        let out = Command::new(&crun).arg("--version").output();
+        let version = match out {
+            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").to_string(),
+            other => panic!("crun missing or broken ({}): {other:?}; run `cargo xtask setup`", crun.display()),
+        };
+        let system = Self::system();
+        Self { version: format!("{} with {version}", system.version), oci: Some(crun), ..system }
+    }
+
     fn at(bin: PathBuf, missing: &str) -> Self {
         let out = Command::new(bin.join("containerd")).arg("--version").output();
         let version = match out {
             Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
             _ => panic!("{missing} ({})", bin.join("containerd").display()),
         };
-        Self { bin, version }
+        Self { bin, version, oci: None }
     }
 
     /// The release, e.g. `2.1.9+unknown`: the word after the module path.
     pub fn release(&self) -> &str {
         self.version.split_whitespace().nth(2).unwrap_or(&self.version)
+    }
+
+    /// The command name of the OCI runtime's `kill`: `runc`; crun runs
+    /// every command from a sealed memfd copy of itself (its guard against
+    /// a container overwriting the host's binary), whose name the kernel
+    /// keeps, cut to 15 bytes.
+    pub fn oci_comm(&self) -> &'static str {
+        match self.oci {
+            None => "runc",
+            Some(_) => "memfd:crun_clon",
+        }
     }
 
     /// PATH with this build's binaries first (containerd finds its shim there).
@@ -178,8 +205,15 @@ esac
                 "[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{IMAGE}\"\n  \
                  restrict_oom_score_adj = true\n  stream_server_address = \"127.0.0.1\"\n  stream_server_port = \"0\"\n\
                  [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  snapshotter = \"native\"\n\
-                 [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"{d}/cni/bin\"\n  conf_dir = \"{d}/cni/conf\"\n",
-                    d = dir.display()
+                 [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"{d}/cni/bin\"\n  conf_dir = \"{d}/cni/conf\"\n{oci}",
+                    d = dir.display(),
+                    oci = runtime.oci.as_ref().map(|oci| format!(
+                        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  \
+                         runtime_type = \"io.containerd.runc.v2\"\n\
+                         [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  \
+                         BinaryName = \"{}\"\n",
+                        oci.display()
+                    )).unwrap_or_default(),
                 ),
             )
         } else {
