@@ -203,7 +203,7 @@ catalogue! {
     RUNTIME_VERDICTS_TOTAL = Counter, "sandwatch_runtime_verdicts_total", ["result"],
         "Container ends whose runtime report was checked against the kernel, by result: agreed, disagreed, unanswered (the runtime never said the container exited).";
     SIGNAL_SENDERS_FORGOTTEN_TOTAL = Counter, "sandwatch_signal_senders_forgotten_total", [],
-        "Processes whose signals were forgotten because the table of live processes' signals was full: their ends read unknown.";
+        "Processes whose signals were forgotten because the table of live processes' signals was full, or because the pod that sent them already had its share (256) of the table: their ends read unknown.";
 
     // telemetry/records/hub.rs
     EVENT_RECORDS_TOTAL = Counter, "sandwatch_event_records_total", ["kind"],

@@ -351,6 +351,20 @@ const MUTATIONS: &[Mutation] = &[
         test: "a_tenants_own_signals_leave_room_for_the_runtimes_stop",
         bug: "a tenant's own handled signals push the runtime's stop out",
     },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "self.order_pods.pop_front().or_else(|| self.order.pop_front())",
+        to: "self.order.pop_front().or_else(|| self.order_pods.pop_front())",
+        test: "a_full_table_forgets_pods_entries_before_the_runtimes",
+        bug: "pods' signals to processes that live on push the runtime's stop out of a full table",
+    },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "self.per_pod.get(uid).is_some_and(|&n| n >= PER_POD_PENDING)",
+        to: "self.per_pod.get(uid).is_some_and(|&n| n >= MAX_PENDING)",
+        test: "a_pods_signals_to_processes_that_live_on_keep_its_share_only",
+        bug: "one pod's signals take the whole table of pending signals",
+    },
 ];
 
 /// Runs every mutation; returns one line per mutation its test missed.

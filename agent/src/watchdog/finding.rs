@@ -99,7 +99,8 @@ pub enum Finding {
     /// CRI's status) against the kernel's.
     RuntimeVerdict(Box<Verdict>),
     /// Once a tick: processes whose signals were forgotten, the table of
-    /// live processes' signals full (their ends read `unknown`), since start.
+    /// live processes' signals full or the sending pod's share of it
+    /// taken (their ends read `unknown`), since start.
     SignalsForgotten { total: u64 },
 }
 

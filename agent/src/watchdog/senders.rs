@@ -104,9 +104,14 @@ impl RuntimePlace {
 /// Signals kept per process, at most: the first of each kind of request
 /// and the one that ends it come early.
 const PER_PROCESS: usize = 8;
-/// Processes with signals waiting for their end, at most; the oldest goes
-/// first (counted).
+/// Processes with signals waiting for their end, at most; when full, the
+/// oldest a pod's signal kept goes first, then the oldest kept by the
+/// runtime's, a host's or the kernel's (counted).
 const MAX_PENDING: usize = 4096;
+/// Processes kept by one pod's signals, at most: a pod signalling
+/// processes that live on (handled, or another container's) keeps no
+/// more; beyond it its signals to other processes are forgotten (counted).
+const PER_POD_PENDING: usize = MAX_PENDING / 16;
 /// A signal that ended nothing is forgotten after this long: a stop's
 /// grace rarely lasts longer.
 const PENDING_TTL_NS: u64 = 15 * 60 * 1_000_000_000;
@@ -144,6 +149,9 @@ struct Pending {
     /// The OOM killer picked it.
     oom: bool,
     since_ns: u64,
+    /// The pod whose signal made it kept (none: the runtime, a host
+    /// process, the kernel).
+    by_pod: Option<Box<str>>,
 }
 
 /// The signals of live processes, and what classifies their senders.
@@ -151,8 +159,12 @@ struct Pending {
 pub struct Senders {
     pending: HashMap<TaskKey, Pending>,
     /// Keys by when they were first kept, oldest first (stale entries of
-    /// ended processes are skipped).
+    /// ended processes are skipped): those a pod's signal made, and the
+    /// others.
+    order_pods: VecDeque<(TaskKey, u64)>,
     order: VecDeque<(TaskKey, u64)>,
+    /// Processes kept per pod whose signal made them kept.
+    per_pod: HashMap<Box<str>, usize>,
     /// Host cgroups' paths, by id.
     host_paths: HashMap<u64, Box<str>>,
     /// Processes forgotten because the table was full, since start.
@@ -184,7 +196,15 @@ impl Senders {
     pub fn signal(&mut self, s: &Signal, registry: &PodRegistry, runtime: Option<&RuntimePlace>) {
         let sent = self.classify(s, registry, runtime);
         let key = TaskKey::new(s.target_tgid, s.target_start_ns);
-        let pending = self.pending_of(key, s.ts_ns);
+        let by_pod = sent.pod.as_ref().map(|(pod, _)| pod.pod_uid.as_str());
+        if !self.pending.contains_key(&key)
+            && by_pod.is_some_and(|uid| self.per_pod.get(uid).is_some_and(|&n| n >= PER_POD_PENDING))
+        {
+            self.evicted += 1;
+            return;
+        }
+        let by_pod = by_pod.map(Box::from);
+        let pending = self.pending_of(key, s.ts_ns, by_pod);
         if pending.signals.len() < PER_PROCESS {
             pending.signals.push(sent);
         } else if sent.sig == SIGKILL || sent.sender != Sender::SameContainer {
@@ -201,14 +221,14 @@ impl Senders {
 
     /// The OOM killer picked process `key` (its SIGKILL came before).
     pub fn oom_victim(&mut self, key: TaskKey, ts_ns: u64) {
-        self.pending_of(key, ts_ns).oom = true;
+        self.pending_of(key, ts_ns, None).oom = true;
     }
 
     /// Process `key` ended with `status`; `oom`: the pod model says the
     /// OOM killer took it (or its container's start). Who ended it, if a
     /// signal did.
     pub fn exit(&mut self, key: TaskKey, status: ExitStatus, oom: bool) -> Option<SignalEnd> {
-        let pending = self.pending.remove(&key);
+        let pending = self.forget(&key);
         let ExitStatus::Signal { signo, .. } = status else { return None };
         let pending = pending.unwrap_or_default();
         if oom || pending.oom {
@@ -246,15 +266,33 @@ impl Senders {
 
     /// Forgets the signals of processes that lived on.
     pub fn expire(&mut self, now_ns: u64) {
-        while let Some(&(key, since)) = self.order.front() {
-            if now_ns.saturating_sub(since) < PENDING_TTL_NS {
-                break;
-            }
-            self.order.pop_front();
-            if self.pending.get(&key).is_some_and(|p| p.since_ns == since) {
-                self.pending.remove(&key);
+        for pods in [true, false] {
+            loop {
+                let order = if pods { &mut self.order_pods } else { &mut self.order };
+                let Some(&(key, since)) = order.front() else { break };
+                if now_ns.saturating_sub(since) < PENDING_TTL_NS {
+                    break;
+                }
+                order.pop_front();
+                if self.pending.get(&key).is_some_and(|p| p.since_ns == since) {
+                    self.forget(&key);
+                }
             }
         }
+    }
+
+    /// Drops process `key`'s entry, and its count in its pod's share.
+    fn forget(&mut self, key: &TaskKey) -> Option<Pending> {
+        let pending = self.pending.remove(key)?;
+        if let Some(uid) = pending.by_pod.as_deref() {
+            if let Some(n) = self.per_pod.get_mut(uid) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.per_pod.remove(uid);
+                }
+            }
+        }
+        Some(pending)
     }
 
     /// Processes whose signals are kept.
@@ -262,18 +300,40 @@ impl Senders {
         self.pending.len()
     }
 
-    fn pending_of(&mut self, key: TaskKey, ts_ns: u64) -> &mut Pending {
+    /// Process `key`'s entry; a new one is kept for `by_pod` (none: a
+    /// trusted sender's), making room in a full table.
+    fn pending_of(&mut self, key: TaskKey, ts_ns: u64, by_pod: Option<Box<str>>) -> &mut Pending {
         if !self.pending.contains_key(&key) {
             while self.pending.len() >= MAX_PENDING {
-                let Some((old, since)) = self.order.pop_front() else { break };
+                // Pods' entries go first: a flood of them never costs the
+                // runtime's request to stop another pod's container.
+                let Some((old, since)) = self.order_pods.pop_front().or_else(|| self.order.pop_front()) else {
+                    break;
+                };
                 if self.pending.get(&old).is_some_and(|p| p.since_ns == since) {
-                    self.pending.remove(&old);
+                    self.forget(&old);
                     self.evicted += 1;
                 }
             }
-            self.order.push_back((key, ts_ns));
+            // The orders keep the keys of processes that ended since: once
+            // they hold more of those than live ones, only the live stay.
+            if self.order.len() + self.order_pods.len() >= 2 * MAX_PENDING {
+                let pending = &self.pending;
+                let live = |(k, since): &(TaskKey, u64)| pending.get(k).is_some_and(|p| p.since_ns == *since);
+                self.order.retain(live);
+                self.order_pods.retain(live);
+            }
+            match &by_pod {
+                Some(uid) => {
+                    *self.per_pod.entry(uid.clone()).or_default() += 1;
+                    self.order_pods.push_back((key, ts_ns));
+                }
+                None => self.order.push_back((key, ts_ns)),
+            }
+            self.pending.insert(key, Pending { signals: Vec::new(), oom: false, since_ns: ts_ns, by_pod });
         }
-        self.pending.entry(key).or_insert_with(|| Pending { signals: Vec::new(), oom: false, since_ns: ts_ns })
+        // The entry is there: found, or just inserted.
+        self.pending.entry(key).or_default()
     }
 
     fn classify(&self, s: &Signal, registry: &PodRegistry, runtime: Option<&RuntimePlace>) -> Sent {
@@ -453,6 +513,29 @@ mod tests {
         assert_eq!(end.map(|e| e.sender), Some(Sender::OomKiller));
         senders.expire(u64::MAX);
         assert_eq!(senders.pending(), 0, "forgotten after their time");
+        // A kill storm: every process signalled ends at once. What orders
+        // the table stays as small as the table, long before the TTL.
+        for pid in 0..100_000u32 {
+            senders.oom_victim(TaskKey::new(pid, 2), 1);
+            senders.exit(TaskKey::new(pid, 2), ExitStatus::Signal { signo: 9, core_dumped: false }, false);
+        }
+        assert!(senders.order.len() <= 2 * MAX_PENDING, "{} keys kept for none", senders.order.len());
+    }
+
+    /// Guards: a full table forgetting the runtime's request to stop a
+    /// container because pods' signals (many pods, each within its share)
+    /// came after it.
+    #[test]
+    fn a_full_table_forgets_pods_entries_before_the_runtimes() {
+        let mut senders = Senders::default();
+        senders.pending_of(TaskKey::new(1, 1), 0, None);
+        for pid in 0..MAX_PENDING as u32 {
+            senders.pending_of(TaskKey::new(1_000 + pid, 1), 1, Some(format!("pod-{}", pid % 32).into()));
+        }
+        assert_eq!((senders.pending(), senders.evicted), (MAX_PENDING, 1));
+        assert!(senders.pending.contains_key(&TaskKey::new(1, 1)), "the runtime's entry stays");
+        assert!(!senders.pending.contains_key(&TaskKey::new(1_000, 1)), "the oldest pod's entry went");
+        assert_eq!(senders.per_pod.values().sum::<usize>(), MAX_PENDING - 1, "each pod's count follows its entries");
         for id in 0..(MAX_HOST_CGROUPS as u64 + 3) {
             senders.cgroup_created(id, &format!("/system.slice/s{id}.service"));
         }

@@ -1373,6 +1373,35 @@ fn a_tenants_own_signals_leave_room_for_the_runtimes_stop() {
     assert_eq!(ended_by(signals, 15).sender, Sender::Runtime);
 }
 
+/// Guards: one pod's signals to processes that live on (its other
+/// container's, handled) filling the table of pending signals, whose
+/// oldest went first: the runtime's request to stop another pod's
+/// container was forgotten, and its end lost the stop and its grace.
+#[test]
+fn a_pods_signals_to_processes_that_live_on_keep_its_share_only() {
+    let host = SenderPlace::Host(6);
+    let mut signals = vec![signal(15, 20, 102, 600, host, USER, SEC)];
+    signals.extend(
+        (0..5_000).map(|i| signal(15, 10_000 + i, 202, 30, SenderPlace::Tracked(202), USER, SEC + u64::from(i))),
+    );
+    signals.push(signal(9, 20, 102, 600, host, USER, 3 * SEC));
+    let end = ended_by(signals.clone(), 9);
+    assert_eq!(end.sender, Sender::Runtime);
+    let stop = end.stop.expect("the runtime's SIGTERM kept through the flood");
+    assert_eq!((stop.signal, stop.grace_ns), (15, 2 * SEC));
+    // The pod kept its share (256 processes); the rest of its flood is
+    // forgotten, counted.
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    for (i, s) in signals.into_iter().enumerate() {
+        kernel(&mut wd, s, 2 * SEC + i as u64 * MS);
+    }
+    let forgotten = tick(&mut wd, 20 * SEC).iter().find_map(|f| match f {
+        Finding::SignalsForgotten { total } => Some(*total),
+        _ => None,
+    });
+    assert_eq!(forgotten, Some(5_000 - 256));
+}
+
 /// Guards: a sender named by its name (anyone can be called `runc`) or by
 /// its process alone, instead of its place: the runtime's processes are
 /// those in its cgroup (its shims and runc come and go there), any other
