@@ -332,6 +332,110 @@ fn one_pods_signal_flood_leaves_a_host_kill_its_sender() {
     drop(flood);
 }
 
+const UID_HOLDER: &str = "fa1e0000-0020-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_STOPPED: &str = "fa1e0000-0021-4e5f-8a9b-0c1d2e3f4a5b";
+
+/// A tenant's pod whose one container sends SIGTERM to 4 200 processes of
+/// its other container, which ignore it and live on: each is a process
+/// whose signals the agent keeps until it ends (for a stop's grace).
+/// Before, they filled the agent's table (4 096) and pushed out the oldest:
+/// a host's SIGTERM to another pod's container, sent before the flood, was
+/// forgotten, and that container's end by the host's SIGKILL lost its stop
+/// and grace. A pod keeps its share of the table (256 processes).
+#[test]
+fn one_pods_signals_to_processes_that_live_on_leave_another_pods_stop_its_grace() {
+    require_root();
+    let agent = AgentProcess::start(&NO_RUNTIME);
+    let mut stopped = KubePod::build("stopped", UID_STOPPED, false, 2);
+    stopped.start_init(0, "exec sleep 1000");
+    stopped.start_init(1, "trap '' TERM; exec sleep 1000");
+    stopped.trigger(1);
+    let victim = stopped.init_pid(1);
+    let asleep = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep");
+    let start = Instant::now();
+    while !asleep(victim) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the victim never slept");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let initial = agent.metrics();
+    let mut holder = KubePod::build("holder", UID_HOLDER, false, 3);
+    // 4 200 processes need more kernel memory than a 32 MiB container has.
+    holder.cg.unlimit_memory(&holder.paths[1]);
+    holder.start_init(0, "exec sleep 1000");
+    holder.start_init(1, "trap '' TERM; i=0; while [ $i -lt 4200 ]; do sleep 1000 & i=$((i+1)); done; exec sleep 1000");
+    holder.trigger(1);
+    let start = Instant::now();
+    while holder.pids(1).len() < 4201 {
+        assert!(start.elapsed() < Duration::from_secs(120), "the holder started {} processes", holder.pids(1).len());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Known to the agent: both pods' containers are tracked.
+    std::thread::sleep(Duration::from_secs(2));
+    // The host asks the victim to stop first.
+    // SAFETY: kill(2) of a process this test started.
+    assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGTERM) }, 0);
+    let asked = Instant::now();
+    let before = agent.metrics();
+    let procs = holder.cg.procs_file(&holder.paths[1]);
+    holder.start_init(2, &format!("for p in $(cat {}); do kill -TERM $p; done; exec sleep 1000", procs.display()));
+    holder.trigger(2);
+    let start = Instant::now();
+    while !asleep(holder.init_pid(2)) {
+        assert!(start.elapsed() < Duration::from_secs(60), "the flood never finished");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) of a process this test started.
+    assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
+    let grace = asked.elapsed();
+    let uid = format!("pod_uid=\"{UID_STOPPED}\"");
+    wait_until(&agent, Duration::from_secs(30), "the stopped pod's end", |t| {
+        t.lines().any(|l| l.starts_with("sandwatch_pod_container_exits_total{") && l.contains(&uid))
+    });
+    // On cgroup v1 the kernel's task table holds a container's tasks up to
+    // its quota; a signal to a task it refused is not seen. What the kernel
+    // side refused of the flood (a pod's signals to its other container
+    // stop short of the ring's reserve) never reached the agent, nor what
+    // its reader could not hand on at once (counted). The rest
+    // past the pod's share is forgotten, counted once a tick.
+    let sum = |t: &str, prefix: &str| -> f64 {
+        t.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+    };
+    let since = |t: &str, from: &str, prefix: &str| sum(t, prefix) - sum(from, prefix);
+    let counts = |t: &str| {
+        let seen = 4_201.0 - since(t, &initial, "sandwatch_task_table_refused_total{");
+        let lost = since(t, &before, "sandwatch_kernel_events_lost_total{kind=\"signal\"")
+            + since(t, &before, "sandwatch_channel_events_dropped_total{kind=\"signal\"}");
+        let forgotten = since(t, &before, "sandwatch_signal_senders_forgotten_total");
+        (seen, lost, forgotten)
+    };
+    let text = wait_until(&agent, Duration::from_secs(10), "the pod's signals past its share counted", |t| {
+        let (seen, lost, forgotten) = counts(t);
+        forgotten + lost >= seen - 256.0
+    });
+    let (seen, lost, forgotten) = counts(&text);
+    let records = agent.records();
+    let end = records
+        .iter()
+        .find(|r| r.kind() == "container_exit" && r.pid() == Some(victim))
+        .unwrap_or_else(|| panic!("no container_exit of {victim}: {records:#?}"));
+    eprintln!(
+        "4 200 processes of one pod sent SIGTERM by its other container ({seen} of them in the kernel's task \
+         table): {forgotten} of their processes' signals forgotten, {lost} refused in the kernel or dropped; the host's stop of \
+         another pod's container, {grace:?} from SIGTERM to SIGKILL, read stop signal {:?}, grace {:?} ms",
+        end.stop_signal(),
+        end.grace_ms()
+    );
+    assert_eq!(end.sender(), Some("host"), "{end:?}");
+    assert_eq!(end.stop_signal(), Some(15), "the host's SIGTERM kept through the flood: {end:?}");
+    let grace_ms = end.grace_ms().expect("the stop's grace");
+    assert!(grace_ms + 100 >= grace.as_millis() as u64 - 500, "{grace_ms} ms for {grace:?}");
+    assert_eq!(forgotten + lost, seen - 256.0, "the pod's share only: {forgotten} forgotten, {lost} lost of {seen}");
+    drop(agent);
+    drop(holder);
+    drop(stopped);
+}
+
 const UID_STORM: &str = "fa1e0000-0006-4e5f-8a9b-0c1d2e3f4a5b";
 const UID_KILLED: &str = "fa1e0000-0007-4e5f-8a9b-0c1d2e3f4a5b";
 
