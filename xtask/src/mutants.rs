@@ -365,6 +365,13 @@ const MUTATIONS: &[Mutation] = &[
         test: "a_pods_signals_to_processes_that_live_on_keep_its_share_only",
         bug: "one pod's signals take the whole table of pending signals",
     },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "        let by_pod = self.share_of(s, registry);",
+        to: "        let by_pod = sent.pod.as_ref().map(|(pod, _)| Box::<str>::from(pod.pod_uid.as_str()));",
+        test: "a_pods_signals_to_processes_that_live_on_keep_its_share_only",
+        bug: "a pod's task raising the kernel's notices (SIGIO) to processes that live on takes a trusted sender's room",
+    },
 ];
 
 /// Runs every mutation; returns one line per mutation its test missed.

@@ -196,14 +196,13 @@ impl Senders {
     pub fn signal(&mut self, s: &Signal, registry: &PodRegistry, runtime: Option<&RuntimePlace>) {
         let sent = self.classify(s, registry, runtime);
         let key = TaskKey::new(s.target_tgid, s.target_start_ns);
-        let by_pod = sent.pod.as_ref().map(|(pod, _)| pod.pod_uid.as_str());
+        let by_pod = self.share_of(s, registry);
         if !self.pending.contains_key(&key)
-            && by_pod.is_some_and(|uid| self.per_pod.get(uid).is_some_and(|&n| n >= PER_POD_PENDING))
+            && by_pod.as_deref().is_some_and(|uid| self.per_pod.get(uid).is_some_and(|&n| n >= PER_POD_PENDING))
         {
             self.evicted += 1;
             return;
         }
-        let by_pod = by_pod.map(Box::from);
         let pending = self.pending_of(key, s.ts_ns, by_pod);
         if pending.signals.len() < PER_PROCESS {
             pending.signals.push(sent);
@@ -334,6 +333,27 @@ impl Senders {
         }
         // The entry is there: found, or just inserted.
         self.pending.entry(key).or_default()
+    }
+
+    /// Whose share of the table an entry made by `s` takes: the pod whose
+    /// task sent it, whatever the signal is taken for (a kernel notice a
+    /// pod's task caused, such as a SIGIO its write raised, is that pod's);
+    /// a pod task the agent cannot place shares one with all such. None
+    /// for a host process's (the runtime's among them).
+    fn share_of(&self, s: &Signal, registry: &PodRegistry) -> Option<Box<str>> {
+        match s.sender {
+            SenderPlace::Host(_) => None,
+            SenderPlace::Tracked(id) if registry.owner(id).is_none() && self.host_paths.contains_key(&id) => None,
+            SenderPlace::Tracked(id) => {
+                Some(match registry.owner(id).or_else(|| registry.tombstone(id).map(|t| &t.owner)) {
+                    Some(CgroupOwner::Pod { pod_uid } | CgroupOwner::Container { pod_uid, .. }) => {
+                        pod_uid.as_str().into()
+                    }
+                    None => "unplaced".into(),
+                })
+            }
+            SenderPlace::Lost => Some("unplaced".into()),
+        }
     }
 
     fn classify(&self, s: &Signal, registry: &PodRegistry, runtime: Option<&RuntimePlace>) -> Sent {

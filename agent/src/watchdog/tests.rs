@@ -1400,6 +1400,16 @@ fn a_pods_signals_to_processes_that_live_on_keep_its_share_only() {
         _ => None,
     });
     assert_eq!(forgotten, Some(5_000 - 256));
+    // The same through the kernel's own notices a pod's task raises (a
+    // SIGIO its writes send the owners of 5 000 sockets, code POLL_IN):
+    // taken for the kernel's, they are still that pod's share.
+    let mut signals = vec![signal(15, 20, 102, 600, host, USER, SEC)];
+    signals.extend((0..5_000).map(|i| {
+        signal(29, 10_000 + i, 202, 30, SenderPlace::Tracked(202), SignalOrigin::Info(1), SEC + u64::from(i))
+    }));
+    signals.push(signal(9, 20, 102, 600, host, USER, 3 * SEC));
+    let stop = ended_by(signals, 9).stop.expect("the runtime's SIGTERM kept through the notices");
+    assert_eq!((stop.signal, stop.grace_ns), (15, 2 * SEC));
 }
 
 /// Guards: a sender named by its name (anyone can be called `runc`) or by
