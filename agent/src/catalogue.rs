@@ -103,11 +103,11 @@ catalogue! {
     BUILD_INFO = Gauge, "sandwatch_build_info", ["version", "kernel"],
         "Version of sandwatch and release of the kernel it runs on.";
     CHANNEL_EVENTS_DROPPED_TOTAL = Counter, "sandwatch_channel_events_dropped_total", ["kind"],
-        "Events lost between their ring and the decoder (the reader's channel stage), by kind: only at shutdown; a record its full queue has no room for waits in its ring.";
+        "Events lost because their ring's queue to the decoder was full (the reader's channel stage), by kind: exits, OOM kills and cgroup changes each have their own.";
     DECODE_ERRORS_TOTAL = Counter, "sandwatch_decode_errors_total", ["reason"],
         "Records that could not be decoded, by reason.";
     EVENTS_DROPPED_TOTAL = Counter, "sandwatch_events_dropped_total", ["stage"],
-        "Events lost, by pipeline stage (kernel: ring buffer full or past a container's room; channel: left in the reader's queue at shutdown; decode: malformed record).";
+        "Events lost, by pipeline stage (kernel: ring buffer full; channel: reader queue full; decode: malformed record).";
     EVENTS_TOTAL = Counter, "sandwatch_events_total", ["kind"],
         "Events received from the kernel ring buffer, by kind.";
     EVENTS_UNATTRIBUTED_TOTAL = Counter, "sandwatch_events_unattributed_total", ["kind"],

@@ -217,29 +217,22 @@ impl Sleep {
     }
 }
 
-/// Forwards pending records while their channel has room; returns how
-/// many it took. A record the channel has no room for stays in the ring
-/// for a later drain: when the decoder lags, the ring fills, and what the
-/// kernel refuses then it refuses by its rooms (each container its share,
-/// the reserve kept for inits, sandboxes and the host's senders), never a
-/// tenant's flood taking the channel before another pod's record.
+/// Forwards every pending record; returns how many.
 fn drain(ring: &mut RingBuf<MapData>, tx: &mpsc::Sender<Record>, stats: &PipelineStats) -> usize {
     let mut n = 0;
-    loop {
-        let permit = match tx.try_reserve() {
-            Ok(permit) => Some(permit),
-            Err(TrySendError::Full(())) => return n,
-            // Closed only during shutdown: what is left is lost, counted.
-            Err(TrySendError::Closed(())) => None,
-        };
-        let Some(item) = ring.next() else { return n };
+    while let Some(item) = ring.next() {
         n += 1;
         stats.record_received(&item);
-        match permit {
-            Some(permit) => permit.send(Record::new(&item)),
-            None => stats.channel_drop(crate::stats::kind_of(&item)),
+        match tx.try_send(Record::new(&item)) {
+            Ok(()) => {}
+            // Closed only during shutdown; either way the record is lost
+            // and counted.
+            Err(TrySendError::Full(r)) | Err(TrySendError::Closed(r)) => {
+                stats.channel_drop(crate::stats::kind_of(&r));
+            }
         }
     }
+    n
 }
 
 /// Decoded events out of the reader's channels; decode errors are counted

@@ -108,10 +108,9 @@ pub enum Finding {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
 #[strum(serialize_all = "snake_case")]
 pub enum LossStage {
-    /// The ring buffer was full, or the container past its room.
+    /// The ring buffer was full.
     Kernel,
-    /// Left in the reader's queue to the decoder at shutdown (a full queue
-    /// leaves records in their ring).
+    /// The reader's queue to the decoder was full.
     Channel,
     /// A record did not decode.
     Decode,
