@@ -203,7 +203,7 @@ catalogue! {
     RUNTIME_VERDICTS_TOTAL = Counter, "sandwatch_runtime_verdicts_total", ["result"],
         "Container ends whose runtime report was checked against the kernel, by result: agreed, disagreed, unanswered (the runtime never said the container exited).";
     SIGNAL_SENDERS_FORGOTTEN_TOTAL = Counter, "sandwatch_signal_senders_forgotten_total", [],
-        "Processes whose signals were forgotten because the table of live processes' signals was full, or because the pod that sent them already had its share (256) of the table: their ends read unknown.";
+        "Signals of live processes forgotten: a process's whole record because the table was full or the pod whose share it took already had 256, or one signal its process's full record kept no room for (it outranked none there): their ends may read unknown.";
 
     // telemetry/records/hub.rs
     EVENT_RECORDS_TOTAL = Counter, "sandwatch_event_records_total", ["kind"],

@@ -346,7 +346,7 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/senders.rs",
-        from: "        } else if sent.sig == SIGKILL || sent.sender != Sender::SameContainer {",
+        from: "        } else if sent.sender != Sender::SameContainer {",
         to: "        } else if false {",
         test: "a_tenants_own_signals_leave_room_for_the_runtimes_stop",
         bug: "a tenant's own handled signals push the runtime's stop out",
@@ -367,10 +367,31 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/senders.rs",
-        from: "        let by_pod = self.share_of(s, registry);",
-        to: "        let by_pod = sent.pod.as_ref().map(|(pod, _)| Box::<str>::from(pod.pod_uid.as_str()));",
+        from: "} else { self.share_of(s, registry) };",
+        to: "} else { sent.pod.as_ref().map(|(pod, _)| Box::<str>::from(pod.pod_uid.as_str())) };",
         test: "a_pods_signals_to_processes_that_live_on_keep_its_share_only",
         bug: "a pod's task raising the kernel's notices (SIGIO) to processes that live on takes a trusted sender's room",
+    },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "if sent.sender == Sender::Kernel { self.target_share(s, registry) }",
+        to: "if false { self.target_share(s, registry) }",
+        test: "the_kernels_notices_to_a_pods_processes_are_its_pods_share",
+        bug: "a tenant's timers firing on an idle CPU make trusted entries that push the runtime's stop out",
+    },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "pending.signals.iter().position(|s| s.sig != SIGKILL && !trusted(s))",
+        to: "pending.signals.iter().position(|s| s.sender == Sender::SameContainer && s.sig != SIGKILL)",
+        test: "a_kill_or_the_runtimes_signal_outranks_notices_in_a_full_record",
+        bug: "eight notices or another container's handled signals leave the runtime's kill no room",
+    },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "        if known && by_pod.is_none() {",
+        to: "        if false {",
+        test: "the_runtimes_signal_keeps_a_record_its_time_from_then",
+        bug: "a sidecar's old signal takes the runtime's stop with it when its record expires",
     },
 ];
 

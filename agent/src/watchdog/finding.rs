@@ -98,9 +98,9 @@ pub enum Finding {
     /// A container init's end as the runtime reported it (TaskExit, the
     /// CRI's status) against the kernel's.
     RuntimeVerdict(Box<Verdict>),
-    /// Once a tick: processes whose signals were forgotten, the table of
-    /// live processes' signals full or the sending pod's share of it
-    /// taken (their ends read `unknown`), since start.
+    /// Once a tick: signals of live processes forgotten (a process's whole
+    /// record, the table full or the pod's share of it taken; or one
+    /// signal its process's full record had no room for), since start.
     SignalsForgotten { total: u64 },
 }
 

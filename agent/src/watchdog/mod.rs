@@ -266,7 +266,7 @@ impl<H: Host> Watchdog<H> {
         }
         self.watch_memory(now_ns);
         self.senders.expire(now_ns);
-        self.out.push(Finding::SignalsForgotten { total: self.senders.evicted });
+        self.out.push(Finding::SignalsForgotten { total: self.senders.evicted + self.senders.dropped });
         self.settle_verdicts(now_ns);
         self.out.drain(..)
     }

@@ -169,6 +169,9 @@ pub struct Senders {
     host_paths: HashMap<u64, Box<str>>,
     /// Processes forgotten because the table was full, since start.
     pub evicted: u64,
+    /// Signals not kept because their process's record was full of
+    /// others that outrank them, since start.
+    pub dropped: u64,
     /// Host cgroups not kept because their table was full, since start.
     pub host_cgroups_refused: u64,
 }
@@ -196,31 +199,71 @@ impl Senders {
     pub fn signal(&mut self, s: &Signal, registry: &PodRegistry, runtime: Option<&RuntimePlace>) {
         let sent = self.classify(s, registry, runtime);
         let key = TaskKey::new(s.target_tgid, s.target_start_ns);
-        let by_pod = self.share_of(s, registry);
-        if !self.pending.contains_key(&key)
-            && by_pod.as_deref().is_some_and(|uid| self.per_pod.get(uid).is_some_and(|&n| n >= PER_POD_PENDING))
-        {
+        // The kernel's own notices (a timer's, a SIGIO) name no sender: the
+        // task they ran under is whichever was on the CPU. They are the
+        // target's doing, and its pod's share.
+        let by_pod =
+            if sent.sender == Sender::Kernel { self.target_share(s, registry) } else { self.share_of(s, registry) };
+        let known = self.pending.contains_key(&key);
+        if !known && by_pod.as_deref().is_some_and(|uid| self.per_pod.get(uid).is_some_and(|&n| n >= PER_POD_PENDING)) {
             self.evicted += 1;
             return;
+        }
+        if known && by_pod.is_none() {
+            self.vouch(key, s.ts_ns);
         }
         let pending = self.pending_of(key, s.ts_ns, by_pod);
         if pending.signals.len() < PER_PROCESS {
             pending.signals.push(sent);
-        } else if sent.sig == SIGKILL || sent.sender != Sender::SameContainer {
-            // Full of the process's own container's signals (a tenant can
-            // send itself those as fast as it likes): the oldest of them
-            // makes room for a kill, or for what came from outside.
-            let own = pending.signals.iter().position(|s| s.sender == Sender::SameContainer && s.sig != SIGKILL);
-            if let Some(i) = own {
+            return;
+        }
+        // A full record: a kill, or a host's or the runtime's signal, takes
+        // the place of the oldest that is neither (a tenant can have its
+        // processes sent handled signals as fast as it likes, or the kernel
+        // send them notices); what came from outside the container takes
+        // that of the oldest the container sent itself. Else it is dropped.
+        let trusted = |s: &Sent| matches!(s.sender, Sender::Runtime | Sender::Host);
+        let room = if sent.sig == SIGKILL || trusted(&sent) {
+            pending.signals.iter().position(|s| s.sig != SIGKILL && !trusted(s))
+        } else if sent.sender != Sender::SameContainer {
+            pending.signals.iter().position(|s| s.sender == Sender::SameContainer && s.sig != SIGKILL)
+        } else {
+            None
+        };
+        match room {
+            Some(i) => {
                 pending.signals.remove(i);
                 pending.signals.push(sent);
             }
+            None => self.dropped += 1,
         }
     }
 
     /// The OOM killer picked process `key` (its SIGKILL came before).
     pub fn oom_victim(&mut self, key: TaskKey, ts_ns: u64) {
+        if self.pending.contains_key(&key) {
+            self.vouch(key, ts_ns);
+        }
         self.pending_of(key, ts_ns, None).oom = true;
+    }
+
+    /// A trusted sender (the runtime, a host process, the OOM killer)
+    /// signalled process `key`, kept already: its entry is no pod's any
+    /// more, and lives its time from now (a sidecar's handled signal long
+    /// ago neither takes the runtime's stop with it, nor makes it a pod's
+    /// to forget first).
+    fn vouch(&mut self, key: TaskKey, ts_ns: u64) {
+        let Some(pending) = self.pending.get_mut(&key) else { return };
+        if let Some(uid) = pending.by_pod.take() {
+            if let Some(n) = self.per_pod.get_mut(&uid) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.per_pod.remove(&uid);
+                }
+            }
+        }
+        pending.since_ns = ts_ns;
+        self.order.push_back((key, ts_ns));
     }
 
     /// Process `key` ended with `status`; `oom`: the pod model says the
@@ -333,6 +376,16 @@ impl Senders {
         }
         // The entry is there: found, or just inserted.
         self.pending.entry(key).or_default()
+    }
+
+    /// The share of the target's pod (a kernel notice's entry).
+    fn target_share(&self, s: &Signal, registry: &PodRegistry) -> Option<Box<str>> {
+        let owner =
+            s.target_cgroup_id.and_then(|id| registry.owner(id).or_else(|| registry.tombstone(id).map(|t| &t.owner)));
+        Some(match owner {
+            Some(CgroupOwner::Pod { pod_uid } | CgroupOwner::Container { pod_uid, .. }) => pod_uid.as_str().into(),
+            None => "unplaced".into(),
+        })
     }
 
     /// Whose share of the table an entry made by `s` takes: the pod whose
@@ -540,6 +593,23 @@ mod tests {
             senders.exit(TaskKey::new(pid, 2), ExitStatus::Signal { signo: 9, core_dumped: false }, false);
         }
         assert!(senders.order.len() <= 2 * MAX_PENDING, "{} keys kept for none", senders.order.len());
+    }
+
+    /// Guards: an entry a pod's signal made (a sidecar's handled SIGHUP
+    /// to its main process) staying a pod's when the runtime's stop joined
+    /// it: a full table of other pods' entries forgot it first.
+    #[test]
+    fn an_entry_the_runtime_joined_is_no_pods_to_forget_first() {
+        let mut senders = Senders::default();
+        let victim = TaskKey::new(1, 1);
+        senders.pending_of(victim, 0, Some("pod-c".into()));
+        senders.vouch(victim, 1);
+        assert!(senders.per_pod.is_empty(), "pod c's count follows");
+        for pid in 0..MAX_PENDING as u32 {
+            senders.pending_of(TaskKey::new(1_000 + pid, 1), 2, Some(format!("tenant-{}", pid % 16).into()));
+        }
+        assert!(senders.pending.contains_key(&victim), "the entry holding the runtime's stop stays");
+        assert_eq!(senders.per_pod.values().sum::<usize>(), MAX_PENDING - 1);
     }
 
     /// Guards: a full table forgetting the runtime's request to stop a

@@ -1371,6 +1371,11 @@ fn a_tenants_own_signals_leave_room_for_the_runtimes_stop() {
         (0..3).map(|i| signal(15, 20, 102, 20, SenderPlace::Tracked(102), USER, i * MS)).collect();
     signals.push(signal(15, 20, 102, 600, host, USER, SEC));
     assert_eq!(ended_by(signals, 15).sender, Sender::Runtime);
+    // Its own twenty, then its sandbox's (a shared process namespace).
+    let mut signals: Vec<Event> =
+        (0..20).map(|i| signal(15, 20, 102, 20, SenderPlace::Tracked(102), USER, i * MS)).collect();
+    signals.push(signal(15, 20, 102, 10, SenderPlace::Tracked(101), USER, SEC));
+    assert_eq!(ended_by(signals, 15).sender, Sender::SamePod);
 }
 
 /// Guards: one pod's signals to processes that live on (its other
@@ -1410,6 +1415,63 @@ fn a_pods_signals_to_processes_that_live_on_keep_its_share_only() {
     signals.push(signal(9, 20, 102, 600, host, USER, 3 * SEC));
     let stop = ended_by(signals, 9).stop.expect("the runtime's SIGTERM kept through the notices");
     assert_eq!((stop.signal, stop.grace_ns), (15, 2 * SEC));
+}
+
+/// Guards: the kernel's notices to a tenant's processes (a handled
+/// SIGALRM of `setitimer`, sent with the kernel's private siginfo while
+/// the CPU was idle: its current task a host one) taken for trusted
+/// entries: 4 200 of them pushed the runtime's stop of another pod out.
+#[test]
+fn the_kernels_notices_to_a_pods_processes_are_its_pods_share() {
+    let host = SenderPlace::Host(6);
+    let idle = SenderPlace::Host(1);
+    let mut signals = vec![signal(15, 20, 102, 600, host, USER, SEC)];
+    signals.extend((0..4_200).map(|i| signal(14, 10_000 + i, 202, 0, idle, SignalOrigin::Priv, SEC + u64::from(i))));
+    signals.push(signal(9, 20, 102, 600, host, USER, 3 * SEC));
+    let end = ended_by(signals, 9);
+    assert_eq!(end.sender, Sender::Runtime);
+    assert_eq!(end.stop.map(|s| s.signal), Some(15), "the runtime's SIGTERM kept: {end:?}");
+}
+
+/// Guards: a process's record of 8 signals full of the kernel's notices
+/// (eight handled SIGALRMs) or of another container's handled signals:
+/// the runtime's SIGTERM and SIGKILL after them were dropped, and its end
+/// read unknown.
+#[test]
+fn a_kill_or_the_runtimes_signal_outranks_notices_in_a_full_record() {
+    let host = SenderPlace::Host(6);
+    for filler in [
+        signal(14, 20, 102, 0, SenderPlace::Host(1), SignalOrigin::Priv, 0),
+        signal(1, 20, 102, 10, SenderPlace::Tracked(101), USER, 0),
+    ] {
+        let mut signals: Vec<Event> = (0..8).map(|_| filler.clone()).collect();
+        signals.push(signal(15, 20, 102, 600, host, USER, SEC));
+        signals.push(signal(9, 20, 102, 600, host, USER, 3 * SEC));
+        let end = ended_by(signals, 9);
+        assert_eq!((end.sender, end.stop.map(|s| s.grace_ns)), (Sender::Runtime, Some(2 * SEC)), "{end:?}");
+    }
+}
+
+/// Guards: a record kept from a pod's signal long ago (the sandbox's
+/// handled SIGHUP to its app) living its 15 minutes from that signal,
+/// taking the runtime's SIGTERM of a minute ago with it.
+#[test]
+fn the_runtimes_signal_keeps_a_record_its_time_from_then() {
+    let host = SenderPlace::Host(6);
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    kernel(&mut wd, signal(1, 20, 102, 10, SenderPlace::Tracked(101), USER, 2 * SEC), 2 * SEC);
+    let term = 2 * SEC + 15 * 60 * SEC - 5 * SEC;
+    kernel(&mut wd, signal(15, 20, 102, 600, host, USER, term), term);
+    tick(&mut wd, term + 10 * SEC);
+    kernel(&mut wd, signal(9, 20, 102, 600, host, USER, term + 30 * SEC), term + 30 * SEC);
+    let found = kernel(&mut wd, exit(20, 102, "app", signalled(9), term + 30 * SEC + MS), term + 30 * SEC + MS);
+    let found = [found, tick(&mut wd, term + 60 * SEC)].concat();
+    match ends(&found).as_slice() {
+        [Some(end)] => {
+            assert_eq!((end.sender, end.stop.map(|s| s.grace_ns)), (Sender::Runtime, Some(30 * SEC)), "{end:?}")
+        }
+        other => panic!("one end by a signal, not {other:?}"),
+    }
 }
 
 /// Guards: a sender named by its name (anyone can be called `runc`) or by
