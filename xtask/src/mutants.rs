@@ -370,7 +370,7 @@ const MUTATIONS: &[Mutation] = &[
         from: "} else { self.share_of(s, registry) };",
         to: "} else { sent.pod.as_ref().map(|(pod, _)| Box::<str>::from(pod.pod_uid.as_str())) };",
         test: "a_pods_signals_to_processes_that_live_on_keep_its_share_only",
-        bug: "a pod's task raising the kernel's notices (SIGIO) to processes that live on takes a trusted sender's room",
+        bug: "a pod's task the agent cannot place signals processes that live on with a trusted sender's room",
     },
     Mutation {
         file: "agent/src/watchdog/senders.rs",

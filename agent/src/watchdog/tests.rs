@@ -1415,6 +1415,15 @@ fn a_pods_signals_to_processes_that_live_on_keep_its_share_only() {
     signals.push(signal(9, 20, 102, 600, host, USER, 3 * SEC));
     let stop = ended_by(signals, 9).stop.expect("the runtime's SIGTERM kept through the notices");
     assert_eq!((stop.signal, stop.grace_ns), (15, 2 * SEC));
+    // The same from a pod task the agent cannot place (a cgroup it tracks
+    // but knows no owner of): unplaced pod tasks share one share.
+    let mut signals = vec![signal(15, 20, 102, 600, host, USER, SEC)];
+    signals.extend(
+        (0..5_000).map(|i| signal(15, 10_000 + i, 202, 31, SenderPlace::Tracked(999), USER, SEC + u64::from(i))),
+    );
+    signals.push(signal(9, 20, 102, 600, host, USER, 3 * SEC));
+    let stop = ended_by(signals, 9).stop.expect("the runtime's SIGTERM kept through an unplaced task's flood");
+    assert_eq!((stop.signal, stop.grace_ns), (15, 2 * SEC));
 }
 
 /// Guards: the kernel's notices to a tenant's processes (a handled
