@@ -102,12 +102,16 @@ fn prometheus_sees_an_oom_storm_exactly() {
     pod.start_init(4, "exit 3");
     pod.trigger(4);
     // Each counted by increase(): scraped at 0, then at 1 (after the hold).
+    // increase() extrapolates past the last sample to the range's end (up
+    // to about one scrape interval): soon after the 1 is scraped
+    // (a few samples since the 0) one kill reads up to about 1.2, two
+    // would read 2 or more.
     for scraped in [
         "sum(increase(sandwatch_pod_oom_kills_total{limit=\"node\"}[10m]))",
         "sum(increase(sandwatch_pod_container_exits_total{reason=\"error\"}[10m]))",
     ] {
         let counted = prom.wait_for(scraped, Duration::from_secs(30), |v| v >= 1.0);
-        assert!(counted.is_some_and(|v| (1.0..1.1).contains(&v)), "{scraped}: {counted:?}");
+        assert!(counted.is_some_and(|v| (1.0..1.5).contains(&v)), "{scraped}: {counted:?}");
     }
 
     // Every PromQL expression that ships — dashboard panels and alert rules
