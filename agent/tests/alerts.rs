@@ -292,6 +292,17 @@ fn the_shipped_rules_fire_on_a_crash_loop_and_a_workload_killed_in_pod_after_pod
         .iter()
         .flat_map(|a| [(a.to_string(), "pending".to_string()), (a.to_string(), "firing".to_string())])
         .collect();
+    // A container OOM-killed in a loop is near its limit before each kill:
+    // where the CPU is loaded its growth is slow enough for the pressure
+    // watch to say so, and its alert may start pending (never firing: the
+    // kill ends each spell well before its `for:`).
+    let near = ("SandwatchContainerNearMemoryLimit".to_string(), "pending".to_string());
+    let near_is_the_hogs = ever.iter().all(|l| {
+        l["alertname"] != "SandwatchContainerNearMemoryLimit"
+            || (l["container"] == "hog" && l["alertstate"] == "pending")
+    });
+    assert!(near_is_the_hogs, "only the OOM-looping container may be near its limit: {ever:#?}");
+    let about_ours: BTreeSet<(String, String)> = about_ours.into_iter().filter(|a| *a != near).collect();
     assert_eq!(about_ours, only, "the alerts about these pods: {ever:#?}");
     let crash_loops: BTreeSet<&str> = ever
         .iter()

@@ -392,8 +392,17 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
 
     // The container's own limit, whatever runc set beside it (memory +
     // swap equal to memory on v1): the kernel's counters at the kill say so.
-    let series = format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"hog\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",warned=\"false\",workload=\"web\",workload_kind=\"Pod\"}}");
-    wait_metric(&agent, &series, Duration::from_secs(30), |v| v == 1.0);
+    // Warned or not: under a loaded CPU dd fills its limit slowly enough
+    // for the pressure watch to warn first (the log says how long before).
+    let named = format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"hog\",limit=\"container\",namespace=\"shop\",pod=\"web\",pod_uid=\"{UID_CRI}\",victim_role=\"container_init\",warned=\"");
+    let kills = |text: &str| -> f64 {
+        text.lines().filter(|l| l.starts_with(&named)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+    };
+    let start = Instant::now();
+    while kills(&agent.metrics()) != 1.0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "{named}…: never 1 in all\n{}", agent.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let text = agent.metrics();
     let unnamed = text
         .lines()
@@ -424,7 +433,7 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     ctrd.spawn();
     cri.reconnect();
     wait_metric(&agent, "sandwatch_runtime_metadata_up", Duration::from_secs(40), |v| v == 1.0);
-    assert_eq!(metric(&agent.metrics(), &series), Some(1.0));
+    assert_eq!(kills(&agent.metrics()), 1.0, "the named kill's series stays");
 
     cri.remove_pod(&pod.id);
     drop(cri);
@@ -1459,8 +1468,13 @@ fn cri_who_ended_each_container(rt: &Runtime) {
     assert_eq!((r.reason(), r.signal(), r.sender()), (Some("oom_killed"), Some(9), Some("oom_killer")), "{r:?}");
     let killed_in = |pid: u32| harness::kernel_oom_report(pid).map(|(_, memcg)| memcg).unwrap_or_default();
     assert!(killed_in(r.pid().expect("pid")).ends_with(&hog), "the kernel's oom-kill line names its cgroup");
+    // containerd may report a real OOM kill as Error when its OOM event
+    // comes after the exit (containerd #12372, #8893: seen with 1.6 under
+    // a loaded CPU); the agent counts that as the kernel's word against it.
     let status = cri.exited_status(&hog, Duration::from_secs(20));
-    assert_eq!((status.reason.as_str(), status.exit_code), ("OOMKilled", 137));
+    let hog_says_oom = status.reason == "OOMKilled";
+    assert!(hog_says_oom || status.reason == "Error", "{status:?}");
+    assert_eq!(status.exit_code, 137);
 
     // A child OOM-killed, the container lives on; then it is stopped: its
     // init ends by the runtime's SIGTERM, within its grace.
@@ -1538,7 +1552,20 @@ fn cri_who_ended_each_container(rt: &Runtime) {
     // The runtime's word on each end: a disagreement exactly where it says
     // OOMKilled for the stop; the others agree.
     let disagreed = "sandwatch_runtime_disagreements_total{direction=\"runtime_says_oom\"}";
-    wait_metric(&agent, "sandwatch_runtime_verdicts_total{result=\"agreed\"}", Duration::from_secs(30), |v| v >= 5.0);
+    let missed_oom = "sandwatch_runtime_disagreements_total{direction=\"kernel_says_oom\"}";
+    // Six ends: each agrees but where the runtime said otherwise.
+    let agreed = 6.0 - f64::from(u8::from(says_oom)) - f64::from(u8::from(!hog_says_oom));
+    wait_metric(&agent, "sandwatch_runtime_verdicts_total{result=\"agreed\"}", Duration::from_secs(30), |v| {
+        v >= agreed
+    });
+    if !hog_says_oom {
+        wait_metric(&agent, missed_oom, Duration::from_secs(30), |v| v == 1.0);
+        let d = record_of(&agent, "runtime_disagreement", &hog);
+        assert_eq!(
+            (d.direction(), d.runtime_reason(), d.reason()),
+            (Some("kernel_says_oom"), Some("Error"), Some("oom_killed"))
+        );
+    }
     if says_oom {
         wait_metric(&agent, disagreed, Duration::from_secs(30), |v| v == 1.0);
         let d = record_of(&agent, "runtime_disagreement", &leaky);
@@ -1550,21 +1577,14 @@ fn cri_who_ended_each_container(rt: &Runtime) {
         let disagrees = |l: &str| l.contains("the runtime disagrees with the kernel (runtime_says_oom)");
         let log = agent.wait_log(Duration::from_secs(10), disagrees);
         assert!(log.lines().any(disagrees), "{log}");
-    } else {
-        wait_metric(&agent, "sandwatch_runtime_verdicts_total{result=\"agreed\"}", Duration::from_secs(30), |v| {
-            v >= 6.0
-        });
-        assert_eq!(metric(&agent.metrics(), disagreed), Some(0.0));
     }
     let text = agent.metrics();
-    for direction in ["kernel_says_oom", "exit_code"] {
-        let series = format!("sandwatch_runtime_disagreements_total{{direction=\"{direction}\"}}");
-        assert_eq!(metric(&text, &series), Some(0.0), "{direction}");
-    }
-    assert!(agent
-        .records()
-        .iter()
-        .all(|r| r.kind() != "runtime_disagreement" || r.container_id() == Some(leaky.as_str())));
+    assert_eq!(metric(&text, disagreed), Some(f64::from(u8::from(says_oom))));
+    assert_eq!(metric(&text, missed_oom), Some(f64::from(u8::from(!hog_says_oom))));
+    assert_eq!(metric(&text, "sandwatch_runtime_disagreements_total{direction=\"exit_code\"}"), Some(0.0));
+    assert!(agent.records().iter().all(|r| r.kind() != "runtime_disagreement"
+        || r.container_id() == Some(leaky.as_str())
+        || (!hog_says_oom && r.container_id() == Some(hog.as_str()))));
     cri.remove_pod(&pair.id);
     cri.remove_pod(&pod.id);
     drop(cri);
