@@ -243,6 +243,21 @@ fn one_containers_exit_flood_leaves_another_pods_init_exit_room() {
     drop(flood);
 }
 
+/// Whether `pid` runs `sleep`: its shell has run what came before its
+/// `exec sleep`.
+fn asleep(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+}
+
+/// Waits until `pid` runs `sleep`; fails with `what` after `within`.
+fn wait_asleep(pid: u32, within: Duration, what: &str) {
+    let start = Instant::now();
+    while !asleep(pid) {
+        assert!(start.elapsed() < within, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 const UID_SIGNAL_FLOOD: &str = "fa1e0000-0010-4e5f-8a9b-0c1d2e3f4a5b";
 const UID_SIGNALLED: &str = "fa1e0000-0011-4e5f-8a9b-0c1d2e3f4a5b";
 
@@ -262,12 +277,7 @@ fn one_pods_signal_flood_leaves_a_host_kill_its_sender() {
     flood.start_init(1, "trap '' USR1; exec sleep 1000");
     flood.trigger(1);
     let target = flood.init_pid(1);
-    let asleep = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep");
-    let start = Instant::now();
-    while !asleep(target) {
-        assert!(start.elapsed() < Duration::from_secs(20), "the target never slept");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_asleep(target, Duration::from_secs(20), "the target never slept");
     flood.start_init(
         2,
         &format!("i=0; while [ $i -lt 5000 ]; do kill -USR1 {target} || exit 9; i=$((i+1)); done; exec sleep 1000"),
@@ -277,11 +287,7 @@ fn one_pods_signal_flood_leaves_a_host_kill_its_sender() {
     other.start_init(1, "exec sleep 1000");
     other.trigger(1);
     let victim = other.init_pid(1);
-    let start = Instant::now();
-    while !asleep(victim) {
-        assert!(start.elapsed() < Duration::from_secs(20), "the victim never slept");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_asleep(victim, Duration::from_secs(20), "the victim never slept");
     // Known to the agent before it stops: the victim's container is tracked.
     std::thread::sleep(Duration::from_secs(2));
     let before = agent.metrics();
@@ -351,12 +357,7 @@ fn one_pods_signals_to_processes_that_live_on_leave_another_pods_stop_its_grace(
     stopped.start_init(1, "trap '' TERM; exec sleep 1000");
     stopped.trigger(1);
     let victim = stopped.init_pid(1);
-    let asleep = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep");
-    let start = Instant::now();
-    while !asleep(victim) {
-        assert!(start.elapsed() < Duration::from_secs(20), "the victim never slept");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_asleep(victim, Duration::from_secs(20), "the victim never slept");
     let initial = agent.metrics();
     let mut holder = KubePod::build("holder", UID_HOLDER, false, 3);
     // 4 200 processes need more kernel memory than a 32 MiB container has.
@@ -379,11 +380,7 @@ fn one_pods_signals_to_processes_that_live_on_leave_another_pods_stop_its_grace(
     let procs = holder.cg.procs_file(&holder.paths[1]);
     holder.start_init(2, &format!("for p in $(cat {}); do kill -TERM $p; done; exec sleep 1000", procs.display()));
     holder.trigger(2);
-    let start = Instant::now();
-    while !asleep(holder.init_pid(2)) {
-        assert!(start.elapsed() < Duration::from_secs(60), "the flood never finished");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_asleep(holder.init_pid(2), Duration::from_secs(60), "the flood never finished");
     std::thread::sleep(Duration::from_secs(2));
     // SAFETY: kill(2) of a process this test started.
     assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
