@@ -112,6 +112,8 @@ const MAX_PENDING: usize = 4096;
 /// processes that live on (handled, or another container's) keeps no
 /// more; beyond it its signals to other processes are forgotten (counted).
 const PER_POD_PENDING: usize = MAX_PENDING / 16;
+/// The one share of pod tasks the agent cannot place.
+const UNPLACED: &str = "unplaced";
 /// A signal that ended nothing is forgotten after this long: a stop's
 /// grace rarely lasts longer.
 const PENDING_TTL_NS: u64 = 15 * 60 * 1_000_000_000;
@@ -199,20 +201,17 @@ impl Senders {
     pub fn signal(&mut self, s: &Signal, registry: &PodRegistry, runtime: Option<&RuntimePlace>) {
         let sent = self.classify(s, registry, runtime);
         let key = TaskKey::new(s.target_tgid, s.target_start_ns);
-        // The kernel's own notices (a timer's, a SIGIO) name no sender: the
-        // task they ran under is whichever was on the CPU. They are the
-        // target's doing, and its pod's share.
-        let by_pod =
-            if sent.sender == Sender::Kernel { self.target_share(s, registry) } else { self.share_of(s, registry) };
+        let by_pod = self.share_of(s, &sent, registry);
         let known = self.pending.contains_key(&key);
-        if !known && by_pod.as_deref().is_some_and(|uid| self.per_pod.get(uid).is_some_and(|&n| n >= PER_POD_PENDING)) {
+        if !known && by_pod.is_some_and(|uid| self.per_pod.get(uid).is_some_and(|&n| n >= PER_POD_PENDING)) {
             self.evicted += 1;
             return;
         }
         if known && by_pod.is_none() {
             self.vouch(key, s.ts_ns);
         }
-        let pending = self.pending_of(key, s.ts_ns, by_pod);
+        // A share is kept with a new entry only.
+        let pending = self.pending_of(key, s.ts_ns, if known { None } else { by_pod.map(Box::from) });
         if pending.signals.len() < PER_PROCESS {
             pending.signals.push(sent);
             return;
@@ -254,16 +253,21 @@ impl Senders {
     /// to forget first).
     fn vouch(&mut self, key: TaskKey, ts_ns: u64) {
         let Some(pending) = self.pending.get_mut(&key) else { return };
+        pending.since_ns = ts_ns;
         if let Some(uid) = pending.by_pod.take() {
-            if let Some(n) = self.per_pod.get_mut(&uid) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.per_pod.remove(&uid);
-                }
+            self.release_share(&uid);
+        }
+        self.order.push_back((key, ts_ns));
+    }
+
+    /// One entry less in pod `uid`'s share.
+    fn release_share(&mut self, uid: &str) {
+        if let Some(n) = self.per_pod.get_mut(uid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_pod.remove(uid);
             }
         }
-        pending.since_ns = ts_ns;
-        self.order.push_back((key, ts_ns));
     }
 
     /// Process `key` ended with `status`; `oom`: the pod model says the
@@ -327,12 +331,7 @@ impl Senders {
     fn forget(&mut self, key: &TaskKey) -> Option<Pending> {
         let pending = self.pending.remove(key)?;
         if let Some(uid) = pending.by_pod.as_deref() {
-            if let Some(n) = self.per_pod.get_mut(uid) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.per_pod.remove(uid);
-                }
-            }
+            self.release_share(uid);
         }
         Some(pending)
     }
@@ -378,34 +377,25 @@ impl Senders {
         self.pending.entry(key).or_default()
     }
 
-    /// The share of the target's pod (a kernel notice's entry).
-    fn target_share(&self, s: &Signal, registry: &PodRegistry) -> Option<Box<str>> {
-        let owner =
-            s.target_cgroup_id.and_then(|id| registry.owner(id).or_else(|| registry.tombstone(id).map(|t| &t.owner)));
-        Some(match owner {
-            Some(CgroupOwner::Pod { pod_uid } | CgroupOwner::Container { pod_uid, .. }) => pod_uid.as_str().into(),
-            None => "unplaced".into(),
-        })
-    }
-
-    /// Whose share of the table an entry made by `s` takes: the pod whose
-    /// task sent it, whatever the signal is taken for (a kernel notice a
-    /// pod's task caused, such as a SIGIO its write raised, is that pod's);
-    /// a pod task the agent cannot place shares one with all such. None
-    /// for a host process's (the runtime's among them).
-    fn share_of(&self, s: &Signal, registry: &PodRegistry) -> Option<Box<str>> {
+    /// Whose share of the table an entry made by `s` (classified `sent`)
+    /// takes: a pod task's signals are its pod's, by the task's place,
+    /// whatever they are taken for; the kernel's own notices (a timer's, a
+    /// SIGIO: the task they ran under is whichever was on the CPU) are the
+    /// target's pod's. Pod tasks the agent cannot place share one. None for
+    /// a host process's (the runtime's among them).
+    fn share_of<'r>(&self, s: &Signal, sent: &Sent, registry: &'r PodRegistry) -> Option<&'r str> {
+        let pod_of = |id: u64| match registry.owner(id).or_else(|| registry.tombstone(id).map(|t| &t.owner)) {
+            Some(CgroupOwner::Pod { pod_uid } | CgroupOwner::Container { pod_uid, .. }) => pod_uid.as_str(),
+            None => UNPLACED,
+        };
+        if sent.sender == Sender::Kernel {
+            return Some(s.target_cgroup_id.map_or(UNPLACED, pod_of));
+        }
         match s.sender {
             SenderPlace::Host(_) => None,
             SenderPlace::Tracked(id) if registry.owner(id).is_none() && self.host_paths.contains_key(&id) => None,
-            SenderPlace::Tracked(id) => {
-                Some(match registry.owner(id).or_else(|| registry.tombstone(id).map(|t| &t.owner)) {
-                    Some(CgroupOwner::Pod { pod_uid } | CgroupOwner::Container { pod_uid, .. }) => {
-                        pod_uid.as_str().into()
-                    }
-                    None => "unplaced".into(),
-                })
-            }
-            SenderPlace::Lost => Some("unplaced".into()),
+            SenderPlace::Tracked(id) => Some(pod_of(id)),
+            SenderPlace::Lost => Some(UNPLACED),
         }
     }
 
