@@ -114,10 +114,7 @@ fn ensure_runtimes() -> Result<()> {
             let _ = std::fs::remove_file(unpacked.join(runc));
         }
         let link = links.join(format!("containerd-{suite}"));
-        if std::fs::read_link(&link).ok().as_deref() != Some(unpacked.as_path()) {
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&unpacked, &link).with_context(|| format!("cannot link {}", link.display()))?;
-        }
+        point(&link, &unpacked)?;
         say(format!("containerd from Debian {suite} at {}", link.display()));
     }
     // crun, the other OCI runtime: bookworm's 1.8.1 with its one library
@@ -125,13 +122,18 @@ fn ensure_runtimes() -> Result<()> {
     // hybrid cgroups, and containerd 1.7's and 2.x's OCI spec versions).
     let bookworm = crate::debs::Suite::new(&root, CRUN_SUITE);
     for package in ["crun", "libyajl2"] {
-        let unpacked = bookworm.unpacked(package)?;
         let link = links.join(package);
-        if std::fs::read_link(&link).ok().as_deref() != Some(unpacked.as_path()) {
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&unpacked, &link).with_context(|| format!("cannot link {}", link.display()))?;
-        }
+        point(&link, &bookworm.unpacked(package)?)?;
         say(format!("{package} from Debian {CRUN_SUITE} at {}", link.display()));
+    }
+    Ok(())
+}
+
+/// Points symlink `link` at `target`, unless it already does.
+fn point(link: &std::path::Path, target: &std::path::Path) -> Result<()> {
+    if std::fs::read_link(link).ok().as_deref() != Some(target) {
+        let _ = std::fs::remove_file(link);
+        std::os::unix::fs::symlink(target, link).with_context(|| format!("cannot link {}", link.display()))?;
     }
     Ok(())
 }
