@@ -200,7 +200,9 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     // eventfd), and an init that dies sooner has no OOM event to match
     // (seen with containerd 1.7 here).
     let (sandbox, workload) = (cid(0xa1), cid(0xa2));
+    let witness = ctrd.witness();
     ctrd.run(&sandbox, &pod.container_path(&sandbox), None, "exec sleep 3600");
+    witness.wait_for("/tasks/start", &sandbox, Duration::from_secs(20));
     ctrd.run(
         &workload,
         &pod.container_path(&workload),
@@ -208,16 +210,39 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
         "sleep 1; exec dd if=/dev/zero of=/dev/null bs=64M count=1",
     );
 
-    // The kernel's OOM kill of the init, containerd's OOM event for the
-    // same container, and containerd's TaskExit after the kernel's exit.
+    // The kernel's OOM kill of the init, and containerd's TaskExit after
+    // the kernel's exit.
     wait_metric(
         &agent,
         "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_init\"}",
         Duration::from_secs(30),
         |v| v == 1.0,
     );
-    wait_metric(&agent, "sandwatch_runtime_oom_matched_total", Duration::from_secs(30), |v| v == 1.0);
     wait_metric(&agent, "sandwatch_runtime_exit_lag_seconds_count", Duration::from_secs(30), |v| v == 1.0);
+    // containerd's OOM event for the same container, if it published one:
+    // its shim reads memory.events on each change and stops once the
+    // cgroup is empty, and an init killed empties it at once (its pid
+    // namespace dies with it). Under a loaded CPU the shim can read the
+    // counters before the kill's and never again (seen with 2.1 on v2):
+    // the runtime never says OOM, and the agent must say kernel_only.
+    // `ctr events` is the witness of what containerd published.
+    let verdict = |text: &str| {
+        (
+            metric(text, "sandwatch_runtime_oom_matched_total").unwrap_or(0.0),
+            metric(text, "sandwatch_oom_mismatch_total{direction=\"kernel_only\"}").unwrap_or(0.0),
+        )
+    };
+    let start = Instant::now();
+    while verdict(&agent.metrics()) == (0.0, 0.0) {
+        assert!(start.elapsed() < Duration::from_secs(30), "no verdict on the kill\n{}", agent.log_text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Past the match window (3 s) the verdict is settled, and whatever
+    // containerd published is in the witness's log.
+    std::thread::sleep(Duration::from_secs(5));
+    let said_oom = witness.published("/tasks/oom", &workload);
+    let expected = if said_oom { (1.0, 0.0) } else { (0.0, 1.0) };
+    assert_eq!(verdict(&agent.metrics()), expected, "containerd published an OOM: {said_oom}\n{}", agent.log_text());
     let text = agent.metrics();
     // The version containerd says it is, and no exposure to #12038 (none
     // of the lines tested is in 2.0.0-2.0.5).
@@ -237,17 +262,10 @@ fn runtime_oom_and_exit_are_matched_to_the_kernel(rt: &Runtime) {
     // On cgroup v1 containerd reports every OOM invocation in the cgroup
     // (memory.oom_control's eventfd), and the kernel may invoke it again
     // while the victim dies: one kill, one or more runtime OOM events.
-    assert!(metric(&text, "sandwatch_runtime_events_total{topic=\"task_oom\"}").is_some_and(|v| v >= 1.0), "{text}");
+    let heard = metric(&text, "sandwatch_runtime_events_total{topic=\"task_oom\"}").unwrap_or(0.0);
+    assert_eq!(heard >= 1.0, said_oom, "the agent heard what containerd published\n{text}");
 
-    // Past the match window nothing is left unmatched on either side.
-    std::thread::sleep(Duration::from_secs(5));
-    let text = agent.metrics();
-    assert_eq!(
-        metric(&text, "sandwatch_oom_mismatch_total{direction=\"kernel_only\"}"),
-        Some(0.0),
-        "{}",
-        agent.log_text()
-    );
+    // Nothing else is unmatched on either side.
     assert_eq!(metric(&text, "sandwatch_oom_mismatch_total{direction=\"runtime_only\"}"), Some(0.0));
     assert_eq!(metric(&text, "sandwatch_runtime_exits_unmatched_total"), Some(0.0));
     assert_eq!(
@@ -378,7 +396,9 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
     // cgroup), and a container that runs out of its 32 MiB as it starts:
     // the runtime lists it only after the kernel has already killed it.
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
+    let witness = ctrd.witness();
     let pod = cri.run_pod("web", "shop", UID_CRI, &cgroups.pod_path);
+    witness.wait_for("/tasks/start", &pod.id, Duration::from_secs(20));
     let hog = cri.run_container(&pod, "hog", Some(32 << 20), "exec dd if=/dev/zero of=/dev/null bs=64M count=1");
     let start = Instant::now();
     let status = loop {
@@ -388,7 +408,11 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!((status.reason.as_str(), status.exit_code), ("OOMKilled", 137), "the runtime's own verdict");
+    // The runtime's own verdict: OOMKilled once it published the OOM
+    // (which it may miss for an init killed as it starts: see
+    // `runtime_oom_and_exit_are_matched_to_the_kernel`), Error if not.
+    assert_eq!(status.exit_code, 137, "{status:?}");
+    assert!(["OOMKilled", "Error"].contains(&status.reason.as_str()), "{status:?}");
 
     // The container's own limit, whatever runc set beside it (memory +
     // swap equal to memory on v1): the kernel's counters at the kill say so.
@@ -409,7 +433,17 @@ fn cri_names_label_the_oom_kill_and_the_listing_comes_back(rt: &Runtime) {
         .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains("pod=\"\""))
         .collect::<Vec<_>>();
     assert!(unnamed.is_empty(), "the kill is counted once, with names: {unnamed:?}");
-    wait_metric(&agent, "sandwatch_runtime_oom_matched_total", Duration::from_secs(30), |v| v == 1.0);
+    // Past the match window (3 s), the agent's verdict is what containerd
+    // published: matched, or the kernel's kill alone.
+    std::thread::sleep(Duration::from_secs(5));
+    let said_oom = witness.published("/tasks/oom", &hog);
+    assert!(said_oom || status.reason == "Error", "OOMKilled with no OOM event published: {status:?}");
+    let verdict = (
+        metric(&agent.metrics(), "sandwatch_runtime_oom_matched_total"),
+        metric(&agent.metrics(), "sandwatch_oom_mismatch_total{direction=\"kernel_only\"}"),
+    );
+    let expected = if said_oom { (Some(1.0), Some(0.0)) } else { (Some(0.0), Some(1.0)) };
+    assert_eq!(verdict, expected, "containerd published an OOM: {said_oom}\n{}", agent.log_text());
     assert!(metric(&text, "sandwatch_runtime_metadata_cached{kind=\"pod\"}").is_some_and(|v| v >= 1.0), "{text}");
 
     // The sandbox's own process dies: a sandbox death (its image is not

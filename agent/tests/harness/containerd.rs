@@ -405,6 +405,66 @@ esac
     }
 }
 
+impl Containerd {
+    /// containerd's own event stream, read by `ctr events` beside the
+    /// agent: what the runtime really published, to check the agent's
+    /// word against. Subscribed once `Witness::wait_for` read an event
+    /// published after this returned.
+    pub fn witness(&self) -> Witness {
+        let out = self.dir.join(format!("events-{}.log", std::process::id()));
+        let file = std::fs::File::create(&out).expect("events log");
+        let child = Command::new(self.runtime.bin.join("ctr"))
+            .arg("--address")
+            .arg(&self.socket)
+            .arg("events")
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ctr missing: run `cargo xtask setup`");
+        Witness { child, out }
+    }
+}
+
+/// `ctr events`, running until dropped (stopped by its pid).
+pub struct Witness {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Witness {
+    /// Whether containerd published `topic` (`/tasks/oom`) of `container`.
+    pub fn published(&self, topic: &str, container: &str) -> bool {
+        let quoted = format!("\"{container}\"");
+        std::fs::read_to_string(&self.out)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.split_whitespace().any(|w| w == topic) && l.contains(&quoted))
+    }
+
+    /// Waits up to `timeout` for `topic` of `container`: the stream is
+    /// subscribed once an event published after its start is read.
+    pub fn wait_for(&self, topic: &str, container: &str, timeout: Duration) {
+        let start = Instant::now();
+        while !self.published(topic, container) {
+            assert!(
+                start.elapsed() < timeout,
+                "ctr events: no {topic} of {container} in {timeout:?}: {}",
+                std::fs::read_to_string(&self.out).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.out);
+    }
+}
+
 impl Drop for Containerd {
     fn drop(&mut self) {
         if self.child.is_none() {
