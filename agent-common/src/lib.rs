@@ -485,8 +485,10 @@ pub mod signal_result {
 /// siginfo, from the kernel's BTF: `task_struct.sighand` →
 /// `sighand_struct.action[sig - 1]` (`struct k_sigaction`, of
 /// `k_sigaction_size` bytes, whose `sa.sa_handler` is at `sa_handler`),
-/// `task_struct.blocked`, and `kernel_siginfo.si_code`. All or nothing:
-/// where one is missing the program is not attached.
+/// `task_struct.blocked` and `real_blocked` (the mask a task had before
+/// `sigtimedwait(2)` unblocked what it waits for), and
+/// `kernel_siginfo.si_code`. All or nothing: where one is missing the
+/// program is not attached.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SignalOffsets {
@@ -495,10 +497,10 @@ pub struct SignalOffsets {
     pub k_sigaction_size: u32,
     pub sa_handler: u32,
     pub task_blocked: u32,
+    pub task_real_blocked: u32,
     pub siginfo_code: u32,
     /// Bytes pending in `SIGNALS` past which a record wakes the reader.
     pub wakeup_bytes: u32,
-    pub _pad: u32,
 }
 
 impl SignalOffsets {
@@ -508,9 +510,9 @@ impl SignalOffsets {
         k_sigaction_size: ABSENT,
         sa_handler: ABSENT,
         task_blocked: ABSENT,
+        task_real_blocked: ABSENT,
         siginfo_code: ABSENT,
         wakeup_bytes: 0,
-        _pad: 0,
     };
 }
 

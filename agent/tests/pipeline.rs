@@ -109,7 +109,8 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
 /// itself with an unhandled SIGUSR1; a real segfault (the kernel's own
 /// siginfo); the OOM killer's SIGKILL (the kernel's private siginfo). And
 /// what ends nothing stays in the kernel: a SIGUSR1 the target handles,
-/// sent from inside its own cgroup; the SIGCHLD of every exit.
+/// sent from inside its own cgroup; a SIGTERM its sibling sends it while
+/// it waits for one in `sigtimedwait(2)`; the SIGCHLD of every exit.
 #[tokio::test(flavor = "current_thread")]
 async fn signals_that_end_pod_processes_name_their_sender() {
     let mut pipeline = start(ProbeOptions::default());
@@ -140,15 +141,28 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     // Handles SIGUSR1, sent by its sibling in the same cgroup, then exits 0:
     // the sibling's exit sends its parent (the handler's shell) SIGCHLD.
     let handled = sh(&format!("echo $$ > {procs}; trap 'exit 0' USR1; (kill -USR1 $$); sleep 30"));
+    // Waits for SIGTERM (blocked, taken by sigtimedwait), which its
+    // sibling sends: the wait takes it, nothing ends.
+    let waiter = sigtimedwait_term(&cg.procs_file(&cg.path));
+    let start = std::time::Instant::now();
+    while !in_syscall(waiter, libc::SYS_rt_sigtimedwait) {
+        assert!(start.elapsed() < Duration::from_secs(10), "pid {waiter} never waited in sigtimedwait");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sibling = sh(&format!("echo $$ > {procs} && kill -TERM {waiter}"));
     // A real fault: the stack overflows.
     let faulted = sh(&format!("echo $$ > {procs} && ulimit -s 256 && f() {{ f; }} && f"));
     // The OOM killer's kill, in a limited cgroup of its own.
     let hog = memory_hog(&oom_cg.procs_file(&oom_cg.path), 64);
 
-    let pids = [killed.id(), ignorer.id(), own.id(), handled.id(), faulted.id(), hog.id()];
-    for mut c in [killed, ignorer, own, handled, faulted, hog] {
+    let pids = [killed.id(), ignorer.id(), own.id(), handled.id(), faulted.id(), hog.id(), waiter];
+    for mut c in [killed, ignorer, own, handled, faulted, hog, sibling] {
         c.wait().expect("wait child");
     }
+    let mut status = 0;
+    // SAFETY: waitpid(2) of the child forked above.
+    assert_eq!(unsafe { libc::waitpid(waiter as i32, &mut status, 0) }, waiter as i32);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the wait took the SIGTERM: {status:#x}");
     let ours = |e: &Event| match e {
         Event::Signal(s) => pids.contains(&s.target_tgid) || pids.contains(&s.sender_tgid),
         Event::Exit(x) => pids.contains(&x.tgid),
@@ -182,6 +196,7 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     assert_eq!(own.len(), 1, "{all}");
     assert_eq!((own[0].sig, own[0].sender_tgid, own[0].sender), (10, pids[2], SenderPlace::Tracked(cg_id)));
     assert!(to(pids[3]).is_empty(), "a handled signal from inside its cgroup is the tenant's own: {all}");
+    assert!(to(waiter).is_empty(), "a signal waited for, from inside its cgroup, is the tenant's own: {all}");
     let faulted = to(pids[4]);
     assert_eq!(faulted.len(), 1, "{all}");
     assert!(
@@ -196,6 +211,40 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     drop(oom_cg);
     drop(cg);
     pipeline.stop().await;
+}
+
+/// A process forked into `procs`'s cgroup that blocks SIGTERM and waits
+/// for it in `sigtimedwait(2)` (up to 30 s): it exits 0 when the wait
+/// takes one, 1 otherwise.
+fn sigtimedwait_term(procs: &std::path::Path) -> u32 {
+    use std::os::fd::AsRawFd as _;
+    let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
+    // SAFETY: the set is initialised by sigemptyset before use; after fork
+    // the child makes async-signal-safe calls only, on memory it owns, and
+    // ends with _exit.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        match libc::fork() {
+            0 => {
+                // "0" moves the writer itself.
+                let moved = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                let wait = libc::timespec { tv_sec: 30, tv_nsec: 0 };
+                let got = libc::sigtimedwait(&set, std::ptr::null_mut(), &wait);
+                libc::_exit(if moved && got == libc::SIGTERM { 0 } else { 1 })
+            }
+            -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+            pid => pid as u32,
+        }
+    }
+}
+
+/// Whether `pid` is blocked in system call `nr` (`/proc/PID/syscall`).
+fn in_syscall(pid: u32, nr: libc::c_long) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+        .is_ok_and(|s| s.split_whitespace().next() == Some(nr.to_string().as_str()))
 }
 
 /// A reader that found nothing for a while sleeps: the programs' flag is

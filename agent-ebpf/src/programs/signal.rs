@@ -155,7 +155,10 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
 }
 
 /// Whether `task` leaves `sig` at its default action and does not block
-/// it: delivered, it ends the process.
+/// it: delivered, it ends the process. A task in `sigtimedwait(2)` has
+/// what it waits for unblocked in `blocked` and still blocked in
+/// `real_blocked`: the wait takes it, and the kernel ends nothing (its
+/// `complete_signal` reads `real_blocked` too).
 #[inline(always)]
 fn ends_now(task: *const u8, sig: u32) -> bool {
     let action = global_field!(SIGNAL_OFFSETS, sighand_action);
@@ -164,7 +167,8 @@ fn ends_now(task: *const u8, sig: u32) -> bool {
     }
     let bit = sig.wrapping_sub(1) & 63;
     let blocked: u64 = member(task, global_field!(SIGNAL_OFFSETS, task_blocked)).unwrap_or(u64::MAX);
-    if (blocked >> bit) & 1 != 0 {
+    let waited: u64 = member(task, global_field!(SIGNAL_OFFSETS, task_real_blocked)).unwrap_or(u64::MAX);
+    if ((blocked | waited) >> bit) & 1 != 0 {
         return false;
     }
     let sighand: *const u8 = member(task, global_field!(SIGNAL_OFFSETS, task_sighand)).unwrap_or(core::ptr::null());

@@ -127,6 +127,7 @@ pub(super) fn signal_offsets(btf: &Btf) -> Result<SignalOffsets, BtfError> {
         ("k_sigaction", "sa"),
         ("sigaction", "sa_handler"),
         ("task_struct", "blocked"),
+        ("task_struct", "real_blocked"),
         ("kernel_siginfo", "si_code"),
     ])?;
     let size = btf.struct_size("k_sigaction").ok_or_else(|| BtfError::NoStruct("k_sigaction".into()))?;
@@ -138,8 +139,8 @@ pub(super) fn signal_offsets(btf: &Btf) -> Result<SignalOffsets, BtfError> {
         // architecture that has no `ka_restorer` before it.
         sa_handler: o[2] + o[3],
         task_blocked: o[4],
-        siginfo_code: o[5],
+        task_real_blocked: o[5],
+        siginfo_code: o[6],
         wakeup_bytes: 0,
-        _pad: 0,
     })
 }
