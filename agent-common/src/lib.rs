@@ -468,6 +468,10 @@ pub mod signal_origin {
     /// `SEND_SIG_PRIV`: the kernel on its own (the OOM killer, the end of
     /// a PID namespace's init, CPU limits).
     pub const PRIV: u32 = 2;
+    /// A siginfo of a negative (user space's) code that no syscall copied
+    /// onto the sending task's stack: a notice the kernel made itself (a
+    /// POSIX timer's `SI_TIMER`), whichever task ran when it fired.
+    pub const KERNEL: u32 = 3;
 }
 
 /// `signal_generate`'s result (the kernel's `enum trace_signal_result`).
@@ -486,9 +490,10 @@ pub mod signal_result {
 /// `sighand_struct.action[sig - 1]` (`struct k_sigaction`, of
 /// `k_sigaction_size` bytes, whose `sa.sa_handler` is at `sa_handler`),
 /// `task_struct.blocked` and `real_blocked` (the mask a task had before
-/// `sigtimedwait(2)` unblocked what it waits for), and
-/// `kernel_siginfo.si_code`. All or nothing: where one is missing the
-/// program is not attached.
+/// `sigtimedwait(2)` unblocked what it waits for), `kernel_siginfo.si_code`,
+/// and the sender's kernel stack (`task_struct.stack`, `thread_size`
+/// bytes). All or nothing: where one is missing the program is not
+/// attached.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SignalOffsets {
@@ -499,6 +504,8 @@ pub struct SignalOffsets {
     pub task_blocked: u32,
     pub task_real_blocked: u32,
     pub siginfo_code: u32,
+    pub task_stack: u32,
+    pub thread_size: u32,
     /// Bytes pending in `SIGNALS` past which a record wakes the reader.
     pub wakeup_bytes: u32,
 }
@@ -512,6 +519,8 @@ impl SignalOffsets {
         task_blocked: ABSENT,
         task_real_blocked: ABSENT,
         siginfo_code: ABSENT,
+        task_stack: ABSENT,
+        thread_size: 0,
         wakeup_bytes: 0,
     };
 }
@@ -807,7 +816,7 @@ const _: () = assert!(core::mem::size_of::<MemcgOffsets>() == 32);
 const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);
 const _: () = assert!(core::mem::size_of::<TaskInfo>() == 24);
 const _: () = assert!(core::mem::size_of::<SignalEvent>() == 96);
-const _: () = assert!(core::mem::size_of::<SignalOffsets>() == 32);
+const _: () = assert!(core::mem::size_of::<SignalOffsets>() == 40);
 const _: () = assert!(core::mem::size_of::<TaskOffsets>() == 80);
 const _: () = assert!(core::mem::size_of::<TrackedCgroup>() == 16 + 32);
 const _: () = assert!(core::mem::size_of::<RingShares>() == 32);

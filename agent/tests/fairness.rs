@@ -3,13 +3,14 @@
 //! are not their process's leader, flood the node with OOM kills, keep a
 //! thousand containers near their limits, hold every inotify instance,
 //! nest cgroups below its container, scrape `/metrics` from the pod
-//! network. Each test prints its figures.
+//! network, set timers that fire while other pods run or the CPU idles,
+//! forge a timer's signal. Each test prints its figures.
 
 mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::{metric, require_root, AgentProcess, KubePod};
+use harness::{metric, pin, reap, require_root, timed_out, AgentProcess, KubePod};
 
 /// Without a runtime: pods are named by UID and container id.
 const NO_RUNTIME: [&str; 4] = ["--containerd-socket", "", "--cri-socket", ""];
@@ -29,6 +30,16 @@ fn init_kills(text: &str, pod_uid: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{"))
         .filter(|l| l.contains(&uid) && l.contains("victim_role=\"container_init\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A pod's container inits ended by a signal from `sender`, summed over
+/// the other labels.
+fn ends_by(text: &str, pod_uid: &str, sender: &str) -> f64 {
+    let (uid, sender) = (format!("pod_uid=\"{pod_uid}\""), format!("sender=\"{sender}\""));
+    text.lines()
+        .filter(|l| l.starts_with("sandwatch_pod_container_exits_total{") && l.contains(&uid) && l.contains(&sender))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
@@ -305,16 +316,7 @@ fn one_pods_signal_flood_leaves_a_host_kill_its_sender() {
     assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
     std::thread::sleep(Duration::from_millis(300));
     agent.signal(libc::SIGCONT);
-    let uid = format!("pod_uid=\"{UID_SIGNALLED}\"");
-    let ended = |t: &str, sender: &str| -> f64 {
-        let sender = format!("sender=\"{sender}\"");
-        t.lines()
-            .filter(|l| {
-                l.starts_with("sandwatch_pod_container_exits_total{") && l.contains(&uid) && l.contains(&sender)
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
+    let ended = |t: &str, sender: &str| ends_by(t, UID_SIGNALLED, sender);
     let text = wait_until(&agent, Duration::from_secs(30), "the other pod's end", |t| {
         ended(t, "host") + ended(t, "unknown") >= 1.0
     });
@@ -1017,4 +1019,189 @@ fn a_container_holding_every_inotify_instance_costs_the_agent_its_notices_not_it
     drop(agent);
     drop(hog);
     drop(near);
+}
+
+const UID_SPINNER: &str = "fa1e0000-0030-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_TIMED: &str = "fa1e0000-0031-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_FORGED: &str = "fa1e0000-0032-4e5f-8a9b-0c1d2e3f4a5b";
+
+/// The first CPU this test may run on.
+fn first_cpu() -> usize {
+    // SAFETY: the set is written by sched_getaffinity before it is read.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+        (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)).expect("a CPU")
+    }
+}
+
+/// Forks a process into `procs`'s cgroup that sends `pid` SIGALRM with a
+/// POSIX timer's code (`SI_TIMER`) through `rt_sigqueueinfo(2)`, as any
+/// process may, and exits 0 once sent.
+fn forge_timer(procs: &std::path::Path, pid: u32) -> u32 {
+    use std::os::fd::AsRawFd as _;
+    let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
+    // SAFETY: the siginfo is zeroed then filled; after fork the child makes
+    // raw system calls only and ends with _exit.
+    match unsafe { libc::fork() } {
+        0 => unsafe {
+            let joined = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            info.si_signo = libc::SIGALRM;
+            info.si_code = -2; // SI_TIMER
+            let sent = libc::syscall(libc::SYS_rt_sigqueueinfo, pid as libc::pid_t, libc::SIGALRM, &info) == 0;
+            libc::_exit(if joined && sent { 0 } else { 1 })
+        },
+        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+        pid => pid as u32,
+    }
+}
+
+/// A POSIX timer fires in an interrupt, on the CPU that set it, in the
+/// context of whatever task runs there. One pod's container spins on a
+/// CPU; another pod's container init set a timer on that CPU, whose
+/// SIGALRM ends it: its end is the kernel's (a timer it set), and the
+/// spinning pod is not named. (Before: the end read `other_pod`, the
+/// spinner's, whom a tenant could so frame.) The timer's code is one any
+/// process may send (`rt_sigqueueinfo`): the spinning pod's other
+/// container sends it to a third pod's init, and that end names it,
+/// `other_pod`, never the kernel.
+#[test]
+fn a_timers_signal_is_the_kernels_and_a_forged_one_names_its_sender() {
+    require_root();
+    let agent = AgentProcess::start(&NO_RUNTIME);
+    let cpu = first_cpu();
+    let mut spinner = KubePod::build("spinner", UID_SPINNER, false, 3);
+    spinner.start_init(0, "exec sleep 1000");
+    spinner.trigger(0);
+    spinner.start_init(1, "while :; do :; done");
+    spinner.trigger(1);
+    assert!(pin(spinner.init_pid(1), cpu), "pin the spinner: {}", std::io::Error::last_os_error());
+    let mut timed = KubePod::build("timed", UID_TIMED, false, 2);
+    timed.start_init(0, "exec sleep 1000");
+    timed.trigger(0);
+    let mut forged = KubePod::build("forged", UID_FORGED, false, 2);
+    forged.start_init(0, "exec sleep 1000");
+    forged.trigger(0);
+    forged.start_init(1, "exec sleep 1000");
+    forged.trigger(1);
+    let target = forged.init_pid(1);
+    wait_asleep(target, Duration::from_secs(20), "the forged signal's target never slept");
+
+    // The timer, 3 s on: the agent knows every container by then.
+    let victim = timed_out(&timed.cg.procs_file(&timed.paths[1]), Some(cpu), 3);
+    std::thread::sleep(Duration::from_secs(1));
+    let forger = forge_timer(&spinner.cg.procs_file(&spinner.paths[2]), target);
+    assert_eq!(reap(forger), 0, "rt_sigqueueinfo with SI_TIMER was refused");
+    let status = reap(victim);
+    assert!(
+        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGALRM,
+        "the timer's SIGALRM ended it: {status:#x}"
+    );
+    let all = |t: &str, uid: &str| -> f64 {
+        ["oom_killer", "kernel", "same_container", "same_pod", "other_pod", "runtime", "host", "unknown"]
+            .iter()
+            .map(|s| ends_by(t, uid, s))
+            .sum()
+    };
+    let text = wait_until(&agent, Duration::from_secs(30), "both ends", |t| {
+        all(t, UID_TIMED) >= 1.0 && all(t, UID_FORGED) >= 1.0
+    });
+    assert_eq!(ends_by(&text, UID_TIMED, "kernel"), 1.0, "the timer's end is the kernel's:\n{text}");
+    assert_eq!(ends_by(&text, UID_FORGED, "other_pod"), 1.0, "the forged timer's end names its pod:\n{text}");
+    drop(agent);
+    drop(forged);
+    drop(timed);
+    drop(spinner);
+}
+
+const UID_TICKER: &str = "fa1e0000-0033-4e5f-8a9b-0c1d2e3f4a5b";
+const UID_TICKED_OFF: &str = "fa1e0000-0034-4e5f-8a9b-0c1d2e3f4a5b";
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Forks a process into `procs`'s cgroup that handles SIGALRM and has
+/// `setitimer(2)` send it one every millisecond, and waits for them until
+/// it is killed (exit 1 if it could not set the timer).
+fn ticker(procs: &std::path::Path) -> u32 {
+    use std::os::fd::AsRawFd as _;
+    let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
+    // SAFETY: the sigaction is zeroed then filled; after fork the child
+    // makes system calls only, on memory it owns, and never returns.
+    match unsafe { libc::fork() } {
+        0 => unsafe {
+            let joined = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as usize;
+            let handled = libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut()) == 0;
+            let ms = libc::timeval { tv_sec: 0, tv_usec: 1000 };
+            let every = libc::itimerval { it_interval: ms, it_value: ms };
+            let set = libc::setitimer(libc::ITIMER_REAL, &every, std::ptr::null_mut()) == 0;
+            if !(joined && handled && set) {
+                libc::_exit(1);
+            }
+            loop {
+                libc::pause();
+            }
+        },
+        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+        pid => pid as u32,
+    }
+}
+
+/// A pod's process has `setitimer` send it a SIGALRM every millisecond,
+/// which it handles. The timer fires in an interrupt, mostly on an idle
+/// CPU, whose current task is the host's idle task: the kernel's notice
+/// (its private siginfo) read as a host's request. With the agent stopped
+/// for 3 s (~3 000 notices), a host process kills another pod's container
+/// init: its end names the host. (Before: the notices were streamed as
+/// the host's, into the ring's last eighth kept for unowned senders; the
+/// ring filled and the kill's sender read `unknown`.)
+#[test]
+fn a_pods_own_timers_on_idle_cpus_leave_a_host_kill_its_sender() {
+    require_root();
+    let agent = AgentProcess::start(&NO_RUNTIME);
+    let mut ticking = KubePod::build("ticking", UID_TICKER, false, 2);
+    ticking.start_init(0, "exec sleep 1000");
+    ticking.trigger(0);
+    let mut other = KubePod::build("ticked-off", UID_TICKED_OFF, false, 2);
+    other.start_init(0, "exec sleep 1000");
+    other.trigger(0);
+    other.start_init(1, "exec sleep 1000");
+    other.trigger(1);
+    let victim = other.init_pid(1);
+    wait_asleep(victim, Duration::from_secs(20), "the victim never slept");
+    std::thread::sleep(Duration::from_secs(2));
+    let before = agent.metrics();
+    agent.signal(libc::SIGSTOP);
+    let tick = ticker(&ticking.cg.procs_file(&ticking.paths[1]));
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) of processes this test started.
+    assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    agent.signal(libc::SIGCONT);
+    // SAFETY: as above.
+    unsafe { libc::kill(tick as i32, libc::SIGKILL) };
+    assert_eq!(reap(tick) & 0x7f, libc::SIGKILL, "the ticker ran until killed");
+    let ended = |t: &str, sender: &str| ends_by(t, UID_TICKED_OFF, sender);
+    let text = wait_until(&agent, Duration::from_secs(30), "the other pod's end", |t| {
+        ended(t, "host") + ended(t, "unknown") >= 1.0
+    });
+    let lost = |reason: &str| {
+        let s = format!("sandwatch_kernel_events_lost_total{{kind=\"signal\",reason=\"{reason}\"}}");
+        series(&text, &s) - series(&before, &s)
+    };
+    eprintln!(
+        "3 s of a pod's own 1 ms timer, the agent stopped: {} signal records refused for the reserve, {} past \
+         the pod's own share, {} to a full ring; the host's kill of another pod's init read {}",
+        lost("reserve"),
+        lost("container_share"),
+        lost("ring_full"),
+        if ended(&text, "host") >= 1.0 { "host" } else { "unknown" }
+    );
+    assert_eq!(ended(&text, "host"), 1.0, "the host's kill named:\n{text}");
+    assert_eq!(lost("ring_full"), 0.0, "the ring never filled:\n{text}");
+    drop(agent);
+    drop(other);
+    drop(ticking);
 }

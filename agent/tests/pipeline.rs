@@ -19,7 +19,7 @@ use sandwatch::{
 };
 use tokio_util::sync::CancellationToken;
 
-use harness::{collect, memory_hog, require_root, sh, TestCgroup};
+use harness::{collect, memory_hog, reap, require_root, sh, timed_out, TestCgroup};
 
 fn start(opts: ProbeOptions) -> Pipeline {
     require_root();
@@ -110,7 +110,9 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
 /// siginfo); the OOM killer's SIGKILL (the kernel's private siginfo). And
 /// what ends nothing stays in the kernel: a SIGUSR1 the target handles,
 /// sent from inside its own cgroup; a SIGTERM its sibling sends it while
-/// it waits for one in `sigtimedwait(2)`; the SIGCHLD of every exit.
+/// it waits for one in `sigtimedwait(2)`; the SIGCHLD of every exit. A
+/// POSIX timer's SIGALRM is the kernel's notice; the same code sent
+/// through `rt_sigqueueinfo(2)` by this (host) process is its own.
 #[tokio::test(flavor = "current_thread")]
 async fn signals_that_end_pod_processes_name_their_sender() {
     let mut pipeline = start(ProbeOptions::default());
@@ -152,17 +154,29 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     let sibling = sh(&format!("echo $$ > {procs} && kill -TERM {waiter}"));
     // A real fault: the stack overflows.
     let faulted = sh(&format!("echo $$ > {procs} && ulimit -s 256 && f() {{ f; }} && f"));
+    // Its own POSIX timer ends it; a timer's code, forged, ends another.
+    let timed = timed_out(&cg.procs_file(&cg.path), None, 1);
+    let forged = sh(&format!("echo $$ > {procs} && exec sleep 30"));
+    wait_for_comm(forged.id(), "sleep");
+    // SAFETY: the siginfo is zeroed then filled; sent to our own child.
+    let sent = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        info.si_signo = libc::SIGALRM;
+        info.si_code = -2; // SI_TIMER
+        libc::syscall(libc::SYS_rt_sigqueueinfo, forged.id() as libc::pid_t, libc::SIGALRM, &info)
+    };
+    assert_eq!(sent, 0, "rt_sigqueueinfo: {}", std::io::Error::last_os_error());
     // The OOM killer's kill, in a limited cgroup of its own.
     let hog = memory_hog(&oom_cg.procs_file(&oom_cg.path), 64);
 
-    let pids = [killed.id(), ignorer.id(), own.id(), handled.id(), faulted.id(), hog.id(), waiter];
-    for mut c in [killed, ignorer, own, handled, faulted, hog, sibling] {
+    let pids = [killed.id(), ignorer.id(), own.id(), handled.id(), faulted.id(), hog.id(), waiter, timed, forged.id()];
+    for mut c in [killed, ignorer, own, handled, faulted, hog, sibling, forged] {
         c.wait().expect("wait child");
     }
-    let mut status = 0;
-    // SAFETY: waitpid(2) of the child forked above.
-    assert_eq!(unsafe { libc::waitpid(waiter as i32, &mut status, 0) }, waiter as i32);
+    let status = reap(waiter);
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the wait took the SIGTERM: {status:#x}");
+    let status = reap(timed);
+    assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGALRM, "its timer: {status:#x}");
     let ours = |e: &Event| match e {
         Event::Signal(s) => pids.contains(&s.target_tgid) || pids.contains(&s.sender_tgid),
         Event::Exit(x) => pids.contains(&x.tgid),
@@ -177,7 +191,7 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     let all = format!("{signals:#?}");
 
     // Each signal before the exit it caused, in the stream's order.
-    for pid in [pids[0], pids[1], pids[2], pids[4], pids[5]] {
+    for pid in [pids[0], pids[1], pids[2], pids[4], pids[5], pids[7], pids[8]] {
         let signal_at =
             events.iter().position(|e| matches!(e, Event::Signal(s) if s.target_tgid == pid && s.result == 0));
         let exit_at = events.iter().position(|e| matches!(e, Event::Exit(x) if x.tgid == pid));
@@ -197,6 +211,10 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     assert_eq!((own[0].sig, own[0].sender_tgid, own[0].sender), (10, pids[2], SenderPlace::Tracked(cg_id)));
     assert!(to(pids[3]).is_empty(), "a handled signal from inside its cgroup is the tenant's own: {all}");
     assert!(to(waiter).is_empty(), "a signal waited for, from inside its cgroup, is the tenant's own: {all}");
+    let timer: Vec<(u32, SignalOrigin)> = to(timed).iter().map(|s| (s.sig, s.origin)).collect();
+    assert_eq!(timer, [(14, SignalOrigin::Kernel(-2))], "a timer's siginfo is the kernel's own: {all}");
+    let forged: Vec<(u32, SignalOrigin, u32)> = to(pids[8]).iter().map(|s| (s.sig, s.origin, s.sender_tgid)).collect();
+    assert_eq!(forged, [(14, SignalOrigin::Info(-2), me)], "a syscall's copy is its sender's: {all}");
     let faulted = to(pids[4]);
     assert_eq!(faulted.len(), 1, "{all}");
     assert!(

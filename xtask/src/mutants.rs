@@ -339,10 +339,17 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/senders.rs",
-        from: "        if by_kernel && !(forgeable && from_another_container) {",
-        to: "        if by_kernel {",
+        from: "            SignalOrigin::Info(code) => code > 0,",
+        to: "            SignalOrigin::Info(code) => code > 0 || code == -2,",
         test: "the_kernels_own_signals_name_no_process",
         bug: "a timer's code forged by another pod's task taken for the kernel's",
+    },
+    Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "            SignalOrigin::Priv | SignalOrigin::Kernel(_) => true,",
+        to: "            SignalOrigin::Priv => true,\n            SignalOrigin::Kernel(_) => false,",
+        test: "the_kernels_own_signals_name_no_process",
+        bug: "a timer fired while another pod's task ran names that pod",
     },
     Mutation {
         file: "agent/src/watchdog/senders.rs",

@@ -4,7 +4,9 @@
 //! exit, stops there), and only to tasks of tracked cgroups; of those,
 //! what will end the process (SIGKILL, or a signal the target leaves at
 //! its default action and does not block), or what someone outside the
-//! target's container sends it (a request to stop, handled or not).
+//! target's container sends it (a request to stop, handled or not). A
+//! notice the kernel made itself (a POSIX timer's siginfo) is the
+//! target's own doing, whichever task ran when it fired.
 //! Records go to a ring of their own (`SIGNALS`): an exit storm never
 //! costs the sender of a kill. The reader drains it before and after the
 //! exits' ring, so a signal is handed on before the exit it caused.
@@ -68,10 +70,35 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
     }
     let pid_tgid = bpf_get_current_pid_tgid();
     let sender = current_place(pid_tgid);
+    // SAFETY: helper without arguments; the task is only probe-read.
+    let current = unsafe { bpf_get_current_task() } as *const u8;
+    let info = ctx.arg::<u64>(1);
+    let (origin, code) = match info {
+        SEND_SIG_NOINFO => (signal_origin::NOINFO, 0),
+        SEND_SIG_PRIV => (signal_origin::PRIV, 0),
+        _ => {
+            let code = member::<i32>(info as *const u8, global_field!(SIGNAL_OFFSETS, siginfo_code))?;
+            // A negative code is user space's, or a notice the kernel made
+            // itself (a POSIX timer's); what user space sends, a syscall
+            // copied onto the sender's stack first.
+            if code < 0 && !on_stack_of(current, info) {
+                (signal_origin::KERNEL, code)
+            } else {
+                (signal_origin::INFO, code)
+            }
+        }
+    };
+    // The kernel's own notices are the target's own doing, whoever's task
+    // ran when they fired (a timer fires in an interrupt, often on an idle
+    // CPU, the host's): a POSIX timer's siginfo, and its private one for
+    // anything but a kill (`setitimer`'s SIGALRM, a CPU limit's SIGXCPU,
+    // a SIGIO). Its private SIGKILL is the OOM killer's.
+    let notice = origin == signal_origin::KERNEL || (origin == signal_origin::PRIV && sig != SIGKILL);
     // What will not end the process is a tenant's own business, unless
     // someone outside its container sent it.
     if sig != SIGKILL && !(delivered && ends_now(task, sig)) {
         let outside = match (sender, target) {
+            _ if notice => false,
             (Place::Tracked(from), Place::Tracked(to)) => from != to,
             (Place::Host(_) | Place::Untracked, _) => true,
             _ => false,
@@ -80,12 +107,6 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
             return Ok(());
         }
     }
-    let info = ctx.arg::<u64>(1);
-    let (origin, code) = match info {
-        SEND_SIG_NOINFO => (signal_origin::NOINFO, 0),
-        SEND_SIG_PRIV => (signal_origin::PRIV, 0),
-        _ => (signal_origin::INFO, member::<i32>(info as *const u8, global_field!(SIGNAL_OFFSETS, siginfo_code))?),
-    };
     let mut flags = 0;
     let target_cgroup_id = match target {
         Place::Tracked(id) => id,
@@ -117,13 +138,11 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
         let leader: *const u8 = member(t, global_field!(TASK_OFFSETS, group_leader)).unwrap_or(t);
         member(leader, global_field!(TASK_OFFSETS, start_boottime)).unwrap_or(0)
     };
-    // SAFETY: helper without arguments; the task is only probe-read.
-    let current = unsafe { bpf_get_current_task() } as *const u8;
     let kind = EventKind::Signal as u32;
     // Room in the ring: a pod's own signals to its own container cannot
     // take another's (`rooms::admit_signal`).
-    let inside = matches!((sender, target), (Place::Tracked(from), Place::Tracked(to)) if from == to);
-    let unowned = origin == signal_origin::PRIV || flags & FLAG_SENDER_HOST != 0;
+    let inside = notice || matches!((sender, target), (Place::Tracked(from), Place::Tracked(to)) if from == to);
+    let unowned = !notice && (origin == signal_origin::PRIV || flags & FLAG_SENDER_HOST != 0);
     let size = u64::from(global_field!(PROBE_CONFIG, signal_ring_bytes));
     if let Err(reason) = admit_signal(size, SIGNALS.query(BPF_RB_AVAIL_DATA), inside, unowned) {
         count_lost(kind, reason);
@@ -177,6 +196,16 @@ fn ends_now(task: *const u8, sig: u32) -> bool {
         .wrapping_add(global_field!(SIGNAL_OFFSETS, sa_handler));
     // SIG_DFL is 0; SIG_IGN 1, a handler anything else.
     matches!(member::<u64>(sighand, at), Ok(0))
+}
+
+/// Whether `addr` lies on `task`'s kernel stack (`task_struct.stack`,
+/// `thread_size` bytes): a syscall's copy of a siginfo does; one the
+/// kernel made for a timer lies in the timer's own memory.
+#[inline(always)]
+fn on_stack_of(task: *const u8, addr: u64) -> bool {
+    let base: u64 = member(task, global_field!(SIGNAL_OFFSETS, task_stack)).unwrap_or(0);
+    // Unread, it is on the stack: the sender is named, as user space's.
+    base == 0 || addr.wrapping_sub(base) < u64::from(global_field!(SIGNAL_OFFSETS, thread_size))
 }
 
 /// Signals wake the reader only when it sleeps or much is pending: the

@@ -287,6 +287,9 @@ pub enum SignalOrigin {
     NoInfo,
     /// The kernel on its own (`SEND_SIG_PRIV`).
     Priv,
+    /// A siginfo the kernel made itself, of this negative code (a POSIX
+    /// timer's `SI_TIMER`): no syscall copied it from a sender.
+    Kernel(i32),
 }
 
 /// Where a signal's sender was.
@@ -473,6 +476,7 @@ pub fn decode(bytes: &[u8], page_size: u64) -> Result<Event, DecodeError> {
                 signal_origin::INFO => SignalOrigin::Info(r.code),
                 signal_origin::NOINFO => SignalOrigin::NoInfo,
                 signal_origin::PRIV => SignalOrigin::Priv,
+                signal_origin::KERNEL => SignalOrigin::Kernel(r.code),
                 other => return Err(DecodeError::BadSignalOrigin(other)),
             };
             let flags = r.header.flags;
@@ -595,6 +599,7 @@ pub fn encode(event: &Event, page_size: u64) -> Vec<u8> {
                 SignalOrigin::Info(code) => (signal_origin::INFO, code),
                 SignalOrigin::NoInfo => (signal_origin::NOINFO, 0),
                 SignalOrigin::Priv => (signal_origin::PRIV, 0),
+                SignalOrigin::Kernel(code) => (signal_origin::KERNEL, code),
             };
             let (flags, sender_cgroup_id) = match s.sender {
                 SenderPlace::Tracked(id) => (0, id),
@@ -767,6 +772,7 @@ mod tests {
             signal(SenderPlace::Host(0), SignalOrigin::Info(-6)),
             signal(SenderPlace::Tracked(5645), SignalOrigin::NoInfo),
             signal(SenderPlace::Lost, SignalOrigin::Priv),
+            signal(SenderPlace::Tracked(77), SignalOrigin::Kernel(-2)),
             match signal(SenderPlace::Lost, SignalOrigin::Info(0x80)) {
                 Event::Signal(s) => Event::Signal(Signal { target_cgroup_id: None, result: 1, sig: 15, ..s }),
                 _ => unreachable!(),

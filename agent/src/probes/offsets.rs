@@ -129,8 +129,11 @@ pub(super) fn signal_offsets(btf: &Btf) -> Result<SignalOffsets, BtfError> {
         ("task_struct", "blocked"),
         ("task_struct", "real_blocked"),
         ("kernel_siginfo", "si_code"),
+        ("task_struct", "stack"),
     ])?;
     let size = btf.struct_size("k_sigaction").ok_or_else(|| BtfError::NoStruct("k_sigaction".into()))?;
+    // x86-64's IRQ stack is THREAD_SIZE bytes, KASAN's doubling included.
+    let thread_size = btf.struct_size("irq_stack").ok_or_else(|| BtfError::NoStruct("irq_stack".into()))?;
     Ok(SignalOffsets {
         task_sighand: o[0],
         sighand_action: o[1],
@@ -141,6 +144,8 @@ pub(super) fn signal_offsets(btf: &Btf) -> Result<SignalOffsets, BtfError> {
         task_blocked: o[4],
         task_real_blocked: o[5],
         siginfo_code: o[6],
+        task_stack: o[7],
+        thread_size,
         wakeup_bytes: 0,
     })
 }

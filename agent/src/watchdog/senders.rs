@@ -27,7 +27,8 @@ pub enum Sender {
     /// The OOM killer picked it.
     OomKiller,
     /// The kernel on its own: a fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE), a
-    /// CPU or file size limit, its PID namespace's init gone, a broken pipe.
+    /// CPU or file size limit, its PID namespace's init gone, a broken pipe,
+    /// a timer the process set (whichever task ran when it fired).
     Kernel,
     /// A process of the same container (the process itself included).
     SameContainer,
@@ -124,9 +125,6 @@ const MAX_HOST_CGROUPS: usize = 4096;
 pub const MAX_UNIT_LABELS: usize = 16;
 
 const SIGKILL: u32 = 9;
-const SI_USER: i32 = 0;
-const SI_QUEUE: i32 = -1;
-const SI_TKILL: i32 = -6;
 
 /// One signal as it came, classified.
 #[derive(Debug, Clone)]
@@ -414,22 +412,19 @@ impl Senders {
             unit: None,
         };
         // The kernel's own: a siginfo it made (positive codes, SI_KERNEL;
-        // user space may send those only to itself), its private one, a
-        // timer's or queue's notice; and a kernel path acting for the
-        // target itself (SIGPIPE, SIGXFSZ). Those never name their sender.
-        // A negative code other than the user's own (a timer's, a queue's)
-        // is one `rt_sigqueueinfo` lets anyone send to anyone: from a pod
-        // task outside the target's container it is that task's, named,
-        // never the kernel's (a real timer fired while another pod's task
-        // ran reads as that pod's: rare, and never a tenant's alibi).
-        let forgeable = matches!(s.origin, SignalOrigin::Info(code) if code < 0);
-        let from_another_container = matches!(s.sender, SenderPlace::Tracked(from) if s.target_cgroup_id != Some(from));
+        // user space may send those only to itself; a timer's notice, which
+        // the program tells from a syscall's copy), its private one; and a
+        // kernel path acting for the target itself (SIGPIPE, SIGXFSZ).
+        // Those never name their sender, whichever task ran them. A
+        // negative code in a siginfo a syscall copied (`rt_sigqueueinfo`
+        // lets anyone send a timer's or a queue's code to anyone) is its
+        // sender's, named, wherever it runs.
         let by_kernel = match s.origin {
-            SignalOrigin::Priv => true,
-            SignalOrigin::Info(code) => !matches!(code, SI_USER | SI_QUEUE | SI_TKILL),
+            SignalOrigin::Priv | SignalOrigin::Kernel(_) => true,
+            SignalOrigin::Info(code) => code > 0,
             SignalOrigin::NoInfo => s.sender_tgid == s.target_tgid,
         };
-        if by_kernel && !(forgeable && from_another_container) {
+        if by_kernel {
             sent.sender = Sender::Kernel;
             return sent;
         }

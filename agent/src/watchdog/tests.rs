@@ -1526,13 +1526,19 @@ fn the_kernels_own_signals_name_no_process() {
     assert_eq!((fault.sender, fault.pid), (Sender::Kernel, None));
     let limit = ended_by(vec![signal(24, 20, 102, 33, host, SignalOrigin::Priv, 0)], 24);
     assert_eq!(limit.sender, Sender::Kernel, "a random task ran the CPU limit's timer");
-    let timer = ended_by(vec![signal(14, 20, 102, 33, host, SignalOrigin::Info(-2), 0)], 14);
-    assert_eq!(timer.sender, Sender::Kernel, "SI_TIMER");
-    // A timer's code is one anyone may forge (rt_sigqueueinfo): from
-    // another pod's task it is that task's, named.
+    // A timer's own siginfo, fired while another pod's task ran: the
+    // kernel's, that pod is not named.
+    let timer = ended_by(vec![signal(14, 20, 102, 44, SenderPlace::Tracked(202), SignalOrigin::Kernel(-2), 0)], 14);
+    assert_eq!((timer.sender, timer.pid, timer.pod), (Sender::Kernel, None, None), "SI_TIMER");
+    // A timer's code is one anyone may forge (rt_sigqueueinfo, a siginfo
+    // the syscall copied): from another pod's task or the host's it is
+    // that task's, named.
     let forged = ended_by(vec![signal(9, 20, 102, 44, SenderPlace::Tracked(202), SignalOrigin::Info(-2), 0)], 9);
-    assert_ne!(forged.sender, Sender::Kernel, "a forged SI_TIMER from another pod");
-    assert_eq!(forged.pid, Some(44), "the forger is named");
+    assert_eq!((forged.sender, forged.pid), (Sender::OtherPod, Some(44)), "a forged SI_TIMER from another pod");
+    let forged = ended_by(vec![signal(14, 20, 102, 700, host, SignalOrigin::Info(-2), 0)], 14);
+    assert_eq!((forged.sender, forged.pid), (Sender::Host, Some(700)), "a forged SI_TIMER from the host");
+    let queued = ended_by(vec![signal(10, 20, 102, 20, SenderPlace::Tracked(102), SignalOrigin::Info(-1), 0)], 10);
+    assert_eq!(queued.sender, Sender::SameContainer, "sigqueue(3) from its own container");
     let pipe = ended_by(vec![signal(13, 20, 102, 20, SenderPlace::Tracked(102), SignalOrigin::NoInfo, 0)], 13);
     assert_eq!(pipe.sender, Sender::Kernel);
     // cgroup.kill and a parent's death signal: no siginfo, for the writer.

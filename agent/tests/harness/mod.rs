@@ -809,3 +809,57 @@ pub fn kernel_oom_report(pid: u32) -> Option<(String, String)> {
         get("constraint=").zip(get("oom_memcg=").or(Some(String::new())))
     })
 }
+
+/// Pins `pid` (0: the caller) to `cpu`.
+pub fn pin(pid: u32, cpu: usize) -> bool {
+    // SAFETY: the set is initialised before use; affinity of a process
+    // this test started (or of the caller).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(pid as i32, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// Forks a process into `procs`'s cgroup (on `cpu`, if given) that sets a POSIX
+/// timer (`CLOCK_MONOTONIC`, SIGALRM at its default action) to fire after
+/// `secs` and waits: the timer's signal ends it (exit 1 if it could not
+/// set it).
+pub fn timed_out(procs: &std::path::Path, cpu: Option<usize>, secs: i64) -> u32 {
+    use std::os::fd::AsRawFd as _;
+    let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
+    // SAFETY: after fork the child makes raw system calls only, on memory
+    // it owns, and ends with _exit.
+    match unsafe { libc::fork() } {
+        0 => unsafe {
+            let joined = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
+            let pinned = cpu.is_none_or(|c| pin(0, c));
+            let mut id: libc::c_int = 0;
+            // No sigevent: SIGEV_SIGNAL with SIGALRM, the kernel's default.
+            let created =
+                libc::syscall(libc::SYS_timer_create, libc::CLOCK_MONOTONIC, std::ptr::null::<u8>(), &mut id) == 0;
+            let when = libc::itimerspec {
+                it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+                it_value: libc::timespec { tv_sec: secs, tv_nsec: 0 },
+            };
+            let set = created
+                && libc::syscall(libc::SYS_timer_settime, id, 0, &when, std::ptr::null_mut::<libc::itimerspec>()) == 0;
+            if !(joined && pinned && set) {
+                libc::_exit(1);
+            }
+            loop {
+                libc::pause();
+            }
+        },
+        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+        pid => pid as u32,
+    }
+}
+
+/// waitpid(2) of a child this test forked: its wait status.
+pub fn reap(pid: u32) -> i32 {
+    let mut status = 0;
+    // SAFETY: waitpid(2) of this test's own child.
+    assert_eq!(unsafe { libc::waitpid(pid as i32, &mut status, 0) }, pid as i32);
+    status
+}
