@@ -110,7 +110,8 @@ async fn exits_carry_pid_comm_parent_cgroup_and_status() {
 /// siginfo); the OOM killer's SIGKILL (the kernel's private siginfo). And
 /// what ends nothing stays in the kernel: a SIGUSR1 the target handles,
 /// sent from inside its own cgroup; a SIGTERM its sibling sends it while
-/// it waits for one in `sigtimedwait(2)`; the SIGCHLD of every exit. A
+/// it waits for one in `sigtimedwait(2)`; the SIGCHLD of every exit. (A
+/// SIGTERM the leader blocks, to a process of two threads, does end it.) A
 /// POSIX timer's SIGALRM is the kernel's notice; the same code sent
 /// through `rt_sigqueueinfo(2)` by this (host) process is its own.
 #[tokio::test(flavor = "current_thread")]
@@ -152,6 +153,15 @@ async fn signals_that_end_pod_processes_name_their_sender() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let sibling = sh(&format!("echo $$ > {procs} && kill -TERM {waiter}"));
+    // Two threads, the leader blocking SIGTERM: its sibling's SIGTERM ends
+    // it through the other thread.
+    let threaded = leader_blocks_term(&cg.procs_file(&cg.path));
+    let start = std::time::Instant::now();
+    while !blocks_with_threads(threaded, libc::SIGTERM, 2) {
+        assert!(start.elapsed() < Duration::from_secs(10), "pid {threaded} never had two threads, SIGTERM blocked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ender = sh(&format!("echo $$ > {procs} && kill -TERM {threaded}"));
     // A real fault: the stack overflows.
     let faulted = sh(&format!("echo $$ > {procs} && ulimit -s 256 && f() {{ f; }} && f"));
     // Its own POSIX timer ends it; a timer's code, forged, ends another.
@@ -169,10 +179,24 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     // The OOM killer's kill, in a limited cgroup of its own.
     let hog = memory_hog(&oom_cg.procs_file(&oom_cg.path), 64);
 
-    let pids = [killed.id(), ignorer.id(), own.id(), handled.id(), faulted.id(), hog.id(), waiter, timed, forged.id()];
-    for mut c in [killed, ignorer, own, handled, faulted, hog, sibling, forged] {
+    let pids = [
+        killed.id(),
+        ignorer.id(),
+        own.id(),
+        handled.id(),
+        faulted.id(),
+        hog.id(),
+        waiter,
+        timed,
+        forged.id(),
+        threaded,
+    ];
+    let ender_pid = ender.id();
+    for mut c in [killed, ignorer, own, handled, faulted, hog, sibling, forged, ender] {
         c.wait().expect("wait child");
     }
+    let status = reap(threaded);
+    assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGTERM, "its other thread: {status:#x}");
     let status = reap(waiter);
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the wait took the SIGTERM: {status:#x}");
     let status = reap(timed);
@@ -191,7 +215,7 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     let all = format!("{signals:#?}");
 
     // Each signal before the exit it caused, in the stream's order.
-    for pid in [pids[0], pids[1], pids[2], pids[4], pids[5], pids[7], pids[8]] {
+    for pid in [pids[0], pids[1], pids[2], pids[4], pids[5], pids[7], pids[8], pids[9]] {
         let signal_at =
             events.iter().position(|e| matches!(e, Event::Signal(s) if s.target_tgid == pid && s.result == 0));
         let exit_at = events.iter().position(|e| matches!(e, Event::Exit(x) if x.tgid == pid));
@@ -215,6 +239,8 @@ async fn signals_that_end_pod_processes_name_their_sender() {
     assert_eq!(timer, [(14, SignalOrigin::Kernel(-2))], "a timer's siginfo is the kernel's own: {all}");
     let forged: Vec<(u32, SignalOrigin, u32)> = to(pids[8]).iter().map(|s| (s.sig, s.origin, s.sender_tgid)).collect();
     assert_eq!(forged, [(14, SignalOrigin::Info(-2), me)], "a syscall's copy is its sender's: {all}");
+    let threaded: Vec<(u32, u32, SenderPlace)> = to(pids[9]).iter().map(|s| (s.sig, s.sender_tgid, s.sender)).collect();
+    assert_eq!(threaded, [(15, ender_pid, SenderPlace::Tracked(cg_id))], "its leader blocked it, it ended: {all}");
     let faulted = to(pids[4]);
     assert_eq!(faulted.len(), 1, "{all}");
     assert!(
@@ -257,6 +283,55 @@ fn sigtimedwait_term(procs: &std::path::Path) -> u32 {
             pid => pid as u32,
         }
     }
+}
+
+extern "C" fn pause_forever(_: *mut libc::c_void) -> *mut libc::c_void {
+    loop {
+        // SAFETY: pause(2) has no arguments.
+        unsafe { libc::pause() };
+    }
+}
+
+/// A process forked into `procs`'s cgroup with two threads, SIGTERM at its
+/// default action, blocked by its leader only: a SIGTERM to the process
+/// goes to the other thread and ends it.
+fn leader_blocks_term(procs: &std::path::Path) -> u32 {
+    use std::os::fd::AsRawFd as _;
+    let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
+    // SAFETY: the set is initialised by sigemptyset; after fork the child
+    // starts one thread that only pauses, then blocks SIGTERM in its own
+    // and pauses; it never returns.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        match libc::fork() {
+            0 => {
+                let joined = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
+                let mut thread: libc::pthread_t = std::mem::zeroed();
+                let started =
+                    libc::pthread_create(&mut thread, std::ptr::null(), pause_forever, std::ptr::null_mut()) == 0;
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                if !(joined && started) {
+                    libc::_exit(1);
+                }
+                loop {
+                    libc::pause();
+                }
+            }
+            -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+            pid => pid as u32,
+        }
+    }
+}
+
+/// Whether `pid` has `threads` threads and its leader blocks `sig`
+/// (`/proc/PID/status`).
+fn blocks_with_threads(pid: u32, sig: i32, threads: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+    let blocked = field("SigBlk:").and_then(|m| u64::from_str_radix(m, 16).ok()).unwrap_or(0);
+    field("Threads:") == Some(threads.to_string().as_str()) && (blocked >> (sig - 1)) & 1 == 1
 }
 
 /// Whether `pid` is blocked in system call `nr` (`/proc/PID/syscall`).

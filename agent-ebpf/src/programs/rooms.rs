@@ -187,8 +187,8 @@ pub(crate) fn admit_cgroup(size: u64, pending: u64, attach: bool) -> Result<(), 
 /// to the last eighth, which is kept for the senders no pod controls
 /// (`unowned`: the host's processes, a runtime's, the kubelet's, and the
 /// kernel's kills, the OOM killer's). The kernel's notices a process asked
-/// for (its timers, its CPU limit) are its own container's (`inside`),
-/// whichever task ran when they fired.
+/// for (its timers, its CPU limit), streamed only as they end it, go up
+/// to the last eighth whichever task ran when they fired.
 #[inline(always)]
 pub(crate) fn admit_signal(size: u64, pending: u64, inside: bool, unowned: bool) -> Result<(), u32> {
     if size == 0 || pending < size / rooms::CROWDED_DIVISOR {

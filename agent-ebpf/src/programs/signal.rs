@@ -3,7 +3,8 @@
 //! a process by default go past the first test (SIGCHLD, sent at every
 //! exit, stops there), and only to tasks of tracked cgroups; of those,
 //! what will end the process (SIGKILL, or a signal the target leaves at
-//! its default action and does not block), or what someone outside the
+//! its default action and does not block, or another of its threads may
+//! take), or what someone outside the
 //! target's container sends it (a request to stop, handled or not). A
 //! notice the kernel made itself (a POSIX timer's siginfo) is the
 //! target's own doing, whichever task ran when it fired.
@@ -96,7 +97,8 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
     let notice = origin == signal_origin::KERNEL || (origin == signal_origin::PRIV && sig != SIGKILL);
     // What will not end the process is a tenant's own business, unless
     // someone outside its container sent it.
-    if sig != SIGKILL && !(delivered && ends_now(task, sig)) {
+    let group = ctx.arg::<u64>(3) != 0;
+    if sig != SIGKILL && !(delivered && ends_now(task, sig, group)) {
         let outside = match (sender, target) {
             _ if notice => false,
             (Place::Tracked(from), Place::Tracked(to)) => from != to,
@@ -141,7 +143,10 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
     let kind = EventKind::Signal as u32;
     // Room in the ring: a pod's own signals to its own container cannot
     // take another's (`rooms::admit_signal`).
-    let inside = notice || matches!((sender, target), (Place::Tracked(from), Place::Tracked(to)) if from == to);
+    // A notice streams only as it ends a process (one per death): it may
+    // go up to the reserve, as another container's signal, wherever it
+    // fired; a tenant's own floods stop at half the ring before it.
+    let inside = !notice && matches!((sender, target), (Place::Tracked(from), Place::Tracked(to)) if from == to);
     let unowned = !notice && (origin == signal_origin::PRIV || flags & FLAG_SENDER_HOST != 0);
     let size = u64::from(global_field!(PROBE_CONFIG, signal_ring_bytes));
     if let Err(reason) = admit_signal(size, SIGNALS.query(BPF_RB_AVAIL_DATA), inside, unowned) {
@@ -177,25 +182,32 @@ pub(crate) fn try_signal(ctx: &RawTracePointContext) -> ProbeResult {
 /// it: delivered, it ends the process. A task in `sigtimedwait(2)` has
 /// what it waits for unblocked in `blocked` and still blocked in
 /// `real_blocked`: the wait takes it, and the kernel ends nothing (its
-/// `complete_signal` reads `real_blocked` too).
+/// `complete_signal` reads `real_blocked` too). A signal to the whole
+/// process (`group`) that `task` (its leader, for `kill(2)`) blocks goes
+/// to another thread that does not: with more than one thread it may end
+/// the process, and counts as if it does.
 #[inline(always)]
-fn ends_now(task: *const u8, sig: u32) -> bool {
+fn ends_now(task: *const u8, sig: u32, group: bool) -> bool {
     let action = global_field!(SIGNAL_OFFSETS, sighand_action);
     if action == ABSENT {
         return false;
     }
     let bit = sig.wrapping_sub(1) & 63;
-    let blocked: u64 = member(task, global_field!(SIGNAL_OFFSETS, task_blocked)).unwrap_or(u64::MAX);
-    let waited: u64 = member(task, global_field!(SIGNAL_OFFSETS, task_real_blocked)).unwrap_or(u64::MAX);
-    if ((blocked | waited) >> bit) & 1 != 0 {
-        return false;
-    }
     let sighand: *const u8 = member(task, global_field!(SIGNAL_OFFSETS, task_sighand)).unwrap_or(core::ptr::null());
     let at = action
         .wrapping_add(bit.wrapping_mul(global_field!(SIGNAL_OFFSETS, k_sigaction_size)))
         .wrapping_add(global_field!(SIGNAL_OFFSETS, sa_handler));
     // SIG_DFL is 0; SIG_IGN 1, a handler anything else.
-    matches!(member::<u64>(sighand, at), Ok(0))
+    if !matches!(member::<u64>(sighand, at), Ok(0)) {
+        return false;
+    }
+    let blocked: u64 = member(task, global_field!(SIGNAL_OFFSETS, task_blocked)).unwrap_or(u64::MAX);
+    let waited: u64 = member(task, global_field!(SIGNAL_OFFSETS, task_real_blocked)).unwrap_or(u64::MAX);
+    if ((blocked | waited) >> bit) & 1 == 0 {
+        return true;
+    }
+    let signal: *const u8 = member(task, global_field!(TASK_OFFSETS, signal)).unwrap_or(core::ptr::null());
+    group && member::<i32>(signal, global_field!(TASK_OFFSETS, signal_nr_threads)).is_ok_and(|n| n > 1)
 }
 
 /// Whether `addr` lies on `task`'s kernel stack (`task_struct.stack`,
