@@ -881,6 +881,8 @@ fn a_thousand_containers_near_their_limits_leave_another_namespaces_grower_warne
         series(t, "sandwatch_memory_pressure_watched") >= containers as f64
     });
     std::thread::sleep(Duration::from_secs(25));
+    // The rate is taken between the two reads of the counter.
+    let read_before = Instant::now();
     let before = agent.metrics();
     let mut grower = KubePod::build("grower", UID_GROWER, false, 2);
     grower.cg.set_memory_limit(&grower.paths[1], 64 << 20);
@@ -903,8 +905,9 @@ fn a_thousand_containers_near_their_limits_leave_another_namespaces_grower_warne
         std::thread::sleep(Duration::from_millis(200));
     };
     let after = agent.metrics();
+    let between = read_before.elapsed();
     let reads = |t: &str| series(t, "sandwatch_memory_pressure_reads_total{kind=\"detail\"}");
-    let per_second = (reads(&after) - reads(&before)) / killed_after.as_secs_f64();
+    let per_second = (reads(&after) - reads(&before)) / between.as_secs_f64();
     let warned_ms = kill.json.get("warned_ms").and_then(|v| v.as_u64());
     let reasons = kill.json.get("warned_reasons").cloned().unwrap_or_default();
     eprintln!(
