@@ -10,7 +10,7 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::{metric, pin, reap, require_root, timed_out, AgentProcess, KubePod};
+use harness::{fork_into, metric, pause_forever, pin, reap, require_root, timed_out, AgentProcess, KubePod};
 
 /// Without a runtime: pods are named by UID and container id.
 const NO_RUNTIME: [&str; 4] = ["--containerd-socket", "", "--cri-socket", ""];
@@ -1042,22 +1042,20 @@ fn first_cpu() -> usize {
 /// POSIX timer's code (`SI_TIMER`) through `rt_sigqueueinfo(2)`, as any
 /// process may, and exits 0 once sent.
 fn forge_timer(procs: &std::path::Path, pid: u32) -> u32 {
-    use std::os::fd::AsRawFd as _;
-    let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
-    // SAFETY: the siginfo is zeroed then filled; after fork the child makes
-    // raw system calls only and ends with _exit.
-    match unsafe { libc::fork() } {
-        0 => unsafe {
-            let joined = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
+    fork_into(procs, |joined| {
+        // SAFETY: the siginfo is zeroed then filled; a raw system call.
+        let sent = unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             info.si_signo = libc::SIGALRM;
             info.si_code = -2; // SI_TIMER
-            let sent = libc::syscall(libc::SYS_rt_sigqueueinfo, pid as libc::pid_t, libc::SIGALRM, &info) == 0;
-            libc::_exit(if joined && sent { 0 } else { 1 })
-        },
-        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
-        pid => pid as u32,
-    }
+            libc::syscall(libc::SYS_rt_sigqueueinfo, pid as libc::pid_t, libc::SIGALRM, &info) == 0
+        };
+        if joined && sent {
+            0
+        } else {
+            1
+        }
+    })
 }
 
 /// A POSIX timer fires in an interrupt, on the CPU that set it, in the
@@ -1127,29 +1125,22 @@ extern "C" fn ignore_signal(_: libc::c_int) {}
 /// `setitimer(2)` send it one every millisecond, and waits for them until
 /// it is killed (exit 1 if it could not set the timer).
 fn ticker(procs: &std::path::Path) -> u32 {
-    use std::os::fd::AsRawFd as _;
-    let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
-    // SAFETY: the sigaction is zeroed then filled; after fork the child
-    // makes system calls only, on memory it owns, and never returns.
-    match unsafe { libc::fork() } {
-        0 => unsafe {
-            let joined = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
+    fork_into(procs, |joined| {
+        let ms = libc::timeval { tv_sec: 0, tv_usec: 1000 };
+        let every = libc::itimerval { it_interval: ms, it_value: ms };
+        // SAFETY: the sigaction is zeroed then filled; system calls on
+        // memory this child owns.
+        let set = unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as usize;
-            let handled = libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut()) == 0;
-            let ms = libc::timeval { tv_sec: 0, tv_usec: 1000 };
-            let every = libc::itimerval { it_interval: ms, it_value: ms };
-            let set = libc::setitimer(libc::ITIMER_REAL, &every, std::ptr::null_mut()) == 0;
-            if !(joined && handled && set) {
-                libc::_exit(1);
-            }
-            loop {
-                libc::pause();
-            }
-        },
-        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
-        pid => pid as u32,
-    }
+            libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut()) == 0
+                && libc::setitimer(libc::ITIMER_REAL, &every, std::ptr::null_mut()) == 0
+        };
+        if !(joined && set) {
+            return 1;
+        }
+        pause_forever()
+    })
 }
 
 /// A pod's process has `setitimer` send it a SIGALRM every millisecond,

@@ -19,7 +19,7 @@ use sandwatch::{
 };
 use tokio_util::sync::CancellationToken;
 
-use harness::{collect, memory_hog, reap, require_root, sh, timed_out, TestCgroup};
+use harness::{collect, fork_into, memory_hog, pause_forever, reap, require_root, sh, timed_out, TestCgroup};
 
 fn start(opts: ProbeOptions) -> Pipeline {
     require_root();
@@ -261,68 +261,50 @@ async fn signals_that_end_pod_processes_name_their_sender() {
 /// for it in `sigtimedwait(2)` (up to 30 s): it exits 0 when the wait
 /// takes one, 1 otherwise.
 fn sigtimedwait_term(procs: &std::path::Path) -> u32 {
-    use std::os::fd::AsRawFd as _;
-    let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
-    // SAFETY: the set is initialised by sigemptyset before use; after fork
-    // the child makes async-signal-safe calls only, on memory it owns, and
-    // ends with _exit.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        match libc::fork() {
-            0 => {
-                // "0" moves the writer itself.
-                let moved = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
-                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-                let wait = libc::timespec { tv_sec: 30, tv_nsec: 0 };
-                let got = libc::sigtimedwait(&set, std::ptr::null_mut(), &wait);
-                libc::_exit(if moved && got == libc::SIGTERM { 0 } else { 1 })
-            }
-            -1 => panic!("fork: {}", std::io::Error::last_os_error()),
-            pid => pid as u32,
+    fork_into(procs, |joined| {
+        // SAFETY: the set is initialised by sigemptyset before use; system
+        // calls on memory this child owns.
+        let got = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            let wait = libc::timespec { tv_sec: 30, tv_nsec: 0 };
+            libc::sigtimedwait(&set, std::ptr::null_mut(), &wait)
+        };
+        if joined && got == libc::SIGTERM {
+            0
+        } else {
+            1
         }
-    }
+    })
 }
 
-extern "C" fn pause_forever(_: *mut libc::c_void) -> *mut libc::c_void {
-    loop {
-        // SAFETY: pause(2) has no arguments.
-        unsafe { libc::pause() };
-    }
+extern "C" fn pause_thread(_: *mut libc::c_void) -> *mut libc::c_void {
+    pause_forever()
 }
 
 /// A process forked into `procs`'s cgroup with two threads, SIGTERM at its
 /// default action, blocked by its leader only: a SIGTERM to the process
 /// goes to the other thread and ends it.
 fn leader_blocks_term(procs: &std::path::Path) -> u32 {
-    use std::os::fd::AsRawFd as _;
-    let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
-    // SAFETY: the set is initialised by sigemptyset; after fork the child
-    // starts one thread that only pauses, then blocks SIGTERM in its own
-    // and pauses; it never returns.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        match libc::fork() {
-            0 => {
-                let joined = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
-                let mut thread: libc::pthread_t = std::mem::zeroed();
-                let started =
-                    libc::pthread_create(&mut thread, std::ptr::null(), pause_forever, std::ptr::null_mut()) == 0;
-                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-                if !(joined && started) {
-                    libc::_exit(1);
-                }
-                loop {
-                    libc::pause();
-                }
-            }
-            -1 => panic!("fork: {}", std::io::Error::last_os_error()),
-            pid => pid as u32,
+    fork_into(procs, |joined| {
+        // SAFETY: the set is initialised by sigemptyset before use; the
+        // thread only pauses.
+        let started = unsafe {
+            let mut thread: libc::pthread_t = std::mem::zeroed();
+            let started = libc::pthread_create(&mut thread, std::ptr::null(), pause_thread, std::ptr::null_mut()) == 0;
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            started
+        };
+        if !(joined && started) {
+            return 1;
         }
-    }
+        pause_forever()
+    })
 }
 
 /// Whether `pid` has `threads` threads and its leader blocks `sig`

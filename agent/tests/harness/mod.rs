@@ -821,38 +821,55 @@ pub fn pin(pid: u32, cpu: usize) -> bool {
     }
 }
 
-/// Forks a process into `procs`'s cgroup (on `cpu`, if given) that sets a POSIX
-/// timer (`CLOCK_MONOTONIC`, SIGALRM at its default action) to fire after
-/// `secs` and waits: the timer's signal ends it (exit 1 if it could not
-/// set it).
-pub fn timed_out(procs: &std::path::Path, cpu: Option<usize>, secs: i64) -> u32 {
+/// Forks a child that joins `procs`'s cgroup (writing "0" to it moves
+/// the writer) and runs `child`, told whether it joined; it ends with
+/// `_exit` of what `child` returns. `child` runs after fork in a copy of
+/// this multi-threaded process: system calls only, on memory it owns.
+pub fn fork_into(procs: &std::path::Path, child: impl FnOnce(bool) -> i32) -> u32 {
     use std::os::fd::AsRawFd as _;
     let file = std::fs::OpenOptions::new().write(true).open(procs).expect("cgroup.procs");
-    // SAFETY: after fork the child makes raw system calls only, on memory
-    // it owns, and ends with _exit.
+    // SAFETY: the child writes to a file opened before the fork, runs
+    // `child` (system calls only) and ends with _exit.
     match unsafe { libc::fork() } {
         0 => unsafe {
             let joined = libc::write(file.as_raw_fd(), b"0\n".as_ptr().cast(), 2) == 2;
-            let pinned = cpu.is_none_or(|c| pin(0, c));
-            let mut id: libc::c_int = 0;
-            // No sigevent: SIGEV_SIGNAL with SIGALRM, the kernel's default.
-            let created =
-                libc::syscall(libc::SYS_timer_create, libc::CLOCK_MONOTONIC, std::ptr::null::<u8>(), &mut id) == 0;
-            let when = libc::itimerspec {
-                it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-                it_value: libc::timespec { tv_sec: secs, tv_nsec: 0 },
-            };
-            let set = created
-                && libc::syscall(libc::SYS_timer_settime, id, 0, &when, std::ptr::null_mut::<libc::itimerspec>()) == 0;
-            if !(joined && pinned && set) {
-                libc::_exit(1);
-            }
-            loop {
-                libc::pause();
-            }
+            libc::_exit(child(joined))
         },
         -1 => panic!("fork: {}", std::io::Error::last_os_error()),
         pid => pid as u32,
+    }
+}
+
+/// Forks a process into `procs`'s cgroup (on `cpu`, if given) that sets a
+/// POSIX timer (`CLOCK_MONOTONIC`, SIGALRM at its default action) to fire
+/// after `secs` and waits: the timer's signal ends it (exit 1 if it could
+/// not set it).
+pub fn timed_out(procs: &std::path::Path, cpu: Option<usize>, secs: i64) -> u32 {
+    fork_into(procs, |joined| {
+        let pinned = cpu.is_none_or(|c| pin(0, c));
+        let mut id: libc::c_int = 0;
+        let when = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: secs, tv_nsec: 0 },
+        };
+        // SAFETY: raw system calls on memory this child owns. No sigevent:
+        // SIGEV_SIGNAL with SIGALRM, the kernel's default.
+        let set = unsafe {
+            libc::syscall(libc::SYS_timer_create, libc::CLOCK_MONOTONIC, std::ptr::null::<u8>(), &mut id) == 0
+                && libc::syscall(libc::SYS_timer_settime, id, 0, &when, std::ptr::null_mut::<libc::itimerspec>()) == 0
+        };
+        if !(joined && pinned && set) {
+            return 1;
+        }
+        pause_forever()
+    })
+}
+
+/// pause(2), again and again: until a signal ends the process.
+pub fn pause_forever() -> ! {
+    loop {
+        // SAFETY: pause(2) has no arguments.
+        unsafe { libc::pause() };
     }
 }
 
