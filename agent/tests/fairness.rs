@@ -155,7 +155,7 @@ fn one_containers_oom_flood_leaves_another_pods_kill_room() {
     quiet.start_init(0, "exec sleep 1000");
     quiet.start_init(1, "exec dd if=/dev/zero of=/dev/null bs=256M count=1");
     let before = agent.metrics();
-    agent.signal(libc::SIGSTOP);
+    agent.suspend();
     flood.trigger(1);
     // More kills than the OOM ring holds (128 KiB: ~320 records).
     const FLOOD: u64 = 600;
@@ -219,7 +219,7 @@ fn one_containers_exit_flood_leaves_another_pods_init_exit_room() {
     other.start_init(0, "exec sleep 1000");
     other.start_init(1, "exit 3");
     let before = agent.metrics();
-    agent.signal(libc::SIGSTOP);
+    agent.suspend();
     flood.trigger(1);
     let start = Instant::now();
     while !std::fs::read_to_string(format!("/proc/{}/comm", flood.init_pid(1))).is_ok_and(|c| c.trim() == "sleep") {
@@ -302,7 +302,7 @@ fn one_pods_signal_flood_leaves_a_host_kill_its_sender() {
     // Known to the agent before it stops: the victim's container is tracked.
     std::thread::sleep(Duration::from_secs(2));
     let before = agent.metrics();
-    agent.signal(libc::SIGSTOP);
+    agent.suspend();
     flood.trigger(2);
     let start = Instant::now();
     while !asleep(flood.init_pid(2)) {
@@ -1167,7 +1167,7 @@ fn a_pods_own_timers_on_idle_cpus_leave_a_host_kill_its_sender() {
     wait_asleep(victim, Duration::from_secs(20), "the victim never slept");
     std::thread::sleep(Duration::from_secs(2));
     let before = agent.metrics();
-    agent.signal(libc::SIGSTOP);
+    agent.suspend();
     let tick = ticker(&ticking.cg.procs_file(&ticking.paths[1]));
     std::thread::sleep(Duration::from_secs(3));
     // SAFETY: kill(2) of processes this test started.

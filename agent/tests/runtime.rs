@@ -290,7 +290,7 @@ fn runtime_exit_after_teardown_is_late(rt: &Runtime) {
 
     // containerd is suspended while the workload exits and the kernel
     // shows its cgroup removed; its TaskExit can only come after.
-    ctrd.signal(libc::SIGSTOP);
+    ctrd.suspend();
     // SAFETY: kill(2) of the container init this test started, by pid.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let gone = Instant::now();

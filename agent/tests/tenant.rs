@@ -176,7 +176,7 @@ fn an_exit_flood_loses_exits_counted_but_no_oom_kill() {
     );
     let before = agent.metrics();
     let series = |text: &str, s: &str| metric(text, s).unwrap_or(0.0);
-    agent.signal(libc::SIGSTOP);
+    agent.suspend();
     pod.trigger(1);
     // By then the flood has filled the exits' ring (64 KiB: ~800 exits).
     std::thread::sleep(Duration::from_millis(1500));

@@ -275,6 +275,11 @@ esac
         unsafe { libc::kill(self.pid() as i32, signal) };
     }
 
+    /// Stops containerd, every thread of it (`harness::suspend`).
+    pub fn suspend(&self) {
+        super::suspend(self.pid());
+    }
+
     /// Waits for containerd to end (after a fatal signal).
     pub fn wait_exit(&mut self) -> std::process::ExitStatus {
         self.child.take().expect("containerd running").wait().expect("wait containerd")

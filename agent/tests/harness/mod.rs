@@ -364,6 +364,11 @@ impl AgentProcess {
         self.agent.signal(signal);
     }
 
+    /// Stops the agent, every thread of it (`suspend`); SIGCONT resumes it.
+    pub fn suspend(&self) {
+        suspend(self.pid());
+    }
+
     pub fn metrics(&self) -> String {
         self.agent.metrics().unwrap_or_else(|e| panic!("{e:#}"))
     }
@@ -808,6 +813,27 @@ pub fn kernel_oom_report(pid: u32) -> Option<(String, String)> {
         }
         get("constraint=").zip(get("oom_memcg=").or(Some(String::new())))
     })
+}
+
+/// SIGSTOP to `pid` (a process this test started), returning once every
+/// thread of it is stopped. kill(2) only wakes one thread to begin the
+/// group stop; on a loaded machine the others run on for a while, long
+/// enough to do what the test means to hold back.
+pub fn suspend(pid: u32) {
+    // SAFETY: kill(2) of a process this test started, by pid.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0, "SIGSTOP {pid}");
+    let start = Instant::now();
+    while !all_threads_stopped(pid) {
+        assert!(start.elapsed() < Duration::from_secs(10), "pid {pid} still running 10 s after SIGSTOP");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    // The state follows the last ')' of stat (a comm can hold one).
+    let stopped = |stat: String| stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T'));
+    tasks.flatten().all(|t| std::fs::read_to_string(t.path().join("stat")).is_ok_and(stopped))
 }
 
 /// Pins `pid` (0: the caller) to `cpu`.
