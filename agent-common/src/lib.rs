@@ -370,7 +370,15 @@ pub struct MemcgLevel {
     /// Memory + swap (cgroup v1 only; 0 and 0 elsewhere).
     pub memsw_usage: u64,
     pub memsw_max: u64,
+    /// How many times the OOM killer ran for this cgroup's own limit, the
+    /// kernel's count (`memory_events_local[MEMCG_OOM]`: v2's
+    /// `memory.events.local` `oom`, kept on v1 too, where no file shows
+    /// it); `OOMS_UNREAD` where it could not be read.
+    pub ooms: u64,
 }
+
+/// `MemcgLevel::ooms` not read (this kernel's BTF lacks it, or the read failed).
+pub const OOMS_UNREAD: u64 = u64::MAX;
 
 /// Offsets to the page counters of a task's memory cgroup, from the
 /// kernel's BTF: `css_set.subsys[memory_cgrp_id]` (its memory css, the
@@ -388,7 +396,10 @@ pub struct MemcgOffsets {
     pub counter_usage: u32,
     pub counter_max: u32,
     pub counter_parent: u32,
-    pub _pad: u32,
+    /// `mem_cgroup.memory_events_local[MEMCG_OOM]`, from the memory
+    /// cgroup: `ABSENT` where this kernel's BTF lacks it (the counts are
+    /// then not read; the page counters still are).
+    pub oom_events: u32,
 }
 
 impl MemcgOffsets {
@@ -400,7 +411,7 @@ impl MemcgOffsets {
         counter_usage: ABSENT,
         counter_max: ABSENT,
         counter_parent: ABSENT,
-        _pad: 0,
+        oom_events: ABSENT,
     };
 }
 
@@ -810,7 +821,7 @@ pub mod names {
 // Layouts are part of the kernel/user contract: any change must be deliberate.
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 16);
 const _: () = assert!(core::mem::size_of::<ExitEvent>() == 72);
-const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136 + 40 * MEMCG_LEVELS + 8 + 16);
+const _: () = assert!(core::mem::size_of::<OomKillEvent>() == 136 + 48 * MEMCG_LEVELS + 8 + 16);
 const _: () = assert!(core::mem::size_of::<OomControlOffsets>() == 24);
 const _: () = assert!(core::mem::size_of::<MemcgOffsets>() == 32);
 const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 64 + CGROUP_PATH_LEN);

@@ -41,6 +41,7 @@ const UID_LATE: &str = "5d2a7c1e-0005-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_LIMIT: &str = "5d2a7c1e-0006-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_LIMIT_POD: &str = "5d2a7c1e-0007-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_LIMIT_SWAP: &str = "5d2a7c1e-0008-4a6d-8e9f-0a1b2c3d4e5f";
+const UID_LIMIT_BESIDE: &str = "5d2a7c1e-0010-4a6d-8e9f-0a1b2c3d4e5f";
 
 const UID: &str = "5d2a7c1e-3b4f-4a6d-8e9f-0a1b2c3d4e5f";
 
@@ -703,6 +704,72 @@ async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
     drop(own);
     drop(held);
     drop(swap);
+}
+
+/// Which limit fired is the kernel's word where no program sees the OOM
+/// killer's control (the host): its count of the OOMs each memory cgroup
+/// ran for its own limit. A pod held to 40 MiB; its container A holds
+/// some 26 MiB under a limit lowered to just above that, within the page
+/// counters' margin, and does nothing more; container B grows until the
+/// pod's limit fires. The killer picks A's holder (the pod's largest): by
+/// page counters that read `container` (A sat at its limit), by the
+/// kernel's count and by its own report, `pod`. B then grows to its own
+/// 32 MiB: `container`. Where the control is seen (the VMs), its word.
+#[tokio::test(flavor = "current_thread")]
+async fn a_pods_limit_firing_beside_a_container_at_its_own_reads_pod() {
+    use sandwatch::watchdog::explain::DecidedBy;
+    let mut watch = Watch::start();
+    let mut pod = KubePod::build("limit-beside", UID_LIMIT_BESIDE, false, 3);
+    pod.cg.set_memory_limit(&pod.pod_path, 40 << 20);
+    let usage = |pod: &KubePod| -> u64 {
+        let dir = pod.cg.layout.dir(&pod.paths[A]);
+        ["memory.current", "memory.usage_in_bytes"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok())
+            .expect("A's usage")
+    };
+    pod.start_init(A, &holder(24));
+    pod.trigger(A);
+    let start = std::time::Instant::now();
+    let mut last = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = usage(&pod);
+        if now >= 24 << 20 && now == last {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "A's holder never settled: {now}");
+        last = now;
+    }
+    if !pod.cg.layout.is_unified() {
+        // v1 refuses a limit below the usage, and first hands back the
+        // charges the CPUs cache for A (they count as its usage until
+        // then): what is left is what A holds.
+        let file = pod.cg.layout.dir(&pod.paths[A]).join("memory.limit_in_bytes");
+        assert!(std::fs::write(file, (1u64 << 20).to_string()).is_err(), "v1 refuses a limit below the usage");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let held = usage(&pod);
+    pod.cg.set_memory_limit(&pod.paths[A], held + (16 << 10));
+    pod.start_init(B, "exec dd if=/dev/zero of=/dev/null bs=256M count=1");
+    pod.trigger(B);
+    let (holder_pid, grower_pid) = (pod.init_pid(A), pod.init_pid(B));
+    let reports = watch
+        .until(Duration::from_secs(30), |rs| oom_of(rs, holder_pid).is_some() && oom_of(rs, grower_pid).is_some())
+        .await;
+    for (pid, cgroup, limit) in
+        [(holder_pid, &pod.pod_path, OomLimit::Pod), (grower_pid, &pod.paths[B], OomLimit::Container)]
+    {
+        let oom = oom_of(&reports, pid).unwrap_or_else(|| panic!("no OOM kill of {pid}: {reports:?}"));
+        let (constraint, memcg) = kernel_oom_report(pid).expect("the kernel's report of the kill");
+        assert_eq!((constraint.as_str(), &memcg), ("CONSTRAINT_MEMCG", cgroup), "the kernel's own word");
+        let fired = watch.fired.iter().find(|(p, _)| *p == pid).map(|(_, f)| (f.limit, f.constraint));
+        assert_eq!(fired, Some((limit, OomConstraint::Memcg)), "{oom:?}");
+        let explained = watch.explained.iter().find(|(p, _)| *p == pid).map(|(_, e)| e.clone());
+        let decided_by = explained.map(|e| e.decided_by);
+        assert!(matches!(decided_by, Some(DecidedBy::OomControl | DecidedBy::OomCount)), "{decided_by:?}");
+    }
+    drop(pod);
 }
 
 const UID_ELSEWHERE: &str = "5d2a7c1e-000e-4a6d-8e9f-0a1b2c3d4e5f";

@@ -49,10 +49,31 @@ struct Mutation {
 const MUTATIONS: &[Mutation] = &[
     Mutation {
         file: "agent/src/watchdog/oom_limit.rs",
-        from: "Some(decision) => decided(levels, cut, decision, placed),",
-        to: "Some(_) => from_counters(levels, cut, placed, margin),",
+        from: "Some(decision) => decided(read.levels, read.cut, decision, placed),",
+        to: "Some(_) => from_counters(read, placed, margin),",
         test: "the_kernels_own_decision_names_the_cgroup_whatever_task_ran_the_kill",
         bug: "which limit fired read off the task that ran the OOM killer: a resize reads as a node OOM",
+    },
+    Mutation {
+        file: "agent/src/watchdog/oom_limit.rs",
+        from: "let fired = |(i, l): (usize, &MemcgUse)| word(i).unwrap_or_else(|| at_limit(l, margin));",
+        to: "let fired = |(_, l): (usize, &MemcgUse)| at_limit(l, margin);",
+        test: "the_level_the_kernel_ran_the_oom_killer_for_fired",
+        bug: "the kernel's count of OOMs unheard: a pod's limit firing beside a container at its own reads container",
+    },
+    Mutation {
+        file: "agent/src/watchdog/oom_counts.rs",
+        from: "self.last.entry(cgroup_id).or_insert(0);",
+        to: "self.last.insert(cgroup_id, 0);",
+        test: "a_count_that_rose_since_it_was_seen_is_the_kernels_word",
+        bug: "a mkdir read after its cgroup's kill resets the count: the next kill blames it",
+    },
+    Mutation {
+        file: "agent/src/watchdog/oom_counts.rs",
+        from: "                        let rose = now > *last;\n                        *last = now;",
+        to: "                        let rose = now > *last;",
+        test: "a_count_that_rose_since_it_was_seen_is_the_kernels_word",
+        bug: "a count not kept after a kill: every later kill blames the cgroup that ran the first",
     },
     Mutation {
         file: "agent/src/watchdog/pressure/verdict.rs",
@@ -234,8 +255,8 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/oom_limit.rs",
-        from: "levels.iter().position(|l| at_limit(l, margin))",
-        to: "levels.iter().rposition(|l| at_limit(l, margin))",
+        from: "let Some(at) = levels.iter().enumerate().position(fired) else {",
+        to: "let Some(at) = levels.iter().enumerate().rposition(fired) else {",
         test: "the_innermost_level_at_its_limit_fired_and_is_placed_against_the_pod",
         bug: "a parent at its limit blamed when the container's own limit fired first",
     },

@@ -5,7 +5,7 @@
 use agent_common::{
     lost, oom_constraint, rooms, unstreamed, EventKind, MemcgLevel, MemcgOffsets, OomKillEvent, TaskOffsets,
     VictimIdentity, ABSENT, COMM_LEN, FLAG_LEVELS_OF_VICTIM, FLAG_NO_RSS, FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED,
-    MEMCG_LEVELS, MEMCG_WALK,
+    MEMCG_LEVELS, MEMCG_WALK, OOMS_UNREAD,
 };
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task},
@@ -287,7 +287,8 @@ pub(crate) fn record_levels(
     n as u32
 }
 
-/// A memory cgroup's id and page counters.
+/// A memory cgroup's id, page counters, and the kernel's count of the
+/// OOMs it ran for its own limit.
 #[inline(always)]
 pub(crate) fn read_level(memcg: *const u8, mo: &MemcgOffsets) -> MemcgLevel {
     // SAFETY: only addresses are computed here; every read is a probe read.
@@ -305,6 +306,7 @@ pub(crate) fn read_level(memcg: *const u8, mo: &MemcgOffsets) -> MemcgLevel {
         max: member(memory, mo.counter_max).unwrap_or(0),
         memsw_usage,
         memsw_max,
+        ooms: member(memcg, mo.oom_events).unwrap_or(OOMS_UNREAD),
     }
 }
 

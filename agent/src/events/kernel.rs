@@ -5,7 +5,7 @@
 use agent_common::{
     oom_constraint, signal_origin, CgroupEvent, EventHeader, EventKind, ExitEvent, MemcgLevel, OomKillEvent,
     SignalEvent, CGROUP_PATH_LEN, COMM_LEN, FLAG_LEVELS_OF_VICTIM, FLAG_NO_RSS, FLAG_SENDER_HOST, FLAG_SENDER_UNKNOWN,
-    FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MEMCG_LEVELS,
+    FLAG_TASK_UNKNOWN, FLAG_TASK_UNTRACKED, FLAG_TRUNCATED, MEMCG_LEVELS, OOMS_UNREAD,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::EnumDiscriminants)]
@@ -158,6 +158,9 @@ pub struct MemcgUse {
     /// Memory + swap (cgroup v1), where a limit is set on it.
     pub memsw_usage_bytes: u64,
     pub memsw_limit_bytes: Option<u64>,
+    /// How many times the OOM killer ran for this cgroup's own limit, as
+    /// the kernel counts it (`None`: not read).
+    pub ooms: Option<u64>,
 }
 
 /// A cgroup's memory as `memory.stat` (and its usage file) say, in bytes.
@@ -195,6 +198,7 @@ impl MemcgUse {
             limit_bytes: limit(l.max),
             memsw_usage_bytes: l.memsw_usage.min(UNLIMITED_PAGES).saturating_mul(page),
             memsw_limit_bytes: limit(l.memsw_max),
+            ooms: (l.ooms != OOMS_UNREAD).then_some(l.ooms),
         }
     }
 
@@ -210,6 +214,7 @@ impl MemcgUse {
             } else {
                 0
             },
+            ooms: self.ooms.unwrap_or(OOMS_UNREAD),
         }
     }
 }
@@ -695,6 +700,7 @@ mod tests {
                     limit_bytes: Some(48 << 20),
                     memsw_usage_bytes: 48 << 20,
                     memsw_limit_bytes: Some(48 << 20),
+                    ooms: Some(2),
                 },
                 MemcgUse {
                     cgroup_id: 76,
@@ -702,6 +708,7 @@ mod tests {
                     limit_bytes: None,
                     memsw_usage_bytes: 0,
                     memsw_limit_bytes: None,
+                    ooms: None,
                 },
             ],
             levels_cut: true,
@@ -830,7 +837,8 @@ mod tests {
     #[test]
     fn a_usage_past_the_page_counter_round_trips() {
         let page = PAGE;
-        let level = MemcgLevel { cgroup_id: 3, usage: u64::MAX, max: 0, memsw_usage: u64::MAX - 1, memsw_max: 0 };
+        let level =
+            MemcgLevel { cgroup_id: 3, usage: u64::MAX, max: 0, memsw_usage: u64::MAX - 1, memsw_max: 0, ooms: 7 };
         let used = MemcgUse::from_pages(&level, page);
         assert_eq!(used.usage_bytes, UNLIMITED_PAGES * page);
         assert_eq!(MemcgUse::from_pages(&used.to_pages(page), page), used);

@@ -95,8 +95,25 @@ pub(super) fn memcg_offsets(btf: &Btf, v1: bool) -> Result<MemcgOffsets, BtfErro
         counter_usage: o[3],
         counter_max: o[4],
         counter_parent: o[5],
-        _pad: 0,
+        oom_events: oom_events(btf),
     })
+}
+
+/// Where a memory cgroup keeps the kernel's count of the OOMs it ran for
+/// its own limit: `memory_events_local[MEMCG_OOM]` (Linux 5.2 and later,
+/// on v1 as on v2). `ABSENT` where this kernel's BTF lacks either: which
+/// limit fired is then judged from the page counters alone.
+fn oom_events(btf: &Btf) -> u32 {
+    let at = btf.member_offset("mem_cgroup", "memory_events_local").ok();
+    let index = btf.enumerator("memcg_memory_event", "MEMCG_OOM").and_then(|v| u32::try_from(v).ok());
+    // atomic_long_t: a long.
+    match at.zip(index).and_then(|(at, i)| i.checked_mul(8)?.checked_add(at)) {
+        Some(offset) => offset,
+        None => {
+            log::warn!("this kernel's BTF has no mem_cgroup.memory_events_local[MEMCG_OOM]: which limit fired on an OOM kill is judged from page counters alone");
+            ABSENT
+        }
+    }
 }
 
 /// Where the OOM record reads the killer's own decision (`struct
@@ -148,4 +165,25 @@ pub(super) fn signal_offsets(btf: &Btf) -> Result<SignalOffsets, BtfError> {
         thread_size,
         wakeup_bytes: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The count the OOM verdict reads is this kernel's `MEMCG_OOM` slot
+    /// of the local events, on v1 as on v2 (every kernel of the matrix
+    /// has it).
+    #[test]
+    fn the_oom_count_is_the_local_events_oom_slot() {
+        let btf = Btf::from_sys_fs().expect("kernel BTF at /sys/kernel/btf/vmlinux");
+        let local = btf.member_offset("mem_cgroup", "memory_events_local").expect("memory_events_local");
+        let oom = btf.enumerator("memcg_memory_event", "MEMCG_OOM").expect("MEMCG_OOM");
+        let v1 = btf.member_offset("mem_cgroup", "memsw").is_ok();
+        for v1 in [false, v1] {
+            let o = memcg_offsets(&btf, v1).expect("memcg offsets");
+            assert_eq!(o.oom_events, local + 8 * oom as u32);
+            assert_ne!(o.oom_events, ABSENT);
+        }
+    }
 }

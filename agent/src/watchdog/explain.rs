@@ -107,6 +107,9 @@ pub struct ContainerUse {
 pub enum DecidedBy {
     /// The OOM killer's own control: the cgroup it ran for.
     OomControl,
+    /// The kernel's count of the OOMs each memory cgroup ran for its own
+    /// limit: the one whose count rose (`super::oom_counts`).
+    OomCount,
     /// The page counters of the victim's memory cgroups.
     VictimMemcg,
     /// The page counters of the allocating task's memory cgroups.
@@ -173,8 +176,16 @@ fn place<'a>(registry: &'a PodRegistry, cgroup_id: u64) -> Option<Place<'a>> {
 }
 
 /// Explains OOM kill `o`, handled at `now_ns`: judges the levels the kernel
-/// read, and reads the cgroup whose limit fired through `host`.
-pub fn explain(host: &impl Host, registry: &PodRegistry, o: &KernelOomKill, now_ns: u64) -> Explanation {
+/// read (`rose`: for each, whether the kernel ran the OOM killer for its
+/// limit since it was last seen, where that is known), and reads the
+/// cgroup whose limit fired through `host`.
+pub fn explain(
+    host: &impl Host,
+    registry: &PodRegistry,
+    o: &KernelOomKill,
+    rose: &[Option<bool>],
+    now_ns: u64,
+) -> Explanation {
     let margin = oom_limit::margin(crate::os::page_size(), crate::os::cpus());
     let victim = o.victim.and_then(|v| place(registry, v.cgroup_id));
     let trigger = place(registry, o.trigger_cgroup_id);
@@ -192,14 +203,18 @@ pub fn explain(host: &impl Host, registry: &PodRegistry, o: &KernelOomKill, now_
         (_, Some(t)) => (index(t), trigger.as_ref()),
         _ => (oom_limit::Placed::default(), victim.as_ref()),
     };
-    let judged = oom_limit::judge(&o.levels, o.levels_cut, o.decision, placed, margin);
+    let read = oom_limit::Read { levels: &o.levels, cut: o.levels_cut, decision: o.decision, rose };
+    let judged = oom_limit::judge(read, placed, margin);
     let level = judged.level.and_then(|i| o.levels.get(i));
-    // The counter that was at its limit: memory, or (v1) memory + swap.
+    // The counter that was at its limit: memory, or (v1) memory + swap,
+    // whichever was nearer it.
+    let gap = |usage: u64, limit: Option<u64>| limit.map(|max| max.saturating_sub(usage));
     let (usage_bytes, limit_bytes) = match level {
-        Some(l) if l.limit_bytes.is_some_and(|max| l.usage_bytes.saturating_add(margin) > max) => {
-            (Some(l.usage_bytes), l.limit_bytes)
-        }
-        Some(l) => (Some(l.memsw_usage_bytes), l.memsw_limit_bytes),
+        Some(l) => match (gap(l.usage_bytes, l.limit_bytes), gap(l.memsw_usage_bytes, l.memsw_limit_bytes)) {
+            (Some(memory), Some(memsw)) if memsw < memory => (Some(l.memsw_usage_bytes), l.memsw_limit_bytes),
+            (None, Some(_)) => (Some(l.memsw_usage_bytes), l.memsw_limit_bytes),
+            _ => (Some(l.usage_bytes), l.limit_bytes),
+        },
         None => (None, None),
     };
     // Whose memory to read: the cgroup whose limit fired, else the pod.
@@ -237,7 +252,7 @@ pub fn explain(host: &impl Host, registry: &PodRegistry, o: &KernelOomKill, now_
     }
     Explanation {
         fired: judged.fired,
-        decided_by: DecidedBy::of(o),
+        decided_by: if judged.by_count { DecidedBy::OomCount } else { DecidedBy::of(o) },
         unknown: judged.unknown,
         usage_bytes,
         limit_bytes,

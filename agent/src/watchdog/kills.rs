@@ -10,8 +10,11 @@ impl<H: Host> Watchdog<H> {
         let container = o.victim.and_then(|v| registry.container_of(v.cgroup_id));
         let group_mode = container.is_some_and(|c| c.oom_group == Some(true));
         let host = &self.host;
+        // Every kill's counts are seen, a group kill's later victims too
+        // (their pick's explanation is the first one's).
+        let rose = self.oom_counts.observe(&o.levels);
         let explained =
-            self.oom_events.victim(&mut r, || explain::explain(host, registry, o, now), o.ts_ns, group_mode);
+            self.oom_events.victim(&mut r, || explain::explain(host, registry, o, &rose, now), o.ts_ns, group_mode);
         let trigger_container = r.trigger.as_ref().and_then(|t| {
             let owner = registry.owner(t.cgroup_id)?;
             let crate::model::registry::CgroupOwner::Container { pod_uid, container_id } = owner else { return None };

@@ -29,6 +29,7 @@ pub mod limits;
 pub mod losses;
 pub mod names;
 mod naming;
+pub mod oom_counts;
 pub mod oom_events;
 pub mod oom_group;
 pub mod oom_limit;
@@ -58,6 +59,7 @@ use self::{
     limits::{LimitChange, LimitWatch, SeenBy},
     losses::LossWatch,
     names::{Awaiting, NameWait},
+    oom_counts::OomCounts,
     oom_events::{OomEvents, GROUP_GAP_NS},
     oom_group::ModeChecks,
     pressure::{PressureEdge, PressureSettings, PressureWatch},
@@ -111,6 +113,8 @@ pub struct Watchdog<H> {
     dispatcher: Dispatcher,
     /// OOM victims grouped into the OOM killer's picks.
     oom_events: OomEvents,
+    /// The kernel's count of the OOMs each memory cgroup ran, as last seen.
+    oom_counts: OomCounts,
     storm: Storm,
     runtime: Option<RuntimeSide>,
     modes: ModeChecks,
@@ -157,6 +161,7 @@ impl<H: Host> Watchdog<H> {
             host,
             dispatcher: Dispatcher::new(PodRegistry::new(settings.limits)),
             oom_events: OomEvents::default(),
+            oom_counts: OomCounts::default(),
             storm: Storm::new(settings.storm),
             runtime: settings.runtime.map(RuntimeSide::new),
             modes: ModeChecks::default(),
@@ -322,8 +327,14 @@ impl<H: Host> Watchdog<H> {
         };
         let report = self.dispatcher.dispatch(event, now);
         match event {
-            Event::CgroupMkdir(c) => self.senders.cgroup_created(c.cgroup_id, &c.path),
-            Event::CgroupRmdir(c) => self.senders.cgroup_removed(c.cgroup_id),
+            Event::CgroupMkdir(c) => {
+                self.senders.cgroup_created(c.cgroup_id, &c.path);
+                self.oom_counts.born(c.cgroup_id);
+            }
+            Event::CgroupRmdir(c) => {
+                self.senders.cgroup_removed(c.cgroup_id);
+                self.oom_counts.forget(c.cgroup_id);
+            }
             _ => {}
         }
         if let Event::CgroupMkdir(c) = event {

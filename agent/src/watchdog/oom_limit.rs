@@ -19,10 +19,13 @@
 //! constrained the allocation).
 //!
 //! Where the kernel offers no such program (no trampolines), the OOM
-//! program reads, at the kill, the page counters of the memory cgroup of
-//! the task that ran out of memory and of each one above it, and the limit
-//! is judged from them. A charge is tried from the
-//! innermost cgroup up, and the OOM killer acts on the first whose limit it
+//! program reads, at the kill, the memory cgroup of the victim (or of the
+//! task that ran out of memory) and each one above it: the kernel's count
+//! of the OOMs each ran for its own limit, and its page counters. The
+//! innermost level whose count rose since the agent last saw it is the one
+//! the killer ran for (`super::oom_counts`). A level whose count has a
+//! past the agent did not see is judged from its page counters: a charge
+//! is tried from the innermost cgroup up, and the OOM killer acts on the first whose limit it
 //! failed at; the kernel calls the OOM killer only for charges of a few
 //! pages (8 at most: larger ones fail instead), after reclaim failed. So
 //! the innermost level whose usage is within 8 pages of its limit — of
@@ -122,6 +125,9 @@ pub struct Judged {
     /// Index into the levels of the cgroup whose limit fired.
     pub level: Option<usize>,
     pub unknown: Option<UnknownLimit>,
+    /// Said by the kernel's counts of the OOMs each cgroup ran
+    /// (`super::oom_counts`), not by page counters.
+    pub by_count: bool,
 }
 
 /// How far under its limit a cgroup whose limit fired can read when the
@@ -141,16 +147,29 @@ pub fn at_limit(l: &MemcgUse, margin: u64) -> bool {
     near(l.usage_bytes, l.limit_bytes) || near(l.memsw_usage_bytes, l.memsw_limit_bytes)
 }
 
-/// Which limit fired: the kernel's own `decision` where it was read (the
-/// levels then start at the cgroup it ran for), else judged from the
-/// levels read at the kill (the allocating task's, innermost first; `cut`
-/// when the walk gave out among cgroups nested below the container's);
-/// `placed` against the victim's container and pod; `margin` as
-/// [`margin`] says.
-pub fn judge(levels: &[MemcgUse], cut: bool, decision: Option<KernelDecision>, placed: Placed, margin: u64) -> Judged {
-    match decision {
-        Some(decision) => decided(levels, cut, decision, placed),
-        None => from_counters(levels, cut, placed, margin),
+/// What was read at a kill: its levels (innermost first; `cut` when the
+/// walk gave out among cgroups nested below the container's), the
+/// kernel's decision where it was read (the levels then start at the
+/// cgroup it ran for), and for each level whether the kernel ran the OOM
+/// killer for its limit since it was last seen (`rose`, from
+/// `super::oom_counts`; `None`: no word).
+#[derive(Debug, Clone, Copy)]
+pub struct Read<'a> {
+    pub levels: &'a [MemcgUse],
+    pub cut: bool,
+    pub decision: Option<KernelDecision>,
+    pub rose: &'a [Option<bool>],
+}
+
+/// Which limit fired: the kernel's own decision where it was read, else
+/// the innermost level the kernel ran the OOM killer for since it was last
+/// seen, else (where a level's count is no word) the innermost at its
+/// limit by its page counters; `placed` against the victim's container and
+/// pod; `margin` as [`margin`] says.
+pub fn judge(read: Read<'_>, placed: Placed, margin: u64) -> Judged {
+    match read.decision {
+        Some(decision) => decided(read.levels, read.cut, decision, placed),
+        None => from_counters(read, placed, margin),
     }
 }
 
@@ -159,9 +178,18 @@ pub fn judge(levels: &[MemcgUse], cut: bool, decision: Option<KernelDecision>, p
 /// the container or one it nests; its pod first, at the pod; neither, above
 /// the pod.
 fn decided(levels: &[MemcgUse], cut: bool, decision: KernelDecision, placed: Placed) -> Judged {
-    let node = |constraint| Judged { fired: Fired { limit: OomLimit::Node, constraint }, level: None, unknown: None };
-    let memcg =
-        |limit, level| Judged { fired: Fired { limit, constraint: OomConstraint::Memcg }, level, unknown: None };
+    let node = |constraint| Judged {
+        fired: Fired { limit: OomLimit::Node, constraint },
+        level: None,
+        unknown: None,
+        by_count: false,
+    };
+    let memcg = |limit, level| Judged {
+        fired: Fired { limit, constraint: OomConstraint::Memcg },
+        level,
+        unknown: None,
+        by_count: false,
+    };
     match decision {
         KernelDecision::Global => node(OomConstraint::Global),
         KernelDecision::Cpuset => node(OomConstraint::Cpuset),
@@ -170,6 +198,7 @@ fn decided(levels: &[MemcgUse], cut: bool, decision: KernelDecision, placed: Pla
             fired: Fired { limit: OomLimit::Unknown, constraint: OomConstraint::Memcg },
             level: None,
             unknown: Some(UnknownLimit::NoCounters),
+            by_count: false,
         },
         // Nested below a container's deeper than the walk: a container's
         // own cgroup fired, but which one the levels cannot say.
@@ -179,6 +208,7 @@ fn decided(levels: &[MemcgUse], cut: bool, decision: KernelDecision, placed: Pla
                 fired: Fired { limit: OomLimit::Unknown, constraint: OomConstraint::Memcg },
                 level: Some(0),
                 unknown: Some(UnknownLimit::NestedTooDeep),
+                by_count: false,
             },
         },
         KernelDecision::Memcg { .. } => match placed {
@@ -191,21 +221,30 @@ fn decided(levels: &[MemcgUse], cut: bool, decision: KernelDecision, placed: Pla
                 fired: Fired { limit: OomLimit::Unknown, constraint: OomConstraint::Memcg },
                 level: Some(0),
                 unknown: Some(UnknownLimit::Unplaced),
+                by_count: false,
             },
         },
     }
 }
 
-/// Which limit fired, judged from the page counters of the allocating
-/// task's memory cgroups, innermost first.
-fn from_counters(levels: &[MemcgUse], cut: bool, placed: Placed, margin: u64) -> Judged {
-    let memcg =
-        |limit, level| Judged { fired: Fired { limit, constraint: OomConstraint::Memcg }, level, unknown: None };
-    let unknown = |why| Judged { fired: Fired::UNKNOWN, level: None, unknown: Some(why) };
+/// Which limit fired, judged from the levels read at the kill (the
+/// allocating task's or the victim's memory cgroups, innermost first): by
+/// the kernel's counts where they are a word, else by page counters.
+fn from_counters(read: Read<'_>, placed: Placed, margin: u64) -> Judged {
+    let Read { levels, cut, rose, .. } = read;
+    let memcg = |limit, level, by_count| Judged {
+        fired: Fired { limit, constraint: OomConstraint::Memcg },
+        level,
+        unknown: None,
+        by_count,
+    };
+    let unknown = |why| Judged { fired: Fired::UNKNOWN, level: None, unknown: Some(why), by_count: false };
     if levels.is_empty() {
         return unknown(UnknownLimit::NoCounters);
     }
-    let Some(at) = levels.iter().position(|l| at_limit(l, margin)) else {
+    let word = |i: usize| rose.get(i).copied().flatten();
+    let fired = |(i, l): (usize, &MemcgUse)| word(i).unwrap_or_else(|| at_limit(l, margin));
+    let Some(at) = levels.iter().enumerate().position(fired) else {
         // Levels above were not read: no global OOM can be said.
         if cut {
             return unknown(UnknownLimit::NestedTooDeep);
@@ -214,12 +253,15 @@ fn from_counters(levels: &[MemcgUse], cut: bool, placed: Placed, margin: u64) ->
             fired: Fired { limit: OomLimit::Node, constraint: OomConstraint::Global },
             level: None,
             unknown: None,
+            // The kernel ran no OOM for any level's limit.
+            by_count: (0..levels.len()).all(|i| word(i).is_some()),
         };
     };
+    let by_count = word(at).is_some();
     match placed {
-        Placed { pod: Some(p), .. } if at == p => memcg(OomLimit::Pod, Some(at)),
-        Placed { container: Some(c), .. } if at <= c => memcg(OomLimit::Container, Some(at)),
-        Placed { pod: Some(p), .. } if at > p => memcg(OomLimit::Node, Some(at)),
+        Placed { pod: Some(p), .. } if at == p => memcg(OomLimit::Pod, Some(at), by_count),
+        Placed { container: Some(c), .. } if at <= c => memcg(OomLimit::Container, Some(at), by_count),
+        Placed { pod: Some(p), .. } if at > p => memcg(OomLimit::Node, Some(at), by_count),
         _ => unknown(UnknownLimit::Unplaced),
     }
 }
@@ -259,7 +301,13 @@ mod tests {
             limit_bytes: limit,
             memsw_usage_bytes: 0,
             memsw_limit_bytes: None,
+            ooms: None,
         }
+    }
+
+    /// Levels read at a kill without the kernel's counts.
+    fn read(levels: &[MemcgUse], cut: bool, decision: Option<KernelDecision>) -> Read<'_> {
+        Read { levels, cut, decision, rose: &[] }
     }
 
     /// A container (1) of a pod (2) under the QoS class (3) and kubepods (4).
@@ -279,7 +327,7 @@ mod tests {
         use OomConstraint::{Global, Memcg};
         use OomLimit::{Container, Node, Pod};
         let verdict = |levels: &[MemcgUse], placed| {
-            let j = judge(levels, false, None, placed, MARGIN);
+            let j = judge(read(levels, false, None), placed, MARGIN);
             (j.fired.limit, j.fired.constraint, j.level)
         };
         let full = 48 * MIB;
@@ -331,6 +379,40 @@ mod tests {
         assert_eq!(margin(4096, 0), 8 * 4096, "no CPU count read: one");
     }
 
+    /// The kernel's count of the OOMs each level ran is its word: a pod's
+    /// limit that fired while its container sat within the margin of its
+    /// own reads `pod`; a pod whose usage fell back past the margin by the
+    /// time the victim was marked (the other CPUs' charge caches handed
+    /// back late, seen on 6.18 with its seven cached cgroups per CPU)
+    /// reads `pod`, not a global OOM. A level without a word is judged by
+    /// its page counters, among those with one.
+    #[test]
+    fn the_level_the_kernel_ran_the_oom_killer_for_fired() {
+        let verdict = |levels: &[MemcgUse], rose: &[Option<bool>]| {
+            let j = judge(Read { levels, cut: false, decision: None, rose }, PLACED, MARGIN);
+            (j.fired.limit, j.fired.constraint, j.level, j.by_count)
+        };
+        use OomConstraint::{Global, Memcg};
+        use OomLimit::{Container, Node, Pod};
+        let (full, pod) = (32 * MIB, 48 * MIB);
+        let at_both = chain((full - 4096, Some(full)), (pod, Some(pod)), (pod, None));
+        assert_eq!(verdict(&at_both, &[]), (Container, Memcg, Some(0), false), "the page counters alone");
+        let counted = [Some(false), Some(true), Some(false), Some(false)];
+        assert_eq!(verdict(&at_both, &counted), (Pod, Memcg, Some(1), true));
+        let drained = chain((MIB, Some(full)), (pod - 2 * MIB, Some(pod)), (pod, None));
+        assert_eq!(verdict(&drained, &[]), (Node, Global, None, false));
+        assert_eq!(verdict(&drained, &counted), (Pod, Memcg, Some(1), true));
+        // No word on the container (found at start-up): its page counters.
+        assert_eq!(verdict(&at_both, &[None, Some(true)]), (Container, Memcg, Some(0), false));
+        assert_eq!(verdict(&drained, &[None, Some(true)]), (Pod, Memcg, Some(1), true));
+        // The container's own limit; the node's allocatable; a global OOM.
+        assert_eq!(verdict(&at_both, &[Some(true), Some(true)]), (Container, Memcg, Some(0), true));
+        assert_eq!(verdict(&drained, &[Some(false), Some(false), None, Some(true)]), (Node, Memcg, Some(3), true));
+        let none = [Some(false); 4];
+        assert_eq!(verdict(&at_both, &none), (Node, Global, None, true), "no cgroup's limit ran it");
+        assert_eq!(verdict(&drained, &none[..2]), (Node, Global, None, false), "two levels without a word");
+    }
+
     #[test]
     fn on_v1_memory_plus_swap_held_to_the_memory_limit_fires_as_the_memory_limit() {
         // runc under the CRI: memsw limit = memory limit; memsw is charged
@@ -338,28 +420,31 @@ mod tests {
         let mut levels = chain((40 * MIB, Some(48 * MIB)), (40 * MIB, Some(96 * MIB)), (40 * MIB, None));
         levels[0].memsw_usage_bytes = 48 * MIB;
         levels[0].memsw_limit_bytes = Some(48 * MIB);
-        let j = judge(&levels, false, None, PLACED, MARGIN);
+        let j = judge(read(&levels, false, None), PLACED, MARGIN);
         assert_eq!((j.fired.limit, j.level), (OomLimit::Container, Some(0)));
     }
 
     #[test]
     fn unknown_only_without_counters_or_a_place_and_says_which() {
-        assert_eq!(judge(&[], false, None, PLACED, MARGIN).unknown, Some(UnknownLimit::NoCounters));
+        assert_eq!(judge(read(&[], false, None), PLACED, MARGIN).unknown, Some(UnknownLimit::NoCounters));
         let levels = chain((48 * MIB, Some(48 * MIB)), (MIB, None), (MIB, None));
-        let j = judge(&levels, false, None, Placed::default(), MARGIN);
+        let j = judge(read(&levels, false, None), Placed::default(), MARGIN);
         assert_eq!((j.fired, j.unknown), (Fired::UNKNOWN, Some(UnknownLimit::Unplaced)));
         // A global OOM needs no place.
         let global = chain((MIB, None), (MIB, None), (MIB, None));
-        assert_eq!(judge(&global, false, None, Placed::default(), MARGIN).fired.constraint, OomConstraint::Global);
+        assert_eq!(
+            judge(read(&global, false, None), Placed::default(), MARGIN).fired.constraint,
+            OomConstraint::Global
+        );
         // Cut short among a container's nested cgroups, none at its limit:
         // no global OOM can be said (a tenant nesting deep must not make its
         // own kills read as the node's).
         let nested = vec![level(9, MIB, None), level(8, MIB, None)];
-        let j = judge(&nested, true, None, Placed::default(), MARGIN);
+        let j = judge(read(&nested, true, None), Placed::default(), MARGIN);
         assert_eq!((j.fired, j.unknown), (Fired::UNKNOWN, Some(UnknownLimit::NestedTooDeep)));
         // One of them at its limit fired, wherever the walk ended.
         let nested = vec![level(9, MIB, None), level(8, MIB, Some(MIB))];
-        let j = judge(&nested, true, None, Placed { container: None, pod: None, known: false }, MARGIN);
+        let j = judge(read(&nested, true, None), Placed { container: None, pod: None, known: false }, MARGIN);
         assert_eq!(j.unknown, Some(UnknownLimit::Unplaced), "at its limit, but not placed against the container");
     }
 
@@ -370,7 +455,7 @@ mod tests {
     #[test]
     fn the_kernels_own_decision_names_the_cgroup_whatever_task_ran_the_kill() {
         let decided = |levels: &[MemcgUse], decision, placed| {
-            let j = judge(levels, false, Some(decision), placed, MARGIN);
+            let j = judge(read(levels, false, Some(decision)), placed, MARGIN);
             (j.fired.limit, j.fired.constraint, j.level, j.unknown)
         };
         // Lowered to 32 MiB under 64 MiB of use: the container's own limit,

@@ -27,6 +27,8 @@ impl<H: Host> Watchdog<H> {
             }
             let id = c.cgroup_id;
             self.kernel(&Event::CgroupMkdir(c), now);
+            // Made while its mkdir was lost: OOMs may have run for it since.
+            self.oom_counts.forget(id);
             created += u64::from(self.dispatcher.registry.owner(id).is_some());
         }
         let removed = gone.len() as u64;

@@ -289,7 +289,14 @@ const MIB: u64 = 1 << 20;
 
 /// A memory cgroup as the OOM program reads it at a kill.
 fn level(cgroup_id: u64, usage: u64, limit: Option<u64>) -> MemcgUse {
-    MemcgUse { cgroup_id, usage_bytes: usage, limit_bytes: limit, memsw_usage_bytes: 0, memsw_limit_bytes: None }
+    MemcgUse {
+        cgroup_id,
+        usage_bytes: usage,
+        limit_bytes: limit,
+        memsw_usage_bytes: 0,
+        memsw_limit_bytes: None,
+        ooms: None,
+    }
 }
 
 /// An OOM kill in container 102 of pod 100 with the levels the kernel read:
