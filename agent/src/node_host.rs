@@ -243,6 +243,10 @@ impl Host for NodeHost {
         self.layout.oom_group(path)
     }
 
+    fn oom_count(&self, path: &str) -> Option<u64> {
+        self.layout.oom_count(path)
+    }
+
     fn memory_stat(&self, path: &str) -> Option<MemoryStat> {
         self.layout.memory_stat(path)
     }

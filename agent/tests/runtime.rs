@@ -516,13 +516,14 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
     require_root();
     let fill_pod = RuntimePod::new("cri-fill", UID_FILL);
     let mut pair_pod = RuntimePod::new("cri-pair", UID_PAIR);
+    let ctrd = Containerd::start_cri(rt, "cri-explain");
+    let agent = cri_agent(&ctrd);
     // The kubelet's pod cgroup with the pod's limit, made before runc puts
-    // its containers below it.
+    // its containers below it (while the agent runs, as for every pod the
+    // kubelet starts after it).
     let pair_path = pair_pod.cg.child(&format!("kubepods/burstable/pod{UID_PAIR}"));
     assert_eq!(pair_path, pair_pod.pod_path);
     pair_pod.cg.set_memory_limit(&pair_path, 48 << 20);
-    let ctrd = Containerd::start_cri(rt, "cri-explain");
-    let agent = cri_agent(&ctrd);
     let mut cri = Cri::connect(&ctrd.socket, ctrd.dir.join("pods"));
 
     let fill = cri.run_pod("fill", "explain", UID_FILL, &fill_pod.pod_path);

@@ -62,6 +62,13 @@ const MUTATIONS: &[Mutation] = &[
         bug: "the kernel's count of OOMs unheard: a pod's limit firing beside a container at its own reads container",
     },
     Mutation {
+        file: "agent/src/watchdog/mod.rs",
+        from: "                    self.oom_counts.seen(c.cgroup_id, count);",
+        to: "                    let _ = count;",
+        test: "the_kernels_count_of_ooms_says_which_limit_fired",
+        bug: "a v2 cgroup found at start-up has no past: its pod's first kill after a restart reads by page counters",
+    },
+    Mutation {
         file: "agent/src/watchdog/oom_counts.rs",
         from: "self.last.entry(cgroup_id).or_insert(0);",
         to: "self.last.insert(cgroup_id, 0);",

@@ -81,6 +81,9 @@ pub trait Host {
 
     /// `memory.oom.group` of the cgroup at `path` (v2; `Some(false)` on v1).
     fn oom_group(&self, path: &str) -> Option<bool>;
+    /// The kernel's count of the OOMs it ran for the limit of the cgroup at
+    /// `path` itself, where a file shows it (v2; `None` on v1).
+    fn oom_count(&self, path: &str) -> Option<u64>;
     /// The memory of the cgroup at `path` as its `memory.stat` says (what
     /// an OOM kill's explanation reads of the cgroup whose limit fired).
     fn memory_stat(&self, path: &str) -> Option<MemoryStat>;

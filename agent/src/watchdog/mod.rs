@@ -209,6 +209,11 @@ impl<H: Host> Watchdog<H> {
             self.dispatcher.dispatch(&event, now_ns);
             if let Event::CgroupMkdir(c) = &event {
                 self.senders.cgroup_created(c.cgroup_id, &c.path);
+                // Its past, where a file shows it (v2); on v1 its first
+                // kill's record makes it known.
+                if let Some(count) = self.host.oom_count(&c.path) {
+                    self.oom_counts.seen(c.cgroup_id, count);
+                }
                 self.read_oom_group(c.cgroup_id);
                 if let Some(what) = self.tracking(c) {
                     pods.push((c.cgroup_id, what));

@@ -6,10 +6,11 @@
 //! since it was last seen is the one the killer ran for.
 //!
 //! A count is only a word where the agent knows what it was before: a
-//! cgroup made while the agent watched started at 0 (its mkdir), and one
-//! seen in a kill record is known from then on. A cgroup found at start-up
-//! or made while its mkdir was lost has a past the agent did not see; for
-//! it the page counters judge, as before. Bounded: past `MAX_COUNTS`
+//! cgroup made while the agent watched started at 0 (its mkdir), one found
+//! at start-up on v2 at what its `memory.events.local` said, and one seen
+//! in a kill record is known from then on. A cgroup found at start-up on
+//! v1 (no file shows the count) or made while its mkdir was lost has a
+//! past the agent did not see; for it the page counters judge, as before. Bounded: past `MAX_COUNTS`
 //! cgroups, new ones go unknown (the page counters judge them) rather than
 //! push out a known one.
 //!
@@ -40,6 +41,13 @@ impl OomCounts {
     pub fn born(&mut self, cgroup_id: u64) {
         if self.last.len() < MAX_COUNTS {
             self.last.entry(cgroup_id).or_insert(0);
+        }
+    }
+
+    /// A cgroup found with `count` OOMs run for it (its file, at start-up).
+    pub fn seen(&mut self, cgroup_id: u64, count: u64) {
+        if self.last.len() < MAX_COUNTS {
+            self.last.insert(cgroup_id, count);
         }
     }
 

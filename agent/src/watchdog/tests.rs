@@ -95,11 +95,17 @@ struct FakeNode {
     overflow: bool,
     /// The usage each container's notice was asked at.
     usage_notices: HashMap<u64, u64>,
+    /// Each cgroup's count of OOMs its file shows (v2), by path.
+    oom_counts: HashMap<String, u64>,
 }
 
 impl Host for FakeNode {
     fn oom_group(&self, path: &str) -> Option<bool> {
         self.cgroups.contains_key(path).then(|| self.oom_group.get(path).copied().unwrap_or(false))
+    }
+
+    fn oom_count(&self, path: &str) -> Option<u64> {
+        self.oom_counts.get(path).copied()
     }
 
     fn memory_stat(&self, path: &str) -> Option<MemoryStat> {
@@ -862,6 +868,58 @@ fn limits(findings: &[Finding]) -> Vec<(OomLimit, OomConstraint)> {
             _ => None,
         })
         .collect()
+}
+
+/// The kill of `oom_at` with the kernel's counts of the OOMs each level
+/// ran (container 102, pod 100, burstable 3, kubepods 2, root 1).
+fn oom_counted(pid: u32, ts_ns: u64, full: &[u64], counts: [u64; 5]) -> Event {
+    match oom_at(pid, pid, ts_ns, full) {
+        Event::OomKill(mut o) => {
+            for (l, n) in o.levels.iter_mut().zip(counts) {
+                l.ooms = Some(n);
+            }
+            Event::OomKill(o)
+        }
+        other => other,
+    }
+}
+
+/// The decided-by each OOM kill's finding carries, in order.
+fn decided(findings: &[Finding]) -> Vec<(OomLimit, explain::DecidedBy)> {
+    findings
+        .iter()
+        .filter_map(|f| match f {
+            Finding::OomKill(k) => Some((k.explained.fired.limit, k.explained.decided_by)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Guards: which limit fired read off the page counters where the kernel
+/// counted which cgroup it ran the OOM killer for. A pod found at start-up
+/// whose file (v2) shows its past has a word from the first kill; a
+/// container found without one (v1) is judged by its page counters until
+/// a kill's record shows its count, then has a word too: the pod's limit
+/// fired though the container sat at its own.
+#[test]
+fn the_kernels_count_of_ooms_says_which_limit_fired() {
+    use explain::DecidedBy::OomCount;
+    use OomLimit::{Container, Pod};
+    let mut node = node_with_one_pod();
+    node.oom_counts.insert(pod_path(1), 4);
+    let mut wd = started(node, Settings::default());
+    // The pod's file said 4 at start-up: its count rose, though its usage
+    // fell back from its limit before the victim was marked. Container 102
+    // was found without a file: no word, its page counters say it did not
+    // fire.
+    let found = kernel(&mut wd, oom_counted(21, 2 * SEC, &[], [3, 5, 0, 0, 0]), 2 * SEC);
+    assert_eq!(decided(&found), [(Pod, OomCount)]);
+    // Known from then on: the pod's count rose, the container's did not,
+    // though it sat at its limit.
+    let found = kernel(&mut wd, oom_counted(22, 3 * SEC, &[102, 100], [3, 6, 0, 0, 0]), 3 * SEC);
+    assert_eq!(decided(&found), [(Pod, OomCount)]);
+    let found = kernel(&mut wd, oom_counted(23, 4 * SEC, &[100], [4, 6, 0, 0, 0]), 4 * SEC);
+    assert_eq!(decided(&found), [(Container, OomCount)]);
 }
 
 /// Guards: an OOM kill that does not say whose limit fired, or says

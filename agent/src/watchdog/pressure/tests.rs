@@ -251,6 +251,9 @@ impl Host for Node {
     fn oom_group(&self, _: &str) -> Option<bool> {
         None
     }
+    fn oom_count(&self, _: &str) -> Option<u64> {
+        None
+    }
     fn memory_stat(&self, _: &str) -> Option<crate::events::kernel::MemoryStat> {
         None
     }
