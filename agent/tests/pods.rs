@@ -713,8 +713,9 @@ async fn each_oom_kill_says_whose_limit_fired_as_the_kernel_does() {
 /// counters' margin, and does nothing more; container B grows until the
 /// pod's limit fires. The killer picks A's holder (the pod's largest): by
 /// page counters that read `container` (A sat at its limit), by the
-/// kernel's count and by its own report, `pod`. B then grows to its own
-/// 32 MiB: `container`. Where the control is seen (the VMs), its word.
+/// kernel's count and by its own report, `pod`. B then grows on until a
+/// limit kills it too, read as the kernel's report reads it. Where the
+/// control is seen (the VMs), its word.
 #[tokio::test(flavor = "current_thread")]
 async fn a_pods_limit_firing_beside_a_container_at_its_own_reads_pod() {
     use sandwatch::watchdog::explain::DecidedBy;
@@ -757,12 +758,20 @@ async fn a_pods_limit_firing_beside_a_container_at_its_own_reads_pod() {
     let reports = watch
         .until(Duration::from_secs(30), |rs| oom_of(rs, holder_pid).is_some() && oom_of(rs, grower_pid).is_some())
         .await;
-    for (pid, cgroup, limit) in
-        [(holder_pid, &pod.pod_path, OomLimit::Pod), (grower_pid, &pod.paths[B], OomLimit::Container)]
-    {
+    for pid in [holder_pid, grower_pid] {
         let oom = oom_of(&reports, pid).unwrap_or_else(|| panic!("no OOM kill of {pid}: {reports:?}"));
         let (constraint, memcg) = kernel_oom_report(pid).expect("the kernel's report of the kill");
-        assert_eq!((constraint.as_str(), &memcg), ("CONSTRAINT_MEMCG", cgroup), "the kernel's own word");
+        assert_eq!(constraint, "CONSTRAINT_MEMCG");
+        // B's kill: at its own 32 MiB, or at the pod's limit again where
+        // A's memory was not yet freed (seen on 7.2): as the kernel says.
+        let limit = match memcg.as_str() {
+            m if m == pod.pod_path => OomLimit::Pod,
+            m if m == pod.paths[B] && pid == grower_pid => OomLimit::Container,
+            m => panic!("the kernel ran the kill of {pid} for {m}"),
+        };
+        if pid == holder_pid {
+            assert_eq!(limit, OomLimit::Pod, "the kernel ran the holder's kill for the pod's limit");
+        }
         let fired = watch.fired.iter().find(|(p, _)| *p == pid).map(|(_, f)| (f.limit, f.constraint));
         assert_eq!(fired, Some((limit, OomConstraint::Memcg)), "{oom:?}");
         let explained = watch.explained.iter().find(|(p, _)| *p == pid).map(|(_, e)| e.clone());

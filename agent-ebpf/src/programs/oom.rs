@@ -275,11 +275,11 @@ pub(crate) fn record_levels(
     mut memcg: *const u8,
     mo: &MemcgOffsets,
 ) -> u32 {
+    // An index loop: 5.10's and 6.1's verifiers refuse the layout the
+    // compiler gives an iterator's here (a fall-through back-edge).
     let mut n = from;
-    for slot in levels.iter_mut().skip(from) {
-        if memcg.is_null() {
-            break;
-        }
+    while n < MEMCG_LEVELS && !memcg.is_null() {
+        let Some(slot) = levels.get_mut(n) else { break };
         *slot = read_level(memcg, mo);
         n += 1;
         memcg = parent_memcg(memcg, mo);
