@@ -157,7 +157,7 @@ fn one_containers_oom_flood_leaves_another_pods_kill_room() {
     let before = agent.metrics();
     agent.suspend();
     flood.trigger(1);
-    // More kills than the OOM ring holds (128 KiB: ~320 records).
+    // More kills than the OOM ring holds (128 KiB: ~290 records).
     const FLOOD: u64 = 600;
     let start = Instant::now();
     while flood.oom_kills(1) < FLOOD {
