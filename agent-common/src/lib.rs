@@ -356,6 +356,19 @@ pub const fn oom_margin_pages(cpus: u32) -> u32 {
     64u32.saturating_mul(cpus.saturating_sub(1)).saturating_add(8)
 }
 
+/// Memory cgroups whose charges each CPU caches at most (`NR_MEMCG_STOCK`,
+/// Linux 6.16 and later; one before).
+pub const MEMCG_STOCK_SLOTS: u32 = 7;
+
+/// How many pages under its limit a memory cgroup whose limit fired can
+/// read at the kill at most, with `cpus` CPUs, when each CPU caches the
+/// charges of up to `MEMCG_STOCK_SLOTS` of the cgroups below it: the width
+/// within which a cgroup the kernel says ran the OOM killer is taken to
+/// have been at its limit.
+pub const fn oom_drained_margin_pages(cpus: u32) -> u32 {
+    (64 * MEMCG_STOCK_SLOTS).saturating_mul(cpus.saturating_sub(1)).saturating_add(8)
+}
+
 /// Memory cgroups the OOM program walks up at most, looking for the
 /// container's above the cgroups it nests.
 pub const MEMCG_WALK: u32 = 64;

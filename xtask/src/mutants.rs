@@ -56,10 +56,24 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/oom_limit.rs",
-        from: "let fired = |(i, l): (usize, &MemcgUse)| word(i).unwrap_or_else(|| at_limit(l, margin));",
-        to: "let fired = |(_, l): (usize, &MemcgUse)| at_limit(l, margin);",
+        from: "position(|(i, l)| word(i) == Some(true) && at_limit(l, margins.risen));",
+        to: "position(|(_, _)| false);",
         test: "the_level_the_kernel_ran_the_oom_killer_for_fired",
         bug: "the kernel's count of OOMs unheard: a pod's limit firing beside a container at its own reads container",
+    },
+    Mutation {
+        file: "agent/src/watchdog/oom_limit.rs",
+        from: "position(|(i, l)| word(i) == Some(true) && at_limit(l, margins.risen));",
+        to: "position(|(i, _)| word(i) == Some(true));",
+        test: "the_level_the_kernel_ran_the_oom_killer_for_fired",
+        bug: "an OOM that killed nothing after a container's kill blames it for its pod's next kill",
+    },
+    Mutation {
+        file: "agent/src/watchdog/oom_limit.rs",
+        from: "Some(unsaid.map_or((c, true), |i| (i, false)))",
+        to: "Some(unsaid.map_or((c, true), |_| (c, true)))",
+        test: "the_level_the_kernel_ran_the_oom_killer_for_fired",
+        bug: "a container without the kernel's word, at its limit inside a pod that rose, read as the pod's",
     },
     Mutation {
         file: "agent/src/watchdog/mod.rs",
@@ -70,6 +84,13 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/oom_counts.rs",
+        from: "if owned(id) { (&mut self.last, MAX_COUNTS) } else { (&mut self.others, MAX_OTHERS) };",
+        to: "(&mut self.last, MAX_COUNTS);",
+        test: "a_cgroup_forgotten_or_past_the_bound_has_no_word",
+        bug: "a tenant's nested cgroups, never removed, fill the table the pods' counts need",
+    },
+    Mutation {
+        file: "agent/src/watchdog/oom_counts.rs",
         from: "self.last.entry(cgroup_id).or_insert(0);",
         to: "self.last.insert(cgroup_id, 0);",
         test: "a_count_that_rose_since_it_was_seen_is_the_kernels_word",
@@ -77,10 +98,17 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/oom_counts.rs",
-        from: "                        let rose = now > *last;\n                        *last = now;",
-        to: "                        let rose = now > *last;",
+        from: "                    *last = (*last).max(now);",
+        to: "                    let _ = &last;",
         test: "a_count_that_rose_since_it_was_seen_is_the_kernels_word",
         bug: "a count not kept after a kill: every later kill blames the cgroup that ran the first",
+    },
+    Mutation {
+        file: "agent/src/watchdog/oom_counts.rs",
+        from: "                    *last = (*last).max(now);",
+        to: "                    *last = now;",
+        test: "a_count_that_rose_since_it_was_seen_is_the_kernels_word",
+        bug: "a record read out of order sets a count back: the next kill blames its cgroup",
     },
     Mutation {
         file: "agent/src/watchdog/pressure/verdict.rs",
@@ -262,8 +290,8 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/oom_limit.rs",
-        from: "let Some(at) = levels.iter().enumerate().position(fired) else {",
-        to: "let Some(at) = levels.iter().enumerate().rposition(fired) else {",
+        from: "None => levels.iter().position(|l| at_limit(l, margins.limit)).map(|i| (i, false)),",
+        to: "None => levels.iter().rposition(|l| at_limit(l, margins.limit)).map(|i| (i, false)),",
         test: "the_innermost_level_at_its_limit_fired_and_is_placed_against_the_pod",
         bug: "a parent at its limit blamed when the container's own limit fired first",
     },

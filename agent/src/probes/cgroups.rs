@@ -128,12 +128,9 @@ impl CgroupLayout {
         std::fs::metadata(self.dir(path)).map(|m| m.ino())
     }
 
-    /// Whether the OOM killer kills the cgroup as a whole
-    /// (`memory.oom.group`, cgroup v2 only: `Some(false)` on v1); `None`
-    /// when it cannot be read (the cgroup is gone, or no memory controller).
-    /// How many times the OOM killer ran for the limit of the cgroup at
-    /// `path` itself (v2 `memory.events.local` `oom`); `None` on v1, where
-    /// no file shows it.
+    /// How many times the kernel entered the OOM path for the limit of the
+    /// cgroup at `path` itself (v2 `memory.events.local` `oom`); `None` on
+    /// v1, where no file shows it.
     pub fn oom_count(&self, path: &str) -> Option<u64> {
         match self.mode {
             CgroupMode::V1Memory { .. } => None,
@@ -144,6 +141,9 @@ impl CgroupLayout {
         }
     }
 
+    /// Whether the OOM killer kills the cgroup as a whole
+    /// (`memory.oom.group`, cgroup v2 only: `Some(false)` on v1); `None`
+    /// when it cannot be read (the cgroup is gone, or no memory controller).
     pub fn oom_group(&self, path: &str) -> Option<bool> {
         match self.mode {
             CgroupMode::V1Memory { .. } => Some(false),

@@ -186,7 +186,7 @@ pub fn explain(
     rose: &[Option<bool>],
     now_ns: u64,
 ) -> Explanation {
-    let margin = oom_limit::margin(crate::os::page_size(), crate::os::cpus());
+    let margins = oom_limit::Margins::of(crate::os::page_size(), crate::os::cpus());
     let victim = o.victim.and_then(|v| place(registry, v.cgroup_id));
     let trigger = place(registry, o.trigger_cgroup_id);
     let index = |p: &Place| oom_limit::Placed {
@@ -204,7 +204,7 @@ pub fn explain(
         _ => (oom_limit::Placed::default(), victim.as_ref()),
     };
     let read = oom_limit::Read { levels: &o.levels, cut: o.levels_cut, decision: o.decision, rose };
-    let judged = oom_limit::judge(read, placed, margin);
+    let judged = oom_limit::judge(read, placed, margins);
     let level = judged.level.and_then(|i| o.levels.get(i));
     // The counter that was at its limit: memory, or (v1) memory + swap,
     // whichever was nearer it.

@@ -12,7 +12,7 @@ impl<H: Host> Watchdog<H> {
         let host = &self.host;
         // Every kill's counts are seen, a group kill's later victims too
         // (their pick's explanation is the first one's).
-        let rose = self.oom_counts.observe(&o.levels);
+        let rose = self.oom_counts.observe(&o.levels, |id| registry.owner(id).is_some());
         let explained =
             self.oom_events.victim(&mut r, || explain::explain(host, registry, o, &rose, now), o.ts_ns, group_mode);
         let trigger_container = r.trigger.as_ref().and_then(|t| {

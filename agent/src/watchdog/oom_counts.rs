@@ -10,15 +10,20 @@
 //! at start-up on v2 at what its `memory.events.local` said, and one seen
 //! in a kill record is known from then on. A cgroup found at start-up on
 //! v1 (no file shows the count) or made while its mkdir was lost has a
-//! past the agent did not see; for it the page counters judge, as before. Bounded: past `MAX_COUNTS`
-//! cgroups, new ones go unknown (the page counters judge them) rather than
-//! push out a known one.
+//! past the agent did not see; for it the page counters judge, as before.
+//! Bounded: a pod's and a container's cgroups (and those made while
+//! watched) up to `MAX_COUNTS`; other cgroups met in kill records (the QoS
+//! classes, the kubelet's root, a tenant's own nested ones, which have no
+//! rmdir the agent reads) up to `MAX_OTHERS`. Past either, new ones go
+//! without a word (the page counters judge them) rather than push out a
+//! known one.
 //!
-//! What a count cannot tell: an OOM that killed nothing (the killer found
-//! a victim of an earlier kill still exiting, and waited) raises its
-//! cgroup's count too, so a container whose own OOM killed nothing, just
-//! before its pod's limit fired, reads as the one that fired. The page
-//! counters would say the same: both were at their limits.
+//! What a count cannot tell: the kernel raises it each time it enters the
+//! OOM path for the cgroup, killing or not (a victim of an earlier kill
+//! still exiting; an allocator running into the limit again meanwhile).
+//! So a rise is only taken where its cgroup is still near its limit
+//! (`super::oom_limit::Margins::risen`), and a count that did not rise
+//! clears nothing: where none rose, the page counters judge.
 
 use std::collections::HashMap;
 
@@ -28,10 +33,15 @@ use crate::events::kernel::MemcgUse;
 /// memory cgroups with room to spare.
 pub const MAX_COUNTS: usize = 65_536;
 
+/// Other cgroups met in kill records whose last count is kept: the few
+/// above the pods, with room for what tenants nest.
+pub const MAX_OTHERS: usize = 256;
+
 /// The last count seen of each memory cgroup, by cgroup id.
 #[derive(Debug, Default)]
 pub struct OomCounts {
     last: HashMap<u64, u64>,
+    others: HashMap<u64, u64>,
 }
 
 impl OomCounts {
@@ -55,41 +65,44 @@ impl OomCounts {
     /// while its mkdir was lost), or one removed.
     pub fn forget(&mut self, cgroup_id: u64) {
         self.last.remove(&cgroup_id);
+        self.others.remove(&cgroup_id);
     }
 
-    /// For each level of a kill, innermost first: whether the kernel ran
-    /// the OOM killer for its limit since its count was last seen
+    /// For each level of a kill, innermost first: whether the kernel
+    /// entered the OOM path for its limit since its count was last seen
     /// (`None`: the count was not read, or its past is unknown). Every
-    /// count read is remembered.
-    pub fn observe(&mut self, levels: &[MemcgUse]) -> Vec<Option<bool>> {
+    /// count read is remembered: in the main table for a cgroup `owned`
+    /// says is a pod's or a container's, else among the others.
+    pub fn observe(&mut self, levels: &[MemcgUse], owned: impl Fn(u64) -> bool) -> Vec<Option<bool>> {
         levels
             .iter()
             .map(|l| {
                 let now = l.ooms?;
-                let room = self.last.len() < MAX_COUNTS;
-                match self.last.get_mut(&l.cgroup_id) {
-                    Some(last) => {
-                        let rose = now > *last;
-                        *last = now;
-                        Some(rose)
-                    }
-                    None => {
-                        if room {
-                            self.last.insert(l.cgroup_id, now);
-                        }
-                        None
-                    }
+                let id = l.cgroup_id;
+                if let Some(last) = self.last.get_mut(&id).or_else(|| self.others.get_mut(&id)) {
+                    let rose = now > *last;
+                    // Records of one cgroup may come out of the order the
+                    // kernel counted them in: the count only goes up.
+                    *last = (*last).max(now);
+                    return Some(rose);
                 }
+                let (table, max) =
+                    if owned(id) { (&mut self.last, MAX_COUNTS) } else { (&mut self.others, MAX_OTHERS) };
+                if table.len() < max {
+                    table.insert(id, now);
+                }
+                None
             })
             .collect()
     }
 
+    /// Cgroups whose count is kept.
     pub fn len(&self) -> usize {
-        self.last.len()
+        self.last.len() + self.others.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.last.is_empty()
+        self.len() == 0
     }
 }
 
@@ -101,29 +114,38 @@ mod tests {
         MemcgUse { cgroup_id, usage_bytes: 0, limit_bytes: None, memsw_usage_bytes: 0, memsw_limit_bytes: None, ooms }
     }
 
+    /// Cgroups 1 to 99 are pods' and containers'.
+    fn owned(id: u64) -> bool {
+        id < 100
+    }
+
     #[test]
     fn a_count_that_rose_since_it_was_seen_is_the_kernels_word() {
         let mut c = OomCounts::default();
         c.born(1);
         c.born(2);
-        // Container 1 and pod 2 born under watch; 3 (the QoS class) not.
+        // Container 1 and pod 2 born under watch; 300 (the QoS class) not.
         assert_eq!(
-            c.observe(&[level(1, Some(0)), level(2, Some(1)), level(3, Some(5))]),
+            c.observe(&[level(1, Some(0)), level(2, Some(1)), level(300, Some(5))], owned),
             [Some(false), Some(true), None]
         );
         // Known from then on, the QoS class too.
         assert_eq!(
-            c.observe(&[level(1, Some(1)), level(2, Some(1)), level(3, Some(5))]),
+            c.observe(&[level(1, Some(1)), level(2, Some(1)), level(300, Some(5))], owned),
             [Some(true), Some(false), Some(false)]
         );
         // A mkdir read after a kill of its cgroup leaves the count seen.
+        c.observe(&[level(3, Some(5))], owned);
         c.born(3);
-        assert_eq!(c.observe(&[level(3, Some(5))]), [Some(false)]);
+        assert_eq!(c.observe(&[level(3, Some(5))], owned), [Some(false)]);
         // Several OOMs between two kills (those that killed nothing) still rose.
-        assert_eq!(c.observe(&[level(1, Some(4))]), [Some(true)]);
+        assert_eq!(c.observe(&[level(1, Some(4))], owned), [Some(true)]);
         // Unread: no word, and the last one seen is kept.
-        assert_eq!(c.observe(&[level(1, None)]), [None]);
-        assert_eq!(c.observe(&[level(1, Some(4))]), [Some(false)]);
+        assert_eq!(c.observe(&[level(1, None)], owned), [None]);
+        assert_eq!(c.observe(&[level(1, Some(4))], owned), [Some(false)]);
+        // A record that comes after a later one: the count stays the later.
+        assert_eq!(c.observe(&[level(1, Some(3))], owned), [Some(false)]);
+        assert_eq!(c.observe(&[level(1, Some(4))], owned), [Some(false)]);
     }
 
     #[test]
@@ -131,15 +153,22 @@ mod tests {
         let mut c = OomCounts::default();
         c.born(1);
         c.forget(1);
-        assert_eq!(c.observe(&[level(1, Some(1))]), [None]);
-        assert_eq!(c.observe(&[level(1, Some(2))]), [Some(true)], "seen in the kill before");
-        for id in 100..(100 + MAX_COUNTS as u64) {
+        assert_eq!(c.observe(&[level(1, Some(1))], owned), [None]);
+        assert_eq!(c.observe(&[level(1, Some(2))], owned), [Some(true)], "seen in the kill before");
+        // A tenant's nested cgroups fill the others' room, not the pods'.
+        for id in 1000..(1000 + 2 * MAX_OTHERS as u64) {
+            c.observe(&[level(id, Some(1))], owned);
+        }
+        assert_eq!(c.len(), 1 + MAX_OTHERS);
+        assert_eq!(c.observe(&[level(5, Some(1))], owned), [None]);
+        assert_eq!(c.observe(&[level(5, Some(2))], owned), [Some(true)], "a pod's cgroup still has room");
+        for id in 100_000..(100_000 + MAX_COUNTS as u64) {
             c.born(id);
         }
-        assert_eq!(c.len(), MAX_COUNTS);
+        assert_eq!(c.len(), MAX_COUNTS + MAX_OTHERS);
         c.born(7);
-        assert_eq!(c.observe(&[level(7, Some(1)), level(8, Some(1))]), [None, None]);
-        assert_eq!(c.len(), MAX_COUNTS, "a full table pushes no known count out");
-        assert_eq!(c.observe(&[level(1, Some(3))]), [Some(true)], "a known one is still kept");
+        assert_eq!(c.observe(&[level(7, Some(1)), level(8, Some(1))], owned), [None, None]);
+        assert_eq!(c.len(), MAX_COUNTS + MAX_OTHERS, "a full table pushes no known count out");
+        assert_eq!(c.observe(&[level(1, Some(3))], owned), [Some(true)], "a known one is still kept");
     }
 }

@@ -140,6 +140,29 @@ pub fn margin(page_size: u64, cpus: u64) -> u64 {
     u64::from(agent_common::oom_margin_pages(u32::try_from(cpus).unwrap_or(u32::MAX))) * page_size
 }
 
+/// The margins a kill is judged with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Margins {
+    /// A level without the kernel's word is at its limit within this
+    /// ([`margin`]).
+    pub limit: u64,
+    /// A level whose count of OOMs rose was at its limit at the kill if
+    /// it is within this (every cached charge below it handed back since,
+    /// `agent_common::oom_drained_margin_pages`); further, its rise is an
+    /// OOM that killed nothing, since its cgroup's last kill.
+    pub risen: u64,
+}
+
+impl Margins {
+    pub fn of(page_size: u64, cpus: u64) -> Self {
+        let cpus = u32::try_from(cpus).unwrap_or(u32::MAX);
+        Self {
+            limit: u64::from(agent_common::oom_margin_pages(cpus)) * page_size,
+            risen: u64::from(agent_common::oom_drained_margin_pages(cpus)) * page_size,
+        }
+    }
+}
+
 /// Whether a level was at its limit at the kill: within `margin` bytes of
 /// its memory limit or (v1) of its memory + swap limit.
 pub fn at_limit(l: &MemcgUse, margin: u64) -> bool {
@@ -163,13 +186,13 @@ pub struct Read<'a> {
 
 /// Which limit fired: the kernel's own decision where it was read, else
 /// the innermost level the kernel ran the OOM killer for since it was last
-/// seen, else (where a level's count is no word) the innermost at its
-/// limit by its page counters; `placed` against the victim's container and
-/// pod; `margin` as [`margin`] says.
-pub fn judge(read: Read<'_>, placed: Placed, margin: u64) -> Judged {
+/// seen (unless a level inside it without that word was at its limit by
+/// its page counters), else the innermost at its limit by its page
+/// counters; `placed` against the victim's container and pod.
+pub fn judge(read: Read<'_>, placed: Placed, margins: Margins) -> Judged {
     match read.decision {
         Some(decision) => decided(read.levels, read.cut, decision, placed),
-        None => from_counters(read, placed, margin),
+        None => from_counters(read, placed, margins),
     }
 }
 
@@ -228,9 +251,20 @@ fn decided(levels: &[MemcgUse], cut: bool, decision: KernelDecision, placed: Pla
 }
 
 /// Which limit fired, judged from the levels read at the kill (the
-/// allocating task's or the victim's memory cgroups, innermost first): by
-/// the kernel's counts where they are a word, else by page counters.
-fn from_counters(read: Read<'_>, placed: Placed, margin: u64) -> Judged {
+/// allocating task's or the victim's memory cgroups, innermost first).
+///
+/// The kernel's word is a count that rose, and only that: a count that did
+/// not rise clears no level of its own (the OOM program keeps one of a
+/// tenant's nested cgroups by its page counters, and the one whose count
+/// rose may not be among those read; a group kill's later victims find
+/// the counts already seen), so where none rose every level is judged by
+/// its page counters, as without counts. A rise is taken where its level
+/// is still near its limit (`Margins::risen`): further off, it is an OOM
+/// that killed nothing since its cgroup's last kill (an allocator that
+/// ran into the limit again while the victim exited). Inside the level
+/// that rose, a level without the kernel's word that is at its limit by
+/// its page counters is the innermost that fired.
+fn from_counters(read: Read<'_>, placed: Placed, margins: Margins) -> Judged {
     let Read { levels, cut, rose, .. } = read;
     let memcg = |limit, level, by_count| Judged {
         fired: Fired { limit, constraint: OomConstraint::Memcg },
@@ -243,8 +277,16 @@ fn from_counters(read: Read<'_>, placed: Placed, margin: u64) -> Judged {
         return unknown(UnknownLimit::NoCounters);
     }
     let word = |i: usize| rose.get(i).copied().flatten();
-    let fired = |(i, l): (usize, &MemcgUse)| word(i).unwrap_or_else(|| at_limit(l, margin));
-    let Some(at) = levels.iter().enumerate().position(fired) else {
+    let counted = levels.iter().enumerate().position(|(i, l)| word(i) == Some(true) && at_limit(l, margins.risen));
+    let fired = match counted {
+        Some(c) => {
+            let unsaid =
+                levels.iter().take(c).enumerate().position(|(i, l)| word(i).is_none() && at_limit(l, margins.limit));
+            Some(unsaid.map_or((c, true), |i| (i, false)))
+        }
+        None => levels.iter().position(|l| at_limit(l, margins.limit)).map(|i| (i, false)),
+    };
+    let Some((at, by_count)) = fired else {
         // Levels above were not read: no global OOM can be said.
         if cut {
             return unknown(UnknownLimit::NestedTooDeep);
@@ -253,11 +295,9 @@ fn from_counters(read: Read<'_>, placed: Placed, margin: u64) -> Judged {
             fired: Fired { limit: OomLimit::Node, constraint: OomConstraint::Global },
             level: None,
             unknown: None,
-            // The kernel ran no OOM for any level's limit.
-            by_count: (0..levels.len()).all(|i| word(i).is_some()),
+            by_count: false,
         };
     };
-    let by_count = word(at).is_some();
     match placed {
         Placed { pod: Some(p), .. } if at == p => memcg(OomLimit::Pod, Some(at), by_count),
         Placed { container: Some(c), .. } if at <= c => memcg(OomLimit::Container, Some(at), by_count),
@@ -293,6 +333,8 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
     const MARGIN: u64 = 8 * 4096;
+    /// Margins of one CPU: 8 pages, and as many for a level whose count rose.
+    const MARGINS: Margins = Margins { limit: MARGIN, risen: MARGIN };
 
     fn level(id: u64, usage: u64, limit: Option<u64>) -> MemcgUse {
         MemcgUse {
@@ -327,7 +369,7 @@ mod tests {
         use OomConstraint::{Global, Memcg};
         use OomLimit::{Container, Node, Pod};
         let verdict = |levels: &[MemcgUse], placed| {
-            let j = judge(read(levels, false, None), placed, MARGIN);
+            let j = judge(read(levels, false, None), placed, MARGINS);
             (j.fired.limit, j.fired.constraint, j.level)
         };
         let full = 48 * MIB;
@@ -379,17 +421,20 @@ mod tests {
         assert_eq!(margin(4096, 0), 8 * 4096, "no CPU count read: one");
     }
 
-    /// The kernel's count of the OOMs each level ran is its word: a pod's
-    /// limit that fired while its container sat within the margin of its
-    /// own reads `pod`; a pod whose usage fell back past the margin by the
-    /// time the victim was marked (the other CPUs' charge caches handed
-    /// back late, seen on 6.18 with its seven cached cgroups per CPU)
-    /// reads `pod`, not a global OOM. A level without a word is judged by
-    /// its page counters, among those with one.
+    /// The kernel's count of the OOMs each level ran is its word where it
+    /// rose: a pod's limit that fired while its container sat within the
+    /// margin of its own reads `pod`; a pod whose usage fell back past that
+    /// margin by the time the victim was marked (the other CPUs' charge
+    /// caches handed back late: on 6.18 each caches seven cgroups) reads
+    /// `pod`, not a global OOM. A rise far from its limit is an OOM that
+    /// killed nothing after an earlier kill: no word. Where nothing rose,
+    /// the page counters judge every level; a level without a word inside
+    /// the one that rose is judged by its page counters.
     #[test]
     fn the_level_the_kernel_ran_the_oom_killer_for_fired() {
+        let margins = Margins { limit: MARGIN, risen: 4 * MIB };
         let verdict = |levels: &[MemcgUse], rose: &[Option<bool>]| {
-            let j = judge(Read { levels, cut: false, decision: None, rose }, PLACED, MARGIN);
+            let j = judge(Read { levels, cut: false, decision: None, rose }, PLACED, margins);
             (j.fired.limit, j.fired.constraint, j.level, j.by_count)
         };
         use OomConstraint::{Global, Memcg};
@@ -405,12 +450,20 @@ mod tests {
         // No word on the container (found at start-up): its page counters.
         assert_eq!(verdict(&at_both, &[None, Some(true)]), (Container, Memcg, Some(0), false));
         assert_eq!(verdict(&drained, &[None, Some(true)]), (Pod, Memcg, Some(1), true));
-        // The container's own limit; the node's allocatable; a global OOM.
+        // The container's own limit; the node's allocatable.
         assert_eq!(verdict(&at_both, &[Some(true), Some(true)]), (Container, Memcg, Some(0), true));
-        assert_eq!(verdict(&drained, &[Some(false), Some(false), None, Some(true)]), (Node, Memcg, Some(3), true));
+        let allocatable = chain((MIB, Some(full)), (2 * MIB, Some(pod)), (900 * MIB - MIB, Some(900 * MIB)));
+        assert_eq!(verdict(&allocatable, &[Some(false), Some(false), None, Some(true)]), (Node, Memcg, Some(3), true));
+        // A container that ran OOMs that killed nothing since its last
+        // kill, its memory freed since: the pod's rise is the word.
+        let stale = [Some(true), Some(true), Some(false), Some(false)];
+        assert_eq!(verdict(&drained, &stale), (Pod, Memcg, Some(1), true));
+        // Nothing rose (a nested cgroup that rose was not among the levels
+        // read; a group kill's later victim): the page counters, as
+        // without counts — never a global OOM said by counts alone.
         let none = [Some(false); 4];
-        assert_eq!(verdict(&at_both, &none), (Node, Global, None, true), "no cgroup's limit ran it");
-        assert_eq!(verdict(&drained, &none[..2]), (Node, Global, None, false), "two levels without a word");
+        assert_eq!(verdict(&at_both, &none), (Container, Memcg, Some(0), false));
+        assert_eq!(verdict(&drained, &none), (Node, Global, None, false));
     }
 
     #[test]
@@ -420,31 +473,31 @@ mod tests {
         let mut levels = chain((40 * MIB, Some(48 * MIB)), (40 * MIB, Some(96 * MIB)), (40 * MIB, None));
         levels[0].memsw_usage_bytes = 48 * MIB;
         levels[0].memsw_limit_bytes = Some(48 * MIB);
-        let j = judge(read(&levels, false, None), PLACED, MARGIN);
+        let j = judge(read(&levels, false, None), PLACED, MARGINS);
         assert_eq!((j.fired.limit, j.level), (OomLimit::Container, Some(0)));
     }
 
     #[test]
     fn unknown_only_without_counters_or_a_place_and_says_which() {
-        assert_eq!(judge(read(&[], false, None), PLACED, MARGIN).unknown, Some(UnknownLimit::NoCounters));
+        assert_eq!(judge(read(&[], false, None), PLACED, MARGINS).unknown, Some(UnknownLimit::NoCounters));
         let levels = chain((48 * MIB, Some(48 * MIB)), (MIB, None), (MIB, None));
-        let j = judge(read(&levels, false, None), Placed::default(), MARGIN);
+        let j = judge(read(&levels, false, None), Placed::default(), MARGINS);
         assert_eq!((j.fired, j.unknown), (Fired::UNKNOWN, Some(UnknownLimit::Unplaced)));
         // A global OOM needs no place.
         let global = chain((MIB, None), (MIB, None), (MIB, None));
         assert_eq!(
-            judge(read(&global, false, None), Placed::default(), MARGIN).fired.constraint,
+            judge(read(&global, false, None), Placed::default(), MARGINS).fired.constraint,
             OomConstraint::Global
         );
         // Cut short among a container's nested cgroups, none at its limit:
         // no global OOM can be said (a tenant nesting deep must not make its
         // own kills read as the node's).
         let nested = vec![level(9, MIB, None), level(8, MIB, None)];
-        let j = judge(read(&nested, true, None), Placed::default(), MARGIN);
+        let j = judge(read(&nested, true, None), Placed::default(), MARGINS);
         assert_eq!((j.fired, j.unknown), (Fired::UNKNOWN, Some(UnknownLimit::NestedTooDeep)));
         // One of them at its limit fired, wherever the walk ended.
         let nested = vec![level(9, MIB, None), level(8, MIB, Some(MIB))];
-        let j = judge(read(&nested, true, None), Placed { container: None, pod: None, known: false }, MARGIN);
+        let j = judge(read(&nested, true, None), Placed { container: None, pod: None, known: false }, MARGINS);
         assert_eq!(j.unknown, Some(UnknownLimit::Unplaced), "at its limit, but not placed against the container");
     }
 
@@ -455,7 +508,7 @@ mod tests {
     #[test]
     fn the_kernels_own_decision_names_the_cgroup_whatever_task_ran_the_kill() {
         let decided = |levels: &[MemcgUse], decision, placed| {
-            let j = judge(read(levels, false, Some(decision)), placed, MARGIN);
+            let j = judge(read(levels, false, Some(decision)), placed, MARGINS);
             (j.fired.limit, j.fired.constraint, j.level, j.unknown)
         };
         // Lowered to 32 MiB under 64 MiB of use: the container's own limit,

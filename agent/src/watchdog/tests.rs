@@ -908,17 +908,16 @@ fn the_kernels_count_of_ooms_says_which_limit_fired() {
     let mut node = node_with_one_pod();
     node.oom_counts.insert(pod_path(1), 4);
     let mut wd = started(node, Settings::default());
-    // The pod's file said 4 at start-up: its count rose, though its usage
-    // fell back from its limit before the victim was marked. Container 102
-    // was found without a file: no word, its page counters say it did not
-    // fire.
-    let found = kernel(&mut wd, oom_counted(21, 2 * SEC, &[], [3, 5, 0, 0, 0]), 2 * SEC);
+    // The pod's file said 4 at start-up: its count rose, the kernel's word.
+    // Container 102 was found without a file: no word, and its page
+    // counters say it did not fire.
+    let found = kernel(&mut wd, oom_counted(21, 2 * SEC, &[100], [3, 5, 0, 0, 0]), 2 * SEC);
     assert_eq!(decided(&found), [(Pod, OomCount)]);
     // Known from then on: the pod's count rose, the container's did not,
     // though it sat at its limit.
     let found = kernel(&mut wd, oom_counted(22, 3 * SEC, &[102, 100], [3, 6, 0, 0, 0]), 3 * SEC);
     assert_eq!(decided(&found), [(Pod, OomCount)]);
-    let found = kernel(&mut wd, oom_counted(23, 4 * SEC, &[100], [4, 6, 0, 0, 0]), 4 * SEC);
+    let found = kernel(&mut wd, oom_counted(23, 4 * SEC, &[102], [4, 6, 0, 0, 0]), 4 * SEC);
     assert_eq!(decided(&found), [(Container, OomCount)]);
 }
 
