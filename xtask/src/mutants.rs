@@ -50,7 +50,7 @@ const MUTATIONS: &[Mutation] = &[
     Mutation {
         file: "agent/src/watchdog/oom_limit.rs",
         from: "Some(decision) => decided(read.levels, read.cut, decision, placed),",
-        to: "Some(_) => from_counters(read, placed, margin),",
+        to: "Some(_) => from_counters(read, placed, margins),",
         test: "the_kernels_own_decision_names_the_cgroup_whatever_task_ran_the_kill",
         bug: "which limit fired read off the task that ran the OOM killer: a resize reads as a node OOM",
     },
