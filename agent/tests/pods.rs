@@ -722,13 +722,7 @@ async fn a_pods_limit_firing_beside_a_container_at_its_own_reads_pod() {
     let mut watch = Watch::start();
     let mut pod = KubePod::build("limit-beside", UID_LIMIT_BESIDE, false, 3);
     pod.cg.set_memory_limit(&pod.pod_path, 40 << 20);
-    let usage = |pod: &KubePod| -> u64 {
-        let dir = pod.cg.layout.dir(&pod.paths[A]);
-        ["memory.current", "memory.usage_in_bytes"]
-            .iter()
-            .find_map(|f| std::fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok())
-            .expect("A's usage")
-    };
+    let usage = |pod: &KubePod| pod.cg.memory_usage(&pod.paths[A]).expect("A's usage");
     pod.start_init(A, &holder(24));
     pod.trigger(A);
     let start = std::time::Instant::now();

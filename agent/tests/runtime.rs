@@ -552,13 +552,7 @@ fn cri_kills_say_whose_limit_and_what_filled_it(rt: &Runtime) {
     let holder =
         cri.run_container(&pair, "holder", None, "dd if=/dev/zero of=/dev/shm/hold bs=1M count=32; exec sleep 1000");
     let holder_cgroup = pair_pod.container_path(&holder);
-    let usage = |path: &str| -> u64 {
-        let dir = pair_pod.cg.layout.dir(path);
-        ["memory.current", "memory.usage_in_bytes"]
-            .iter()
-            .find_map(|f| std::fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok())
-            .unwrap_or(0)
-    };
+    let usage = |path: &str| pair_pod.cg.memory_usage(path).unwrap_or(0);
     let start = Instant::now();
     while usage(&holder_cgroup) < 32 << 20 {
         assert!(start.elapsed() < Duration::from_secs(20), "the holder never held 32 MiB: {}", usage(&holder_cgroup));

@@ -22,11 +22,12 @@
 //! program reads, at the kill, the memory cgroup of the victim (or of the
 //! task that ran out of memory) and each one above it: the kernel's count
 //! of the OOMs each ran for its own limit, and its page counters. The
-//! innermost level whose count rose since the agent last saw it is the one
-//! the killer ran for (`super::oom_counts`). A level whose count has a
-//! past the agent did not see is judged from its page counters: a charge
-//! is tried from the innermost cgroup up, and the OOM killer acts on the first whose limit it
-//! failed at; the kernel calls the OOM killer only for charges of a few
+//! innermost level whose count rose since the agent last saw it, and which
+//! is still near its limit, is the one the killer ran for
+//! (`super::oom_counts`). Where no count rose, or a level's past is
+//! unknown, the page counters judge: a charge is tried from the innermost
+//! cgroup up, and the OOM killer acts on the first whose limit it failed
+//! at; the kernel calls the OOM killer only for charges of a few
 //! pages (8 at most: larger ones fail instead), after reclaim failed. So
 //! the innermost level whose usage is within 8 pages of its limit — of
 //! memory, or on cgroup v1 of memory + swap, which runc holds to the memory
@@ -155,11 +156,8 @@ pub struct Margins {
 
 impl Margins {
     pub fn of(page_size: u64, cpus: u64) -> Self {
-        let cpus = u32::try_from(cpus).unwrap_or(u32::MAX);
-        Self {
-            limit: u64::from(agent_common::oom_margin_pages(cpus)) * page_size,
-            risen: u64::from(agent_common::oom_drained_margin_pages(cpus)) * page_size,
-        }
+        let drained = agent_common::oom_drained_margin_pages(u32::try_from(cpus).unwrap_or(u32::MAX));
+        Self { limit: margin(page_size, cpus), risen: u64::from(drained) * page_size }
     }
 }
 

@@ -100,6 +100,15 @@ impl TestCgroup {
         self.cg.set_memory_limit(path, bytes).unwrap_or_else(|e| panic!("{e:#}"))
     }
 
+    /// The memory `path` uses now (`memory.current`, v1
+    /// `memory.usage_in_bytes`); `None` when it cannot be read.
+    pub fn memory_usage(&self, path: &str) -> Option<u64> {
+        let dir = self.layout.dir(path);
+        ["memory.current", "memory.usage_in_bytes"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok())
+    }
+
     pub fn limit_swap(&self, path: &str, bytes: u64) {
         self.cg.limit_swap(path, bytes).unwrap_or_else(|e| panic!("{e:#}"))
     }
