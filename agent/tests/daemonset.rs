@@ -228,7 +228,22 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
         Some(1.0),
         "{text}"
     );
-    assert_eq!(cri.status(&hog).reason, "OOMKilled");
+    // The runtime's word on the hog, whichever way containerd's race went:
+    // the agent counts exactly a runtime that missed the kill.
+    let missed = cri.missed_oom_kills(&[&hog]);
+    let verdicts = |t: &str| {
+        ["agreed", "disagreed"]
+            .iter()
+            .filter_map(|r| metric(t, &format!("sandwatch_runtime_verdicts_total{{result=\"{r}\"}}")))
+            .sum::<f64>()
+    };
+    wait_for("the agent's verdict on the runtime's word", &|t| verdicts(t) >= 1.0);
+    let text = wait_for("a scrape after the verdict", &|t| verdicts(t) >= 1.0);
+    assert_eq!(
+        metric(&text, "sandwatch_runtime_disagreements_total{direction=\"kernel_says_oom\"}"),
+        Some(f64::from(missed)),
+        "{text}"
+    );
     // /events is not on the pod network; it is a root-only socket on the
     // node, where `sandwatch events` finds it. Its records name the node
     // from the downward API.
