@@ -82,6 +82,23 @@ fn group(pgid: i32) -> Vec<i32> {
     pids
 }
 
+/// Each process: its pid, command line, and the signals it ignores,
+/// blocks and catches (hex masks of /proc/PID/status), to say which one
+/// outlived a signal and why.
+fn describe(pids: &[i32]) -> String {
+    pids.iter()
+        .map(|pid| {
+            let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args = String::from_utf8_lossy(&args).replace('\0', " ");
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let masks: Vec<&str> =
+                status.lines().filter(|l| ["SigBlk:", "SigIgn:", "SigCgt:"].iter().any(|k| l.starts_with(k))).collect();
+            format!("  {pid} {} [{}]", args.trim_end(), masks.join(" "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Whether a process of the group is rustc building the agent's unit tests
 /// in `copy`.
 fn building_in(pgid: i32, copy: &Path) -> bool {
@@ -104,15 +121,37 @@ struct Run {
 
 impl Run {
     fn start() -> Self {
-        let mut child = Command::new(env!("CARGO"))
+        let mut command = Command::new(env!("CARGO"));
+        command
             .args(["xtask", "mutants"])
             .current_dir(root())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .unwrap();
+            .process_group(0);
+        // A shell that runs the suite in the background without job control
+        // (CI, `cmd &` in a script) starts it with SIGINT and SIGQUIT
+        // ignored, and that is inherited: the run then outlives the Ctrl-C
+        // this test sends. A terminal's Ctrl-C reaches a run whose signals
+        // are the default ones; so does this test's.
+        // SAFETY: signal(2) and sigprocmask(2) are async-signal-safe; the
+        // child is between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                for signal in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM] {
+                    if libc::signal(signal, libc::SIG_DFL) == libc::SIG_ERR {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                let mut none: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        let mut child = command.spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -161,11 +200,15 @@ impl Run {
             if let Some(status) = self.child.try_wait().unwrap() {
                 break status;
             }
-            assert!(Instant::now() < deadline, "`cargo xtask mutants` still runs 60 s after signal {signal}");
+            assert!(
+                Instant::now() < deadline,
+                "`cargo xtask mutants` still runs 60 s after signal {signal}; its group:\n{}",
+                describe(&group(self.pgid()))
+            );
             std::thread::sleep(Duration::from_millis(20));
         };
         while !group(self.pgid()).is_empty() {
-            assert!(Instant::now() < deadline, "processes of the run outlive it: {:?}", group(self.pgid()));
+            assert!(Instant::now() < deadline, "processes of the run outlive it:\n{}", describe(&group(self.pgid())));
             std::thread::sleep(Duration::from_millis(20));
         }
         status
