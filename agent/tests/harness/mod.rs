@@ -639,6 +639,31 @@ pub fn needs_live_pressure(expr: &str) -> bool {
     expr.contains("sandwatch_pod_memory_")
 }
 
+/// The scrape config the Prometheus Operator renders from
+/// deploy/kubernetes/servicemonitor.yaml, for one agent at `target` on
+/// `node`, every second: the labels it gives every target of a
+/// ServiceMonitor's endpoint (`namespace`, `service`, `pod`, `container`,
+/// `endpoint`, and `job` from the Service), the endpoint's relabeled
+/// `node`, its path and its `honorLabels`. Targets' labels are static here,
+/// with the values the Service's pods have in a cluster; a scraped label of
+/// the same name is kept only with `honorLabels`, or else becomes
+/// `exported_<name>`, as in kube-prometheus-stack.
+pub fn operator_scrape_config(target: SocketAddr, node: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/servicemonitor.yaml");
+    let text = std::fs::read_to_string(&path).expect("servicemonitor.yaml");
+    let monitor: serde_json::Value = yaml_serde::from_str(&text).expect("ServiceMonitor YAML");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    let honor = endpoint["honorLabels"].as_bool().unwrap_or(false);
+    let metrics_path = endpoint["path"].as_str().unwrap_or("/metrics");
+    let port = endpoint["port"].as_str().expect("the endpoint's port name");
+    let relabeled: Vec<&str> =
+        endpoint["relabelings"].as_array().into_iter().flatten().filter_map(|r| r["targetLabel"].as_str()).collect();
+    assert_eq!(relabeled, ["node"], "a relabeling this rendering does not know");
+    format!(
+        "  - job_name: serviceMonitor/sandwatch/sandwatch/0\n    honor_labels: {honor}\n    metrics_path: {metrics_path}\n    static_configs:\n      - targets: ['{target}']\n        labels:\n          namespace: sandwatch\n          service: sandwatch\n          pod: sandwatch-x7k2p\n          container: sandwatch\n          endpoint: {port}\n          job: sandwatch\n          node: {node}\n"
+    )
+}
+
 /// A real Prometheus server on loopback, scraping `target` every second,
 /// with its own temporary configuration and storage. Killed on drop.
 pub struct PrometheusProcess {
@@ -648,11 +673,9 @@ pub struct PrometheusProcess {
 }
 
 impl PrometheusProcess {
+    /// Scraping as kube-prometheus-stack scrapes the shipped ServiceMonitor.
     pub fn start(target: SocketAddr) -> Self {
-        Self::start_with(
-            target.port(),
-            &format!("  - job_name: sandwatch\n    static_configs:\n      - targets: ['{target}']\n"),
-        )
+        Self::start_with(target.port(), &operator_scrape_config(target, "sandwatch-test-node"))
     }
 
     /// With these scrape configs (YAML list items under `scrape_configs:`),
