@@ -193,7 +193,7 @@ catalogue! {
 
     // telemetry/signal_metrics.rs
     CONTAINER_SIGNAL_EXITS_TOTAL = Counter, "sandwatch_container_signal_exits_total", ["container_role", "sender", "unit"],
-        "Containers' inits (sandbox, workload) ended by a signal, by its sender: oom_killer, kernel (a fault, a limit, a timer it set), same_container, same_pod, other_pod, runtime (its shim, runc: a stop), host (with the systemd unit of the process: a service's name for the first 16 services, other beyond, scope for a transient unit, none without), unknown (no record of it: lost, or sent before the agent started).";
+        "Containers' inits (sandbox, workload) ended by a signal, by its sender: oom_killer, kernel (a fault, a limit, a timer it set), same_container, same_pod, other_pod, runtime (its shim, runc: a stop), host (with the systemd unit of the process: a service's name for the first 16 services, other beyond, scope for a transient unit, none without), unknown (no record of it: lost, or sent before the agent started; or a file's I/O notice, whose arming is not seen).";
     CONTAINER_STOPS_PAST_GRACE_TOTAL = Counter, "sandwatch_container_stops_past_grace_total", ["sender"],
         "Containers' inits a sender asked to stop (SIGTERM or another signal) and then killed with SIGKILL: a stop past its grace period, by sender.";
     CONTAINER_STOP_GRACE_SECONDS = Histogram(&GRACE_BUCKETS), "sandwatch_container_stop_grace_seconds", [],

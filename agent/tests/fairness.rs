@@ -1116,6 +1116,81 @@ fn a_timers_signal_is_the_kernels_and_a_forged_one_names_its_sender() {
     drop(spinner);
 }
 
+const UID_ARMED: &str = "fa1e0000-0035-4e5f-8a9b-0c1d2e3f4a5b";
+/// fcntl(2)'s F_SETSIG on Linux (not in libc for every target).
+const F_SETSIG: libc::c_int = 10;
+
+/// Forks a process into `procs`'s cgroup that arms a pipe against `pid`
+/// as any process may: `pid` its owner (`F_SETOWN`), `sig` its signal
+/// (`F_SETSIG`; 0: plain SIGIO), `O_ASYNC`; then writes to it, which has
+/// the kernel send the owner `sig`. Exits 0 once written.
+fn arm_pipe(procs: &std::path::Path, pid: u32, sig: libc::c_int) -> u32 {
+    fork_into(procs, |joined| {
+        let mut fds = [0; 2];
+        // SAFETY: system calls on descriptors this child made.
+        let armed = unsafe {
+            libc::pipe(fds.as_mut_ptr()) == 0
+                && libc::fcntl(fds[0], libc::F_SETOWN, pid as libc::c_int) == 0
+                && libc::fcntl(fds[0], F_SETSIG, sig) == 0
+                && libc::fcntl(fds[0], libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK) == 0
+                && libc::write(fds[1], b"x".as_ptr().cast(), 1) == 1
+        };
+        if joined && armed {
+            0
+        } else {
+            1
+        }
+    })
+}
+
+/// A tenant's container arms pipes against its neighbours' inits, as any
+/// process of the pod may: one with SIGKILL as its signal, one with plain
+/// SIGIO (whose default ends a process). The kernel sends each in the
+/// writer's task, with a `POLL_IN` code or its private siginfo. Who chose
+/// the target is not seen, and a writer may be anyone (the runtime on a
+/// container's stdin): both ends read `unknown`, never `kernel`. (Before:
+/// `kernel`, a verdict any tenant could forge.)
+#[test]
+fn a_files_io_notice_ends_a_neighbour_as_unknown_never_the_kernels() {
+    require_root();
+    let agent = AgentProcess::start(&NO_RUNTIME);
+    let mut pod = KubePod::build("armed", UID_ARMED, false, 4);
+    pod.start_init(0, "exec sleep 1000");
+    pod.trigger(0);
+    let waiter =
+        |i: usize| fork_into(&pod.cg.procs_file(&pod.paths[i]), |joined| if joined { pause_forever() } else { 1 });
+    let (killed, polled) = (waiter(1), waiter(2));
+    // Each in pause(2), and the agent knows both containers by then.
+    let paused = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('S'))
+    };
+    let start = Instant::now();
+    while !(paused(killed) && paused(polled)) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the targets never paused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let attacker = pod.cg.procs_file(&pod.paths[3]);
+    assert_eq!(reap(arm_pipe(&attacker, killed, libc::SIGKILL)), 0, "arming a pipe with SIGKILL was refused");
+    assert_eq!(reap(arm_pipe(&attacker, polled, 0)), 0, "arming a pipe with SIGIO was refused");
+    for (pid, sig) in [(killed, libc::SIGKILL), (polled, libc::SIGIO)] {
+        let status = reap(pid);
+        assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == sig, "{pid} ended by {sig}: {status:#x}");
+    }
+    let all = |t: &str| -> f64 {
+        ["oom_killer", "kernel", "same_container", "same_pod", "other_pod", "runtime", "host", "unknown"]
+            .iter()
+            .map(|s| ends_by(t, UID_ARMED, s))
+            .sum()
+    };
+    let text = wait_until(&agent, Duration::from_secs(30), "both ends", |t| all(t) >= 2.0);
+    assert_eq!(ends_by(&text, UID_ARMED, "kernel"), 0.0, "an I/O notice is no verdict of the kernel's:\n{text}");
+    assert_eq!(ends_by(&text, UID_ARMED, "unknown"), 2.0, "{text}");
+    drop(agent);
+    drop(pod);
+}
+
 const UID_TICKER: &str = "fa1e0000-0033-4e5f-8a9b-0c1d2e3f4a5b";
 const UID_TICKED_OFF: &str = "fa1e0000-0034-4e5f-8a9b-0c1d2e3f4a5b";
 

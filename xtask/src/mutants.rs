@@ -324,6 +324,13 @@ const MUTATIONS: &[Mutation] = &[
         bug: "a container's end counted only by role, its reason lost",
     },
     Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "        if is_io_notice(s.sig, s.origin) {",
+        to: "        if false {",
+        test: "a_files_io_notice_is_neither_the_kernels_nor_the_writers",
+        bug: "a tenant's F_SETSIG SIGKILL to its neighbour read as the kernel's verdict",
+    },
+    Mutation {
         file: "agent/src/model/exit_reason.rs",
         from: "        if oom {\n            return OomKilled;\n        }\n",
         to: "",

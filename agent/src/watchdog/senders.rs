@@ -42,8 +42,30 @@ pub enum Sender {
     /// Any other host process.
     Host,
     /// Not known: no record of the signal (lost, or sent before the agent
-    /// started), or a sender the kernel's task table had lost.
+    /// started), a sender the kernel's task table had lost, or a file's
+    /// I/O notice (`O_ASYNC`: whoever set the file's owner chose the
+    /// process, unseen; whoever did the I/O only fired it).
     Unknown,
+}
+
+/// Signals the kernel raises with a positive code of its own in the
+/// process they are about: faults (SIGILL, SIGTRAP, SIGBUS, SIGFPE,
+/// SIGSEGV), a child's change (SIGCHLD), a seccomp kill (SIGSYS).
+const FAULT_OR_CHILD: [u32; 7] = [4, 5, 7, 8, 11, 17, 31];
+/// SIGIO (SIGPOLL).
+const SIGIO: u32 = 29;
+
+/// A file's I/O notice: `fcntl(F_SETOWN)` names the process and
+/// `F_SETSIG` any signal, SIGKILL included, which the kernel then sends
+/// with a `POLL_*` code (1 to 6), or plain SIGIO from its private siginfo,
+/// in whatever task does I/O on the file (the runtime writing a
+/// container's stdin, say). Neither the kernel's verdict nor that task's.
+fn is_io_notice(sig: u32, origin: SignalOrigin) -> bool {
+    match origin {
+        SignalOrigin::Info(code) => (1..=6).contains(&code) && !FAULT_OR_CHILD.contains(&sig),
+        SignalOrigin::Priv => sig == SIGIO,
+        SignalOrigin::NoInfo | SignalOrigin::Kernel(_) => false,
+    }
 }
 
 /// How a process ended by a signal, and who sent it.
@@ -377,9 +399,9 @@ impl Senders {
 
     /// Whose share of the table an entry made by `s` (classified `sent`)
     /// takes: a pod task's signals are its pod's, by the task's place,
-    /// whatever they are taken for; the kernel's own notices (a timer's, a
-    /// SIGIO: the task they ran under is whichever was on the CPU) are the
-    /// target's pod's. Pod tasks the agent cannot place share one. None for
+    /// whatever they are taken for; the kernel's own notices (a timer's:
+    /// the task it ran under is whichever was on the CPU) are the target's
+    /// pod's. Pod tasks the agent cannot place share one. None for
     /// a host process's (the runtime's among them).
     fn share_of<'r>(&self, s: &Signal, sent: &Sent, registry: &'r PodRegistry) -> Option<&'r str> {
         let pod_of = |id: u64| match registry.owner(id).or_else(|| registry.tombstone(id).map(|t| &t.owner)) {
@@ -419,6 +441,9 @@ impl Senders {
         // negative code in a siginfo a syscall copied (`rt_sigqueueinfo`
         // lets anyone send a timer's or a queue's code to anyone) is its
         // sender's, named, wherever it runs.
+        if is_io_notice(s.sig, s.origin) {
+            return sent;
+        }
         let by_kernel = match s.origin {
             SignalOrigin::Priv | SignalOrigin::Kernel(_) => true,
             SignalOrigin::Info(code) => code > 0,

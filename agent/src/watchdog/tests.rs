@@ -1619,6 +1619,35 @@ fn the_kernels_own_signals_name_no_process() {
     assert_eq!(other.sender, Sender::Unknown);
 }
 
+/// Guards: a file's I/O notice read as the kernel's verdict. A tenant's
+/// process sets a pipe's owner to its neighbour (`F_SETOWN`), its signal
+/// to SIGKILL (`F_SETSIG`) and `O_ASYNC`, then writes: the kernel sends the
+/// neighbour SIGKILL with `POLL_IN`; plain SIGIO comes from its private
+/// siginfo. Who armed it is not seen, and who wrote (the runtime, on a
+/// container's stdin) did not choose the target: unknown, never the
+/// kernel, never the writer. Faults and a child's SIGCHLD keep their codes.
+#[test]
+fn a_files_io_notice_is_neither_the_kernels_nor_the_writers() {
+    let pod = SenderPlace::Tracked(102);
+    let runtime = SenderPlace::Host(6);
+    for (sig, origin, from, place) in [
+        (9, SignalOrigin::Info(1), 21, pod),
+        (15, SignalOrigin::Info(2), 21, pod),
+        (9, SignalOrigin::Info(6), 601, runtime),
+        (29, SignalOrigin::Priv, 601, runtime),
+        (29, SignalOrigin::Priv, 20, pod),
+    ] {
+        let end = ended_by(vec![signal(sig, 20, 102, from, place, origin, 0)], sig as u8);
+        assert_eq!((end.sender, end.pid, end.pod.is_some()), (Sender::Unknown, None, false), "{sig} {origin:?}");
+    }
+    for (sig, code) in [(11, 1), (7, 2), (4, 1), (8, 1), (5, 1), (31, 1)] {
+        let end = ended_by(vec![signal(sig, 20, 102, 20, pod, SignalOrigin::Info(code), 0)], sig as u8);
+        assert_eq!(end.sender, Sender::Kernel, "a fault's {sig} with code {code}");
+    }
+    let kernel_kill = ended_by(vec![signal(9, 20, 102, 20, pod, SignalOrigin::Info(0x80), 0)], 9);
+    assert_eq!(kernel_kill.sender, Sender::Kernel, "SI_KERNEL");
+}
+
 /// Guards: a stop past its grace not said (the runtime's SIGTERM and its
 /// SIGKILL come from two runc processes), or said of a SIGKILL another
 /// sender sent after the runtime's SIGTERM.
