@@ -70,6 +70,8 @@ catalogue! {
         "Per-pod series dropped because the --max-pod-series cap of their family (oom_kills, container_exits, memory_pressure) was reached.";
     POD_SERIES_EXPIRED_TOTAL = Counter, "sandwatch_pod_series_expired_total", ["family"],
         "Per-pod series removed --pod-series-ttl after their pod was torn down, by family (oom_kills, container_exits).";
+    POD_SERIES_HOLD_SECONDS = Gauge, "sandwatch_pod_series_hold_seconds", [],
+        "How long a new per-pod or per-workload counter series is served at 0 before its first events are added, so that increase() counts them: --pod-series-hold, or 1.5 times the longest interval between one scraper's scrapes over the last 10 minutes (up to 5 minutes) if longer.";
     WORKLOAD_SERIES_EVICTED_TOTAL = Counter, "sandwatch_workload_series_evicted_total", ["family"],
         "Per-workload series dropped because the --max-workload-series cap of their family (oom_kills, container_exits) was reached.";
     WORKLOAD_SERIES_EXPIRED_TOTAL = Counter, "sandwatch_workload_series_expired_total", ["family"],
@@ -366,6 +368,14 @@ impl Family {
         let c = CounterVec::new(self.opts(), self.labels)?;
         into.register(Box::new(c.clone()))?;
         Ok(c)
+    }
+
+    /// A gauge of fractions (seconds), registered in `into`.
+    pub fn float_gauge(&self, into: &Registry) -> Result<prometheus::Gauge, prometheus::Error> {
+        self.check("gauge", false)?;
+        let g = prometheus::Gauge::with_opts(self.opts())?;
+        into.register(Box::new(g.clone()))?;
+        Ok(g)
     }
 
     /// A labelled gauge of fractions (a ratio), registered in `into`.

@@ -105,8 +105,9 @@ pub struct Config {
 
     /// How long a new per-pod or per-workload counter series is served at
     /// 0 before its first events are added (e.g. 30s; at most 10m; 0 adds
-    /// them at once). Prometheus never counts a series' first sample: keep
-    /// it at least the scrape interval, so that a scrape sees the 0 first.
+    /// them at once). Prometheus never counts a series' first sample, so a
+    /// scrape must see the 0 first: a scraper slower than this lengthens
+    /// it to 1.5 times its interval (up to 5m).
     #[arg(long, env = "SANDWATCH_POD_SERIES_HOLD", default_value = "30s", value_parser = parse_hold)]
     pub pod_series_hold: u64,
 

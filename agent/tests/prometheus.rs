@@ -131,6 +131,52 @@ fn prometheus_sees_an_oom_storm_exactly() {
     drop(pod);
 }
 
+const UID_SLOW: &str = "9a8b7c6d-0003-4a3b-8c2d-1e0f9a8b7c6d";
+
+/// A Prometheus that scrapes every 10 s, slower than the agent's hold
+/// (2 s here; 30 s by default against a 60 s scrape): a pod's first kill,
+/// right after a scrape, is still counted by increase(). The agent learns
+/// the scraper's interval and holds the new series for 1.5 times it, so a
+/// scrape reads the 0 first. (Before: the kill was added 2 s after it, the
+/// next scrape read the series at 1 first, and increase() never counted
+/// it.)
+#[test]
+fn a_first_kill_counts_for_a_scraper_slower_than_the_hold() {
+    require_root();
+    let agent = AgentProcess::start(&["--pod-series-hold", "2s"]);
+    // Nothing else scrapes the agent here: from the same loopback address
+    // its polls would read as this scraper's scrapes.
+    let scrape = format!(
+        "  - job_name: sandwatch\n    scrape_interval: 10s\n    static_configs:\n      - targets: ['{}']\n",
+        agent.addr
+    );
+    let prom = PrometheusProcess::start_with(agent.addr.port(), &scrape);
+    let hold = prom.wait_for("sandwatch_pod_series_hold_seconds", Duration::from_secs(60), |v| v >= 14.0);
+    assert!(hold.is_some_and(|h| (14.0..=16.0).contains(&h)), "the hold after 10 s scrapes: {hold:?}");
+
+    let mut pod = KubePod::build("slow", UID_SLOW, false, 2);
+    pod.start_init(1, &format!("exec {HOG}"));
+    // Right after a scrape: the furthest from the next one.
+    let last = |p: &PrometheusProcess| p.scalar("max(timestamp(up{job=\"sandwatch\"}))", None);
+    let before = last(&prom);
+    assert!(prom
+        .wait_for("max(timestamp(up{job=\"sandwatch\"}))", Duration::from_secs(20), |t| Some(t) != before)
+        .is_some());
+    pod.trigger(1);
+    let series = format!("sum(sandwatch_pod_oom_kills_total{{pod_uid=\"{UID_SLOW}\"}})");
+    let killed = prom.wait_for(&series, Duration::from_secs(60), |v| v >= 1.0);
+    assert_eq!(killed, Some(1.0), "the kill never reached Prometheus: {}", prom.log());
+    let at = last(&prom).expect("a scrape");
+    let samples = prom.raw_query(&format!("sandwatch_pod_oom_kills_total{{pod_uid=\"{UID_SLOW}\"}}[2m]"));
+    let counted =
+        prom.scalar(&format!("sum(increase(sandwatch_pod_oom_kills_total{{pod_uid=\"{UID_SLOW}\"}}[5m]))"), Some(at));
+    assert!(
+        counted.is_some_and(|v| v >= 0.9),
+        "increase() counts the first kill: {counted:?}; the samples: {samples:?}"
+    );
+    drop(pod);
+}
+
 const UID_TTL: &str = "9a8b7c6d-0002-4a3b-8c2d-1e0f9a8b7c6d";
 
 /// `--pod-series-ttl`: a torn-down pod's OOM series is scraped with its last

@@ -331,6 +331,13 @@ const MUTATIONS: &[Mutation] = &[
         bug: "a tenant's F_SETSIG SIGKILL to its neighbour read as the kernel's verdict",
     },
     Mutation {
+        file: "agent/src/telemetry/pod_series.rs",
+        from: "            Some(interval) if !self.hold.is_zero() => self.hold.max(interval.mul_f64(1.5)),",
+        to: "            Some(interval) if false => self.hold.max(interval.mul_f64(1.5)),",
+        test: "a_new_series_waits_for_a_slow_scraper_to_read_its_zero",
+        bug: "a scraper slower than the hold reads a new series first at 1: its first event lost",
+    },
+    Mutation {
         file: "agent/src/model/exit_reason.rs",
         from: "        if oom {\n            return OomKilled;\n        }\n",
         to: "",

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod pod_labels;
 pub mod pod_series;
 pub mod records;
+pub mod scrapers;
 pub mod server;
 pub mod signal_metrics;
 pub mod watchdog_metrics;

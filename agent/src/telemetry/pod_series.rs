@@ -20,9 +20,12 @@
 //! `increase()` and `rate()` never count a series' first sample, so a
 //! series that appeared with its first event counted would lose that event
 //! to every rule and panel. A new series is made at 0 and its first
-//! increments are held for `hold` (at least the scrape interval), so that
-//! a scrape sees the 0 first; a series removed (expired, evicted) and made
-//! again is held anew. Zeros are not made ahead for every container: the
+//! increments are held, so that a scrape sees the 0 first: for `hold`
+//! (`--pod-series-hold`), or for one and a half times the longest interval
+//! between a scraper's scrapes seen in the last 10 minutes, up to 5
+//! minutes, if that is longer ([`Scrapers`]): a Prometheus that scrapes
+//! every 2 minutes, or HA replicas each at its own time, see it too. A
+//! series removed (expired, evicted) and made again is held anew. Zeros are not made ahead for every container: the
 //! labels of a count (a reason, a role, whose limit, what filled it) are
 //! known only at the event, and a zero for every combination would be over
 //! a hundred series per container.
@@ -35,7 +38,7 @@ use std::{
 
 use prometheus::{CounterVec, GaugeVec, IntCounter, Registry};
 
-use super::{exposition::render, fair::FairShare};
+use super::{exposition::render, fair::FairShare, scrapers::Scrapers};
 use crate::catalogue;
 
 /// The kept families.
@@ -116,8 +119,12 @@ pub struct PodSeries {
     /// The pods counted in each workload's series, till they expire.
     workload_pods: HashMap<WorkloadKey, HashSet<String>>,
     /// How long a new counter series is served at 0 before its first
-    /// increments are added.
+    /// increments are added, at the least.
     hold: Duration,
+    /// Who scrapes, and how often: the hold is longer for a slow scraper.
+    scrapers: Scrapers,
+    /// The hold in force, served.
+    hold_seconds: prometheus::Gauge,
     /// New counter series and what waits to be added to them, with when
     /// they were made, by family (their labels shared with the caps'
     /// tables: a node's first kills make hundreds at once).
@@ -166,7 +173,20 @@ impl PodSeries {
             }
         }
         let workload_pods = HashMap::new();
-        Ok(Self { counters, gauges, family, text: None, caps, workload_pods, hold, held: Held::new() })
+        let hold_seconds = catalogue::POD_SERIES_HOLD_SECONDS.float_gauge(registry)?;
+        hold_seconds.set(hold.as_secs_f64());
+        Ok(Self {
+            counters,
+            gauges,
+            family,
+            text: None,
+            caps,
+            workload_pods,
+            hold,
+            scrapers: Scrapers::default(),
+            hold_seconds,
+            held: Held::new(),
+        })
     }
 
     fn remove(
@@ -275,9 +295,24 @@ impl PodSeries {
         }
     }
 
+    /// A scrape from `ip` at `now`.
+    pub fn scraped(&mut self, ip: std::net::IpAddr, now: Instant) {
+        self.scrapers.scraped(ip, now);
+    }
+
+    /// The hold at `now`: `hold`, or one and a half times the longest
+    /// scraper's interval if longer (see the module's doc).
+    fn hold_at(&self, now: Instant) -> Duration {
+        match self.scrapers.longest_interval(now) {
+            Some(interval) if !self.hold.is_zero() => self.hold.max(interval.mul_f64(1.5)),
+            _ => self.hold,
+        }
+    }
+
     /// Adds what waited in series whose 0 has been served for the hold.
     fn release(&mut self, now: Instant) {
-        let hold = self.hold;
+        let hold = self.hold_at(now);
+        self.hold_seconds.set(hold.as_secs_f64());
         for (family, waiting) in &mut self.held {
             let due: Vec<Arc<Vec<String>>> = waiting
                 .iter()

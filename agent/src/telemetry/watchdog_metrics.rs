@@ -572,6 +572,13 @@ impl WatchdogMetrics {
         }
     }
 
+    /// A scrape of `/metrics` from `ip`, now.
+    pub fn scraped_by(&self, ip: std::net::IpAddr) {
+        if let Ok(mut series) = self.pod_series.lock() {
+            series.scraped(ip, Instant::now());
+        }
+    }
+
     /// The per-pod and per-workload families in the text format, to serve
     /// after the registry's families (see `metrics::render_with`).
     pub fn pod_series_text(&self) -> Result<Arc<str>, prometheus::Error> {
@@ -865,6 +872,35 @@ mod tests {
             value(&text, "sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}"),
             Some(4.0)
         );
+    }
+
+    /// Guards: a scraper slower than the hold (every 60 s; the hold 30 s)
+    /// reading a new series first with its first event counted, which
+    /// Prometheus' increase() never counts: that event lost to every rule.
+    #[test]
+    fn a_new_series_waits_for_a_slow_scraper_to_read_its_zero() {
+        let hold = Duration::from_secs(30);
+        let served = Served::new(MetricsSettings { pod_series_hold: hold, ..MetricsSettings::default() });
+        let m = &served.m;
+        let count = |text: &str| {
+            value(text, "sandwatch_pod_oom_kills_total{cause=\"unknown\",container=\"\",limit=\"unknown\",namespace=\"\",pod=\"\",pod_uid=\"pod-1\",victim_role=\"container_child\",warned=\"false\",workload=\"\",workload_kind=\"\"}")
+        };
+        let secs = Duration::from_secs;
+        let t0 = Instant::now();
+        let prometheus: std::net::IpAddr = [10, 0, 0, 9].into();
+        for ago in [120, 60, 0] {
+            let at = t0.checked_sub(secs(ago)).unwrap_or(t0);
+            m.pod_series.lock().unwrap().scraped(prometheus, at);
+            m.pod_series_text_at(at).unwrap();
+        }
+        let node = render_with(&served.registry, &[]).unwrap();
+        assert_eq!(value(&node, "sandwatch_pod_series_hold_seconds"), Some(90.0), "1.5 times its 60 s");
+        observe(m, &report(1));
+        // Its next scrape, 59 s on: past the 30 s, still the 0.
+        m.pod_series.lock().unwrap().scraped(prometheus, t0 + secs(59));
+        assert_eq!(count(&m.pod_series_text_at(t0 + secs(59)).unwrap()), Some(0.0), "the slow scraper reads the 0");
+        m.pod_series.lock().unwrap().scraped(prometheus, t0 + secs(119));
+        assert_eq!(count(&m.pod_series_text_at(t0 + secs(119)).unwrap()), Some(1.0), "then the kill");
     }
 
     /// Guards: a per-pod series that appears with its first event already

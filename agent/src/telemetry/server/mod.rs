@@ -283,12 +283,16 @@ async fn serve_connection(
     shutdown: &CancellationToken,
     clock: conns::Clock,
 ) {
+    let ip = match &stream {
+        Stream::Tcp(s) => s.peer_addr().ok().map(|a| a.ip()),
+        Stream::Unix(_) => None,
+    };
     let io = Tracked::new(stream, conn.activity.clone(), clock);
     match (endpoint, &shared.tls) {
         (Endpoint::Metrics, Some(tls)) => match tokio_rustls::TlsAcceptor::from(tls.config()).accept(io).await {
             Ok(stream) => {
                 let verified = stream.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
-                let peer = Peer { verified_certificate: verified };
+                let peer = Peer { verified_certificate: verified, ip };
                 http(stream, endpoint, peer, conn, shared, shutdown, clock).await;
             }
             Err(e) => {
@@ -302,7 +306,7 @@ async fn serve_connection(
                 log::debug!("TLS handshake failed: {e}");
             }
         },
-        _ => http(io, endpoint, Peer::default(), conn, shared, shutdown, clock).await,
+        _ => http(io, endpoint, Peer { verified_certificate: false, ip }, conn, shared, shutdown, clock).await,
     }
 }
 

@@ -34,6 +34,8 @@ const PLAIN: &str = "text/plain; charset=utf-8";
 pub(super) struct Peer {
     /// It presented a client certificate that the CA verified.
     pub verified_certificate: bool,
+    /// Its address (TCP): scrapers are told apart by it.
+    pub ip: Option<std::net::IpAddr>,
 }
 
 /// What `/metrics` requires of a client.
@@ -89,7 +91,7 @@ pub(super) async fn route<B>(
                     _ => text(StatusCode::FORBIDDEN, "a client certificate is required\n", PLAIN),
                 };
             }
-            match state.scrape(metrics).await {
+            match state.scrape(metrics, peer.ip).await {
                 Ok(body) => text(StatusCode::OK, body, "text/plain; version=0.0.4; charset=utf-8"),
                 Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), PLAIN),
             }

@@ -78,8 +78,17 @@ impl ServerState {
     /// come meanwhile, which then share the next render (run on the
     /// server's thread, each scrape would render its own, one after the
     /// other).
-    pub async fn scrape(self: &Arc<Self>, metrics: &HttpMetrics) -> Result<Bytes, prometheus::Error> {
+    /// `from`: the scraper's address, which sets how long new per-pod
+    /// series are held at 0 (see `pod_series`).
+    pub async fn scrape(
+        self: &Arc<Self>,
+        metrics: &HttpMetrics,
+        from: Option<std::net::IpAddr>,
+    ) -> Result<Bytes, prometheus::Error> {
         metrics.scraped();
+        if let (Some(ip), Some(pods)) = (from, &self.pods) {
+            pods.scraped_by(ip);
+        }
         let arrived = Instant::now();
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let _turn = self.rendering.lock().await;
@@ -166,7 +175,7 @@ mod tests {
             let tasks: Vec<_> = (0..8)
                 .map(|_| {
                     let (state, metrics) = (state.clone(), metrics.clone());
-                    tokio::spawn(async move { state.scrape(&metrics).await.unwrap() })
+                    tokio::spawn(async move { state.scrape(&metrics, None).await.unwrap() })
                 })
                 .collect();
             let mut bodies = Vec::new();
@@ -183,7 +192,7 @@ mod tests {
         // A scrape after the others: a new render, with what changed.
         gauge.set(7);
         let before = renders.load(SeqCst);
-        let later = runtime.block_on(state.scrape(&metrics)).unwrap();
+        let later = runtime.block_on(state.scrape(&metrics, None)).unwrap();
         assert_eq!(renders.load(SeqCst), before + 1);
         assert!(later.ends_with(b"sandwatch_test_value 7\n"), "{later:?}");
         // Once no scrape holds it, the body is freed, not kept.
