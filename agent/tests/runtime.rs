@@ -1112,12 +1112,19 @@ fn cri_container_exits_by_reason_and_workload(rt: &Runtime) {
     }
 
     // Each exit once, with its reason, in its pod's series and its
-    // workload's; the runtime agrees on the code.
+    // workload's (a run that completed in its workload's only: a pod's
+    // ordinary end makes no per-pod series); the runtime agrees on the code.
     for ((name, _, _, reason, code, sender), id) in ways.iter().zip(&ids) {
         let series = format!(
             "sandwatch_pod_container_exits_total{{container=\"{name}\",namespace=\"shop\",pod=\"web-frontend-7d4b9c8f6-x2k9p\",pod_uid=\"{UID_EXITS}0\",reason=\"{reason}\",sender=\"{sender}\",workload=\"web-frontend\",workload_kind=\"Deployment\"}}"
         );
-        wait_metric(&agent, &series, Duration::from_secs(30), |v| v >= 1.0);
+        if *reason == "completed" {
+            let workload = "sandwatch_workload_container_exits_total{namespace=\"shop\",reason=\"completed\",sender=\"none\",workload=\"web-frontend\",workload_kind=\"Deployment\"}";
+            wait_metric(&agent, workload, Duration::from_secs(30), |v| v >= 1.0);
+            assert_eq!(metric(&agent.metrics(), &series), None, "no per-pod series for a completed run");
+        } else {
+            wait_metric(&agent, &series, Duration::from_secs(30), |v| v >= 1.0);
+        }
         let start = Instant::now();
         let status = loop {
             let status = cri.status(id);

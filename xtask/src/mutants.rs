@@ -338,6 +338,13 @@ const MUTATIONS: &[Mutation] = &[
         bug: "a scraper slower than the hold reads a new series first at 1: its first event lost",
     },
     Mutation {
+        file: "agent/src/telemetry/watchdog_metrics.rs",
+        from: "                if !ordinary_end(e) {",
+        to: "                if true {",
+        test: "a_job_nodes_ordinary_ends_make_no_per_pod_series_and_evict_no_failure",
+        bug: "a Job node's completed runs fill the per-pod cap and push out another tenant's failures",
+    },
+    Mutation {
         file: "agent/src/model/exit_reason.rs",
         from: "        if oom {\n            return OomKilled;\n        }\n",
         to: "",

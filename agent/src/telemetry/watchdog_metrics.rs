@@ -433,7 +433,9 @@ impl WatchdogMetrics {
                 let sender = e.ended.as_ref().map_or(super::signal_metrics::NO_SENDER, |s| s.sender.label());
                 let now = Instant::now();
                 let Ok(mut series) = self.pod_series.lock() else { return };
-                series.inc(Family::PodContainerExits, labels.series(&[reason, sender]), labels.pod_uid, 1.0, now);
+                if !ordinary_end(e) {
+                    series.inc(Family::PodContainerExits, labels.series(&[reason, sender]), labels.pod_uid, 1.0, now);
+                }
                 if let Some(mut workload) = workload_series(&labels, reason) {
                     workload.push(sender.to_string());
                     series.inc(Family::WorkloadContainerExits, workload, labels.pod_uid, 1.0, now);
@@ -595,6 +597,16 @@ impl WatchdogMetrics {
     }
 }
 
+/// A pod's ordinary end: a run that completed, its sandbox stopped by the
+/// runtime (the pod's teardown). A Job or CI node turns these over by the
+/// thousand; a series of each, kept for `--pod-series-ttl` under the cap,
+/// would crowd out the failures' (and keep `SandwatchSeriesCapReached`
+/// firing). They are counted per workload and node-wide, not per pod.
+fn ordinary_end(e: &crate::watchdog::ContainerExit) -> bool {
+    let by_runtime = e.ended.as_ref().is_some_and(|s| s.sender == crate::watchdog::senders::Sender::Runtime);
+    e.reason == ExitReason::Completed || (e.report.role == TaskRole::Sandbox && by_runtime)
+}
+
 /// A pod's workload series: its namespace, workload and kind, then
 /// `what` (a role or a reason); `None` where its workload is not known.
 fn workload_series(pod: &PodLabels<'_>, what: &str) -> Option<Vec<String>> {
@@ -692,7 +704,7 @@ mod tests {
         use crate::{events::ExitStatus, model::ExitReport, watchdog::ContainerExit};
         let settings = MetricsSettings { max_pod_series: 500, max_workload_series: 50, ..MetricsSettings::default() };
         let served = Served::new(settings);
-        let reasons = [ExitReason::OomKilled, ExitReason::Error, ExitReason::Sigsegv, ExitReason::Completed];
+        let reasons = [ExitReason::OomKilled, ExitReason::Error, ExitReason::Sigsegv, ExitReason::Killed];
         let names = |pod: u32| Names {
             namespace: "shop".into(),
             pod: format!("web-{pod}"),
@@ -908,6 +920,86 @@ mod tests {
     /// container id in its labels, which makes every restart a new series
     /// born at 1; and a series that expired coming back at 1 with a late
     /// event.
+    /// Guards: a Job node's churn (runs that complete, sandboxes the
+    /// runtime stops at teardown) filling the per-pod cap and pushing out
+    /// other tenants' failures, and keeping the cap's alert firing.
+    #[test]
+    fn a_job_nodes_ordinary_ends_make_no_per_pod_series_and_evict_no_failure() {
+        use crate::{
+            model::ExitReport,
+            watchdog::{
+                senders::{Sender, SignalEnd},
+                ContainerExit,
+            },
+        };
+        let served = Served::new(MetricsSettings {
+            max_pod_series: 10,
+            pod_series_hold: Duration::ZERO,
+            ..MetricsSettings::default()
+        });
+        let m = &served.m;
+        let end = |uid: &str, role: TaskRole, reason: ExitReason, sender: Option<Sender>| {
+            let names = Names {
+                namespace: if uid.starts_with("job") { "ci".into() } else { "shop".into() },
+                pod: uid.into(),
+                container: if role == TaskRole::Sandbox { "POD".into() } else { "app".into() },
+                workload: uid.split('-').next().unwrap_or_default().into(),
+                workload_kind: "Job".into(),
+            };
+            let ended = sender.map(|sender| SignalEnd {
+                sender,
+                signal: 9,
+                pid: None,
+                comm: None,
+                pod: None,
+                unit: None,
+                stop: None,
+            });
+            m.observe(&Finding::ContainerExit(ContainerExit {
+                report: ExitReport {
+                    source: Source::Kernel,
+                    outcome: Outcome::Handled,
+                    role,
+                    pod: Some(PodRef { pod_uid: uid.into(), qos: None, container_id: Some(format!("{uid}-c")) }),
+                    sandbox_death: None,
+                    container_exit: Some(reason),
+                    delay_ns: 0,
+                },
+                reason,
+                status: crate::events::ExitStatus::Code(0),
+                ended,
+                names,
+                pid: 1,
+                comm: "app".into(),
+                ts_ns: 0,
+            }));
+        };
+        // Another tenant's crash, then a thousand Job pods that complete.
+        end("web-1", TaskRole::ContainerInit, ExitReason::Error, None);
+        for i in 0..1000 {
+            let uid = format!("job-{i}");
+            end(&uid, TaskRole::ContainerInit, ExitReason::Completed, None);
+            end(&uid, TaskRole::Sandbox, ExitReason::Killed, Some(Sender::Runtime));
+        }
+        let text = served.text();
+        let per_pod: Vec<&str> =
+            text.lines().filter(|l| l.starts_with("sandwatch_pod_container_exits_total{")).collect();
+        assert_eq!(per_pod.len(), 1, "only the failure has a per-pod series: {per_pod:?}");
+        assert!(per_pod[0].contains("pod_uid=\"web-1\"") && per_pod[0].ends_with(" 1"), "{per_pod:?}");
+        assert_eq!(value(&text, "sandwatch_pod_series_evicted_total{family=\"container_exits\"}"), Some(0.0));
+        // Counted per workload all the same.
+        let completed = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("sandwatch_workload_container_exits_total{") && l.contains("reason=\"completed\"")
+            })
+            .count();
+        assert!(completed > 0, "{text}");
+        // A sandbox ended otherwise than by the runtime is no teardown.
+        end("odd-1", TaskRole::Sandbox, ExitReason::Killed, Some(Sender::Host));
+        assert!(served.text().contains("pod_uid=\"odd-1\""), "a sandbox a host process killed has its series");
+    }
+
     #[test]
     fn a_crash_loop_across_restarts_is_one_series_served_at_0_first() {
         let hold = Duration::from_secs(15);
