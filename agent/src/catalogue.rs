@@ -199,7 +199,7 @@ catalogue! {
     CONTAINER_STOPS_PAST_GRACE_TOTAL = Counter, "sandwatch_container_stops_past_grace_total", ["sender"],
         "Containers' inits a sender asked to stop (SIGTERM or another signal) and then killed with SIGKILL: a stop past its grace period, by sender.";
     CONTAINER_STOP_GRACE_SECONDS = Histogram(&GRACE_BUCKETS), "sandwatch_container_stop_grace_seconds", [],
-        "For each stop past its grace period: from the sender's first signal to its SIGKILL.";
+        "For each stop past its grace period: from the sender's request to stop (its last signal that can ask it, within the hour before) to its SIGKILL.";
     RUNTIME_DISAGREEMENTS_TOTAL = Counter, "sandwatch_runtime_disagreements_total", ["direction"],
         "Container ends the runtime reported otherwise than the kernel saw them (containerd's TaskExit, the CRI's status), by direction: runtime_says_oom (OOMKilled for an init the OOM killer did not end), kernel_says_oom (the OOM killer ended it; the runtime says another reason), exit_code.";
     RUNTIME_VERDICTS_TOTAL = Counter, "sandwatch_runtime_verdicts_total", ["result"],

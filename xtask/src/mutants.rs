@@ -345,6 +345,13 @@ const MUTATIONS: &[Mutation] = &[
         bug: "a Job node's completed runs fill the per-pod cap and push out another tenant's failures",
     },
     Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "                        && asks_to_stop(s.sig)",
+        to: "",
+        test: "a_stops_request_is_its_senders_last_that_asks_to_stop_within_the_hour",
+        bug: "a unit's reload half an hour before its kill read as the start of a grace",
+    },
+    Mutation {
         file: "agent/src/model/exit_reason.rs",
         from: "        if oom {\n            return OomKilled;\n        }\n",
         to: "",

@@ -55,6 +55,18 @@ const FAULT_OR_CHILD: [u32; 7] = [4, 5, 7, 8, 11, 17, 31];
 /// SIGIO (SIGPOLL).
 const SIGIO: u32 = 29;
 
+/// How long before its SIGKILL a request to stop can have come.
+const STOP_WINDOW_NS: u64 = 3600 * 1_000_000_000;
+
+/// Whether `sig` can be a request to stop (a container's STOPSIGNAL is any
+/// signal its image names: SIGTERM, SIGQUIT for nginx, SIGWINCH for httpd,
+/// SIGRTMIN+3 for systemd), but not those that say something else: a
+/// reload or hang-up (SIGHUP), a user's (SIGUSR1, SIGUSR2), a child's, a
+/// resumption, urgent data, I/O, a timer's.
+fn asks_to_stop(sig: u32) -> bool {
+    !matches!(sig, 1 | 10 | 12 | 14 | 17 | 18 | 23 | 26 | 27 | 29)
+}
+
 /// A file's I/O notice: `fcntl(F_SETOWN)` names the process and
 /// `F_SETSIG` any signal, SIGKILL included, which the kernel then sends
 /// with a `POLL_*` code (1 to 6), or plain SIGIO from its private siginfo,
@@ -241,9 +253,18 @@ impl Senders {
         // processes sent handled signals as fast as it likes, or the kernel
         // send them notices); what came from outside the container takes
         // that of the oldest the container sent itself. Else it is dropped.
+        // A record full of trusted senders' signals (a host agent's handled
+        // SIGUSR1 every minute) still takes a kill and the runtime's stop:
+        // in the place of the oldest host's, else of the runtime's own
+        // oldest request; a kill never goes for want of room.
         let trusted = |s: &Sent| matches!(s.sender, Sender::Runtime | Sender::Host);
+        let oldest =
+            |signals: &[Sent], keep: &dyn Fn(&Sent) -> bool| signals.iter().position(|s| s.sig != SIGKILL && !keep(s));
         let room = if sent.sig == SIGKILL || trusted(&sent) {
-            pending.signals.iter().position(|s| s.sig != SIGKILL && !trusted(s))
+            let runtime = |s: &Sent| s.sender == Sender::Runtime;
+            oldest(&pending.signals, &trusted).or_else(|| oldest(&pending.signals, &runtime)).or_else(|| {
+                (sent.sig == SIGKILL || runtime(&sent)).then(|| oldest(&pending.signals, &|_| false)).flatten()
+            })
         } else if sent.sender != Sender::SameContainer {
             pending.signals.iter().position(|s| s.sender == Sender::SameContainer && s.sig != SIGKILL)
         } else {
@@ -301,17 +322,26 @@ impl Senders {
             return Some(SignalEnd::unnamed(Sender::OomKiller, signo));
         }
         let sig = u32::from(signo);
-        // The last one delivered: an earlier one of the same number found
-        // the signal handled, or blocked, and ended nothing.
+        // The last one delivered names the ender: an earlier one of the
+        // same number found the signal handled, or blocked, and ended
+        // nothing (a SIGKILL after the first finds the process dying, and
+        // is not delivered).
         let Some(ender) = pending.signals.iter().rev().find(|s| s.sig == sig && s.delivered) else {
             return Some(SignalEnd::unnamed(Sender::Unknown, signo));
         };
         // A SIGKILL after the same sender's request to stop: the request
-        // was not heeded within its grace.
+        // was not heeded within its grace. The request is its last signal
+        // that can ask a process to stop, within the hour before the kill:
+        // a unit's SIGHUP (a reload) hours earlier is no start of a grace.
         let stop = (sig == SIGKILL && !matches!(ender.sender, Sender::Kernel | Sender::Unknown))
             .then(|| {
-                pending.signals.iter().find(|s| {
-                    s.sig != SIGKILL && s.ts_ns <= ender.ts_ns && s.sender == ender.sender && s.place == ender.place
+                pending.signals.iter().rev().find(|s| {
+                    s.sig != SIGKILL
+                        && asks_to_stop(s.sig)
+                        && s.ts_ns <= ender.ts_ns
+                        && ender.ts_ns - s.ts_ns <= STOP_WINDOW_NS
+                        && s.sender == ender.sender
+                        && s.place == ender.place
                 })
             })
             .flatten()

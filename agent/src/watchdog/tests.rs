@@ -1673,6 +1673,75 @@ fn a_sigterm_then_a_sigkill_from_one_sender_is_a_stop_past_its_grace() {
     assert_eq!((handled.sender, handled.stop), (Sender::Runtime, None), "SIGTERM itself ended it: within its grace");
 }
 
+/// Pod 1's workload init (20, container 102) ends by SIGKILL after
+/// `signals` (each fed at its own time, ticking the watchdog there).
+fn killed_after(signals: Vec<Event>) -> SignalEnd {
+    let mut wd = started(node_with_two_pods(), runtime_settings());
+    let mut last = SEC;
+    for s in signals {
+        let Event::Signal(sig) = &s else { panic!("a signal") };
+        last = sig.ts_ns;
+        let _ = tick(&mut wd, last);
+        kernel(&mut wd, s, last);
+    }
+    let found = kernel(&mut wd, exit(20, 102, "app", KILLED, last + MS), last + MS);
+    match ends(&found).as_slice() {
+        [Some(end)] => end.clone(),
+        other => panic!("one end by a signal, not {other:?}"),
+    }
+}
+
+/// Guards: a process whose record a host's handled signals filled (a host
+/// agent's SIGUSR1 every minute keeps it, 8 of them) losing the runtime's
+/// stop and kill: its end read `unknown`, with no grace.
+#[test]
+fn a_record_full_of_a_hosts_signals_still_takes_the_runtimes_stop_and_kill() {
+    let (runtime, host) = (SenderPlace::Host(6), SenderPlace::Host(5));
+    let mut signals: Vec<Event> = (0..8).map(|i| signal(10, 20, 102, 700, host, USER, 2 * SEC + i * MS)).collect();
+    signals.push(signal(15, 20, 102, 601, runtime, USER, 3 * SEC));
+    signals.push(signal(9, 20, 102, 602, runtime, USER, 5 * SEC));
+    let end = killed_after(signals);
+    assert_eq!(end.sender, Sender::Runtime, "{end:?}");
+    assert_eq!(end.stop, Some(Stop { signal: 15, grace_ns: 2 * SEC }));
+}
+
+/// Guards: the first signal a sender ever sent taken as its request to
+/// stop (a unit's SIGHUP, a reload, half an hour earlier: a "grace" of
+/// half an hour), and a request an hour or more before the kill.
+#[test]
+fn a_stops_request_is_its_senders_last_that_asks_to_stop_within_the_hour() {
+    let host = SenderPlace::Host(5);
+    let min = 60 * SEC;
+    let t = 2 * SEC;
+    // A reload, a handled SIGUSR1 every 14 minutes (the entry lives on).
+    let reload = |until: u64| {
+        let mut v = vec![signal(1, 20, 102, 700, host, USER, t)];
+        v.extend(
+            (1..)
+                .map(|i| t + i * 14 * min)
+                .take_while(|&at| at < until)
+                .map(|at| signal(10, 20, 102, 700, host, USER, at)),
+        );
+        v
+    };
+    let mut only_reload = reload(t + 30 * min);
+    only_reload.push(signal(9, 20, 102, 700, host, USER, t + 30 * min));
+    let end = killed_after(only_reload);
+    assert_eq!((end.sender, end.stop), (Sender::Host, None), "a reload asks no one to stop");
+
+    let mut stopped = reload(t + 30 * min);
+    stopped.push(signal(15, 20, 102, 700, host, USER, t + 30 * min));
+    stopped.push(signal(9, 20, 102, 700, host, USER, t + 30 * min + 5 * SEC));
+    let end = killed_after(stopped);
+    assert_eq!(end.stop, Some(Stop { signal: 15, grace_ns: 5 * SEC }), "the SIGTERM, not the reload");
+
+    let mut long_ago = vec![signal(15, 20, 102, 700, host, USER, t)];
+    long_ago.extend((1..=5).map(|i| signal(10, 20, 102, 700, host, USER, t + i * 14 * min)));
+    long_ago.push(signal(9, 20, 102, 700, host, USER, t + 71 * min));
+    let end = killed_after(long_ago);
+    assert_eq!((end.sender, end.stop), (Sender::Host, None), "a SIGTERM 71 minutes before is no stop's");
+}
+
 fn verdicts(findings: &[Finding]) -> Vec<&Verdict> {
     findings
         .iter()
