@@ -1494,6 +1494,27 @@ fn cri_who_ended_each_container(rt: &Runtime) {
     assert_eq!(r.sender_comm(), Some(oci), "the runtime's {oci} sent it (data, not how it is known): {r:?}");
     assert_eq!(cri.exited_status(&stubborn, Duration::from_secs(20)).exit_code, 137, "the kernel's SIGKILL");
 
+    // A host process's handled signals fill the init's record (8 SIGUSR1s,
+    // as a host agent's every minute would), then StopContainer: the
+    // runtime's SIGTERM and SIGKILL still find room, and the stop is said.
+    let vouched = cri.run_container(&pod, "vouched", None, "trap '' TERM; trap : USR1; while :; do sleep 1; done");
+    let pid = init_running(&ctrd, &vouched, "sh");
+    // Its traps are set once its loop runs: a `sleep` child.
+    let start = Instant::now();
+    while !std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).is_ok_and(|c| !c.trim().is_empty()) {
+        assert!(start.elapsed() < Duration::from_secs(10), "the vouched container's loop never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for _ in 0..8 {
+        // SAFETY: kill(2) of the container's init this test started.
+        assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGUSR1) }, 0);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cri.stop_container(&vouched, 2);
+    let r = record_of(&agent, "container_exit", &vouched);
+    assert_eq!((r.reason(), r.sender(), r.stop_signal()), (Some("killed"), Some("runtime"), Some(15)), "{r:?}");
+    assert!(r.grace_ms().is_some_and(|g| (1_800..=4_000).contains(&g)), "about the 2 s asked: {r:?}");
+
     // A host shell kills a container's init, from a unit's cgroup.
     let victim = cri.run_container(&pod, "victim", None, "exec sleep 3600");
     let pid = init_running(&ctrd, &victim, "sleep");
@@ -1584,16 +1605,16 @@ fn cri_who_ended_each_container(rt: &Runtime) {
             "sandwatch_container_signal_exits_total{{container_role=\"workload\",sender=\"{sender}\",unit=\"{unit}\"}}"
         )
     };
-    wait_metric(&agent, &node("runtime", ""), Duration::from_secs(10), |v| v == 2.0);
-    // One of them past its grace.
+    wait_metric(&agent, &node("runtime", ""), Duration::from_secs(10), |v| v == 3.0);
+    // Two of them past their grace.
     let text = agent.metrics();
     for (sender, unit, n) in
         [("host", "ops.service", 1.0), ("kernel", "", 1.0), ("oom_killer", "", 1.0), ("same_pod", "", 1.0)]
     {
         assert_eq!(metric(&text, &node(sender, unit)), Some(n), "{sender}");
     }
-    assert_eq!(metric(&text, "sandwatch_container_stops_past_grace_total{sender=\"runtime\"}"), Some(1.0));
-    assert_eq!(metric(&text, "sandwatch_container_stop_grace_seconds_count"), Some(1.0));
+    assert_eq!(metric(&text, "sandwatch_container_stops_past_grace_total{sender=\"runtime\"}"), Some(2.0));
+    assert_eq!(metric(&text, "sandwatch_container_stop_grace_seconds_count"), Some(2.0));
     let series = format!(
         "sandwatch_pod_container_exits_total{{container=\"stubborn\",namespace=\"ends\",pod=\"who\",pod_uid=\"{UID_WHO}\",reason=\"killed\",sender=\"runtime\",workload=\"who\",workload_kind=\"Pod\"}}"
     );
@@ -1603,8 +1624,8 @@ fn cri_who_ended_each_container(rt: &Runtime) {
     // OOMKilled for the stop; the others agree.
     let disagreed = "sandwatch_runtime_disagreements_total{direction=\"runtime_says_oom\"}";
     let missed_oom = "sandwatch_runtime_disagreements_total{direction=\"kernel_says_oom\"}";
-    // Six ends: each agrees but where the runtime said otherwise.
-    let agreed = 6.0 - f64::from(u8::from(says_oom)) - f64::from(u8::from(!hog_says_oom));
+    // Seven ends: each agrees but where the runtime said otherwise.
+    let agreed = 7.0 - f64::from(u8::from(says_oom)) - f64::from(u8::from(!hog_says_oom));
     wait_metric(&agent, "sandwatch_runtime_verdicts_total{result=\"agreed\"}", Duration::from_secs(30), |v| {
         v >= agreed
     });
