@@ -185,6 +185,7 @@ const UID_LEAKY: &str = "6e1f0a2b-aaaa-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_RESIZED: &str = "6e1f0a2b-bbbb-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_WHO: &str = "6e1f0a2b-cccc-4c3d-8e9f-0a1b2c3d4e5f";
 const UID_WHO_PAIR: &str = "6e1f0a2b-dddd-4c3d-8e9f-0a1b2c3d4e5f";
+const UID_WHO_ZAPPED: &str = "6e1f0a2b-eeee-4c3d-8e9f-0a1b2c3d4e5f";
 /// The pods of the exits test: this with its last digit the pod's number.
 const UID_EXITS: &str = "6e1f0a2b-5555-4c3d-8e9f-0a1b2c3d4e5";
 
@@ -1470,6 +1471,7 @@ fn cri_who_ended_each_container(rt: &Runtime) {
     require_root();
     let mut cgroups = RuntimePod::new("who", UID_WHO);
     let pair_cgroups = RuntimePod::new("who-pair", UID_WHO_PAIR);
+    let zapped_cgroups = RuntimePod::new("who-zapped", UID_WHO_ZAPPED);
     let ctrd = Containerd::start_cri(rt, "who");
     let agent = cri_agent_with(&ctrd, &["--pressure-screen-seconds", "0"]);
     wait_metric(&agent, "sandwatch_runtime_up{runtime=\"containerd\"}", Duration::from_secs(30), |v| v == 1.0);
@@ -1599,6 +1601,27 @@ fn cri_who_ended_each_container(rt: &Runtime) {
     assert_eq!(r.sender_container_id(), Some(killer.as_str()));
     assert_eq!(cri.exited_status(&target, Duration::from_secs(20)).exit_code, 137);
 
+    // One PID namespace, its sandbox ended (here from the host; a real
+    // pause also ends at a container's `kill -TERM 1`): the kernel
+    // SIGKILLs every other process of the namespace, from the dying
+    // sandbox. Each container's end is the sandbox's death, never the
+    // kernel's verdict.
+    let zapped = cri.run_pod_with("zapped", "ends", UID_WHO_ZAPPED, &zapped_cgroups.pod_path, &[], true);
+    let sibling = cri.run_container(&zapped, "sibling", None, "exec sleep 3600");
+    init_running(&ctrd, &sibling, "sleep");
+    let sandbox_pid = ctrd.task_pid(&zapped.id).expect("the sandbox's process");
+    // The listing names the container first (refreshed every second).
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) of the sandbox this test started.
+    assert_eq!(unsafe { libc::kill(sandbox_pid as libc::pid_t, libc::SIGKILL) }, 0);
+    let r = record_of(&agent, "container_exit", &sibling);
+    assert_eq!(
+        (r.reason(), r.sender(), r.sender_pid()),
+        (Some("killed"), Some("same_pod"), Some(sandbox_pid)),
+        "{r:?}"
+    );
+    assert_eq!(r.sender_container_id(), Some(zapped.id.as_str()), "the sandbox: {r:?}");
+
     // Every end as the node-level and per-pod series count it.
     let node = |sender: &str, unit: &str| {
         format!(
@@ -1609,7 +1632,7 @@ fn cri_who_ended_each_container(rt: &Runtime) {
     // Two of them past their grace.
     let text = agent.metrics();
     for (sender, unit, n) in
-        [("host", "ops.service", 1.0), ("kernel", "", 1.0), ("oom_killer", "", 1.0), ("same_pod", "", 1.0)]
+        [("host", "ops.service", 1.0), ("kernel", "", 1.0), ("oom_killer", "", 1.0), ("same_pod", "", 2.0)]
     {
         assert_eq!(metric(&text, &node(sender, unit)), Some(n), "{sender}");
     }
@@ -1656,6 +1679,7 @@ fn cri_who_ended_each_container(rt: &Runtime) {
     assert!(agent.records().iter().all(|r| r.kind() != "runtime_disagreement"
         || r.container_id() == Some(leaky.as_str())
         || (!hog_says_oom && r.container_id() == Some(hog.as_str()))));
+    cri.remove_pod(&zapped.id);
     cri.remove_pod(&pair.id);
     cri.remove_pod(&pod.id);
     drop(cri);

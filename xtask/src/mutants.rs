@@ -352,6 +352,13 @@ const MUTATIONS: &[Mutation] = &[
         bug: "a unit's reload half an hour before its kill read as the start of a grace",
     },
     Mutation {
+        file: "agent/src/watchdog/senders.rs",
+        from: "            SignalOrigin::Priv => pid_namespace_end.is_none(),",
+        to: "            SignalOrigin::Priv => true,",
+        test: "the_end_of_a_shared_pid_namespace_names_the_sandbox_not_the_kernel",
+        bug: "a shared PID namespace's end, its sandbox killed, read as the kernel's verdict on every sibling",
+    },
+    Mutation {
         file: "agent/src/model/exit_reason.rs",
         from: "        if oom {\n            return OomKilled;\n        }\n",
         to: "",

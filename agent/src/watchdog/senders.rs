@@ -67,6 +67,24 @@ fn asks_to_stop(sig: u32) -> bool {
     !matches!(sig, 1 | 10 | 12 | 14 | 17 | 18 | 23 | 26 | 27 | 29)
 }
 
+/// The kernel's SIGKILL to every process of a PID namespace whose init
+/// died, which runs in the dying init: in a pod that shares its process
+/// namespace, the pod's sandbox (`kill -TERM 1` from any container ends
+/// it). Not the kernel's verdict: the sandbox's death, by its place (the
+/// pod's own), the init as the sending process. The init's exit has
+/// dropped it from the kernel's task table by then: its place reads as a
+/// host task's, in the sandbox's cgroup. The sandbox's cgroup, if so.
+fn ends_a_pid_namespace(s: &Signal, registry: &PodRegistry) -> Option<u64> {
+    let (SenderPlace::Tracked(from) | SenderPlace::Host(from)) = s.sender else { return None };
+    let pod = match s.target_cgroup_id.and_then(|id| registry.owner(id)) {
+        Some(CgroupOwner::Pod { pod_uid } | CgroupOwner::Container { pod_uid, .. }) => pod_uid,
+        None => return None,
+    };
+    let sandbox = registry.sandbox(pod).and_then(|s| s.sandbox_container.as_ref()).map(|c| c.cgroup_id);
+    (s.origin == SignalOrigin::Priv && s.sig == SIGKILL && s.sender_tgid != s.target_tgid && sandbox == Some(from))
+        .then_some(from)
+}
+
 /// A file's I/O notice: `fcntl(F_SETOWN)` names the process and
 /// `F_SETSIG` any signal, SIGKILL included, which the kernel then sends
 /// with a `POLL_*` code (1 to 6), or plain SIGIO from its private siginfo,
@@ -474,8 +492,10 @@ impl Senders {
         if is_io_notice(s.sig, s.origin) {
             return sent;
         }
+        let pid_namespace_end = ends_a_pid_namespace(s, registry);
         let by_kernel = match s.origin {
-            SignalOrigin::Priv | SignalOrigin::Kernel(_) => true,
+            SignalOrigin::Priv => pid_namespace_end.is_none(),
+            SignalOrigin::Kernel(_) => true,
             SignalOrigin::Info(code) => code > 0,
             SignalOrigin::NoInfo => s.sender_tgid == s.target_tgid,
         };
@@ -488,6 +508,7 @@ impl Senders {
         // The kernel tracks a new cgroup from its mkdir until the agent
         // places it: one that turned out to be the host's is the host's.
         let place = match s.sender {
+            _ if pid_namespace_end.is_some() => pid_namespace_end.map_or(s.sender, SenderPlace::Tracked),
             SenderPlace::Tracked(id) if registry.owner(id).is_none() && self.host_paths.contains_key(&id) => {
                 SenderPlace::Host(id)
             }

@@ -1648,6 +1648,31 @@ fn a_files_io_notice_is_neither_the_kernels_nor_the_writers() {
     assert_eq!(kernel_kill.sender, Sender::Kernel, "SI_KERNEL");
 }
 
+/// Guards: a pod that shares its process namespace, whose sandbox a
+/// container ends (`kill -TERM 1`): the kernel's SIGKILLs to every other
+/// process of the namespace, from its private siginfo in the dying pause,
+/// read as the kernel's verdict. They are the sandbox's death: `same_pod`,
+/// the pause the sending process. The OOM killer's and other pods' private
+/// kills are not.
+#[test]
+fn the_end_of_a_shared_pid_namespace_names_the_sandbox_not_the_kernel() {
+    let zapped = ended_by(vec![signal(9, 20, 102, 10, SenderPlace::Tracked(101), SignalOrigin::Priv, 0)], 9);
+    assert_eq!((zapped.sender, zapped.pid), (Sender::SamePod, Some(10)), "{zapped:?}");
+    let pod = zapped.pod.as_ref().map(|(p, _)| p.container_id.clone());
+    assert_eq!(pod, Some(Some(cid(1))), "the sandbox's container: {zapped:?}");
+    // Its exit has dropped the dying pause from the task table: its place
+    // reads as a host task's, in the sandbox's cgroup.
+    let dropped = ended_by(vec![signal(9, 20, 102, 10, SenderPlace::Host(101), SignalOrigin::Priv, 0)], 9);
+    assert_eq!((dropped.sender, dropped.pid), (Sender::SamePod, Some(10)), "{dropped:?}");
+    // The same private SIGKILL run in another pod's task (the OOM killer
+    // in an allocating task, a CPU limit's timer): the kernel's.
+    let elsewhere = ended_by(vec![signal(9, 20, 102, 30, SenderPlace::Tracked(202), SignalOrigin::Priv, 0)], 9);
+    assert_eq!(elsewhere.sender, Sender::Kernel);
+    // Its own container's task, not the sandbox: the kernel's.
+    let own = ended_by(vec![signal(9, 20, 102, 21, SenderPlace::Tracked(102), SignalOrigin::Priv, 0)], 9);
+    assert_eq!(own.sender, Sender::Kernel);
+}
+
 /// Guards: a stop past its grace not said (the runtime's SIGTERM and its
 /// SIGKILL come from two runc processes), or said of a SIGKILL another
 /// sender sent after the runtime's SIGTERM.
