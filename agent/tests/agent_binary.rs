@@ -12,31 +12,19 @@ const UID: &str = "0c9e8d7f-6a5b-4c3d-9e2f-1a0b9c8d7e6f";
 /// A pod no test watches: the node's other tenant.
 const OTHER_UID: &str = "7a6b5c4d-3e2f-4a1b-8c9d-0e1f2a3b4c5d";
 
-/// Programs of ours that are loaded in the kernel right now (names are cut
-/// to 15 bytes by the kernel).
-fn our_programs_loaded() -> usize {
-    // The kernel keeps 15 bytes of a program's name.
-    // (`sched_process_e` is the exit's and the exec's.)
-    const OURS: [&str; 9] = [
-        "sched_process_e",
-        "sched_process_f",
-        "mark_victim",
-        "mark_victim_tas",
-        "oom_control",
-        "cgroup_mkdir",
-        "cgroup_rmdir",
-        "cgroup_attach_t",
-        "signal_generate",
-    ];
-    aya::programs::loaded_programs()
-        .filter_map(Result::ok)
-        .filter(|p| p.name_as_str().is_some_and(|n| OURS.contains(&n)))
-        .count()
+/// The tests that make pods, one at a time: each compares what its agent
+/// counts node-wide (pods, processes, OOM kills) with what the node had
+/// before it made its own, which the others' pods would change meanwhile.
+static NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn node_to_this_test() -> std::sync::MutexGuard<'static, ()> {
+    NODE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[test]
 fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     require_root();
+    let _node = node_to_this_test();
     // A node runs other pods: one the test does not watch, with a live
     // process in each container, runs beside it throughout.
     let mut other = KubePod::build("other", OTHER_UID, false, 3);
@@ -45,13 +33,14 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     }
     let node = node_pods();
     assert!(node.sandboxes >= 1.0 && node.processes >= 3.0, "the other pod is there: {node:?}");
-    let before = our_programs_loaded();
     let agent = AgentProcess::start(&[]);
     // Six everywhere (exit, OOM, the three cgroup hooks, signals); fork
     // and exec where the task table is kept (v1); the victim's own program
     // where the OOM tracepoint passes its task, the OOM killer's entry
     // where the kernel takes a trampoline.
-    let attached = our_programs_loaded() - before;
+    // Its own, by id: the other tests' agents load theirs meanwhile.
+    let programs = harness::programs_held_by(agent.pid());
+    let attached = programs.len();
     assert!((6..=10).contains(&attached), "{attached} programs attached");
     let m0 = agent.metrics();
     // Host processes' exits are counted in the kernel; pods' are streamed.
@@ -165,17 +154,7 @@ fn agent_counts_exits_and_oom_kills_then_detaches_on_sigterm() {
     assert!(log.contains("OOM kill: victim pid"), "OOM kills are logged: {log}");
     drop(pod);
     drop(other);
-    // The kernel frees a program after its last reference goes, in deferred
-    // work: give it a moment.
-    let mut left = our_programs_loaded();
-    for _ in 0..100 {
-        if left == before {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-        left = our_programs_loaded();
-    }
-    assert_eq!(left, before, "programs detached after exit");
+    assert_eq!(harness::wait_unloaded(&programs), Vec::<u32>::new(), "programs detached after exit");
 }
 
 #[test]
@@ -242,6 +221,7 @@ fn invalid_environment_values_are_one_line_and_exit_2() {
 #[test]
 fn agent_in_a_private_cgroup_namespace_rediscovers_running_pods() {
     require_root();
+    let _node = node_to_this_test();
     const NS_UID: &str = "4b3a2c1d-0e9f-4a8b-9c7d-6e5f4a3b2c1d";
     let node = node_pods();
     let mut pod = KubePod::build("cgns", NS_UID, false, 2);
@@ -361,6 +341,7 @@ fn thread_capabilities(pid: u32) -> Vec<(String, u64, u64)> {
 #[test]
 fn capabilities_are_dropped_once_the_programs_are_attached() {
     require_root();
+    let _node = node_to_this_test();
     let agent = AgentProcess::start(&["--containerd-socket", "", "--cri-socket", ""]);
     let held = thread_capabilities(agent.pid());
     assert!(held.iter().all(|(_, eff, prm)| (*eff, *prm) == (0, 0)), "no capability left: {held:?}");
@@ -433,6 +414,7 @@ const JSON_UID: &str = "4b3a2c1d-0000-4a8b-9c7d-6e5f4a3b2c1d";
 #[test]
 fn json_logs_are_one_object_per_line_with_the_events_fields() {
     require_root();
+    let _node = node_to_this_test();
     let mut pod = KubePod::build("json", JSON_UID, false, 2);
     pod.start_init(1, "dd if=/dev/zero of=/dev/null bs=256M count=1; exec sleep 1000");
     let agent = AgentProcess::start(&["--log-format", "json"]);

@@ -50,38 +50,6 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
 }
 
-/// Our programs (names cut to 15 bytes) among those `pid` holds, by id:
-/// read from its descriptors' fdinfo, so that the agents of the tests
-/// that run beside this one are not counted.
-fn programs_held_by(pid: u32) -> Vec<u32> {
-    const OURS: [&str; 7] = [
-        "sched_process_e",
-        "sched_process_f",
-        "mark_victim",
-        "cgroup_mkdir",
-        "cgroup_rmdir",
-        "cgroup_attach_t",
-        "signal_generate",
-    ];
-    let held: std::collections::BTreeSet<u32> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .filter_map(|info| info.lines().find_map(|l| l.strip_prefix("prog_id:")?.trim().parse().ok()))
-        .collect();
-    aya::programs::loaded_programs()
-        .filter_map(Result::ok)
-        .filter(|p| held.contains(&p.id()) && p.name_as_str().is_some_and(|n| OURS.contains(&n)))
-        .map(|p| p.id())
-        .collect()
-}
-
-/// Which of `ids` the kernel still has loaded.
-fn still_loaded(ids: &[u32]) -> Vec<u32> {
-    aya::programs::loaded_programs().filter_map(Result::ok).map(|p| p.id()).filter(|id| ids.contains(id)).collect()
-}
-
 /// tracefs mounted on the host, as on a node (systemd mounts it at boot;
 /// this machine does not): the DaemonSet mounts the host's.
 fn ensure_host_tracefs() {
@@ -317,7 +285,7 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
 
     // StopContainer with the pod's grace: SIGTERM, exit 0 in time, the
     // programs detached.
-    let programs = programs_held_by(pod.pid);
+    let programs = harness::programs_held_by(pod.pid);
     assert!(programs.len() >= 7, "the agent holds its programs: {programs:?}");
     let took = kubelet.stop(&pod.container_id, plan.grace);
     let (state, code, reason) = kubelet.status(&pod.container_id);
@@ -329,13 +297,7 @@ fn the_daemonsets_pod_runs_as_the_kubelet_runs_it(rt: &Runtime) {
     );
     assert_eq!((state, code), (2, 0), "exit 0 on SIGTERM ({reason}); its log:\n{}", log());
     assert!(took < plan.grace, "it took the whole grace period ({took:?}): SIGKILLed");
-    // The kernel frees a program once its last reference goes, which may
-    // come a moment after the process.
-    let start = Instant::now();
-    while !still_loaded(&programs).is_empty() && start.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(still_loaded(&programs), Vec::<u32>::new(), "its programs are detached");
+    assert_eq!(harness::wait_unloaded(&programs), Vec::<u32>::new(), "its programs are detached");
     assert!(log().contains("shutting down: detaching programs"), "{}", log());
 
     drop(cri);

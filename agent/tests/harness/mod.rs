@@ -639,6 +639,51 @@ pub fn needs_live_pressure(expr: &str) -> bool {
     expr.contains("sandwatch_pod_memory_")
 }
 
+/// Our programs' names as the kernel keeps them (15 bytes:
+/// `sched_process_e` is the exit's and the exec's).
+pub const PROGRAMS: [&str; 9] = [
+    "sched_process_e",
+    "sched_process_f",
+    "mark_victim",
+    "mark_victim_tas",
+    "oom_control",
+    "cgroup_mkdir",
+    "cgroup_rmdir",
+    "cgroup_attach_t",
+    "signal_generate",
+];
+
+/// The ids of our programs that process `pid` holds (its descriptors'
+/// fdinfo): an agent's own, whatever the agents of the tests beside it
+/// load meanwhile.
+pub fn programs_held_by(pid: u32) -> Vec<u32> {
+    let held: std::collections::BTreeSet<u32> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter_map(|info| info.lines().find_map(|l| l.strip_prefix("prog_id:")?.trim().parse().ok()))
+        .collect();
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter(|p| held.contains(&p.id()) && p.name_as_str().is_some_and(|n| PROGRAMS.contains(&n)))
+        .map(|p| p.id())
+        .collect()
+}
+
+/// Waits up to 5 s for the kernel to free programs `ids` (it frees one in
+/// deferred work once its last reference goes); those still loaded.
+pub fn wait_unloaded(ids: &[u32]) -> Vec<u32> {
+    let loaded = || -> Vec<u32> {
+        aya::programs::loaded_programs().filter_map(Result::ok).map(|p| p.id()).filter(|id| ids.contains(id)).collect()
+    };
+    let start = Instant::now();
+    while !loaded().is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    loaded()
+}
+
 /// The scrape config the Prometheus Operator renders from
 /// deploy/kubernetes/servicemonitor.yaml, for one agent at `target` on
 /// `node`, every second: the labels it gives every target of a
