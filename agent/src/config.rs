@@ -65,6 +65,12 @@ pub struct Config {
     #[arg(long, env = "SANDWATCH_WRITE_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub write_timeout_seconds: u64,
 
+    /// A scrape whose response is not read in full this long after its
+    /// request is disconnected (counted): a reader taking a byte at a
+    /// time, whose writes never stall, holds a connection no longer.
+    #[arg(long, env = "SANDWATCH_RESPONSE_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub response_timeout_seconds: u64,
+
     /// Ring buffer size in bytes (power of two, at least 4096; suffixes K, M
     /// accepted, e.g. 8M). The kernel maps it twice: RSS shows twice this.
     #[arg(long, env = "SANDWATCH_RING_BUFFER_BYTES", default_value = DEFAULT_RING_BUFFER, value_parser = parse_ring_size)]
@@ -356,6 +362,7 @@ impl Config {
             limits: conns::Limits {
                 max_connections: self.max_connections as usize,
                 write_timeout: Duration::from_secs(self.write_timeout_seconds),
+                response_timeout: Some(Duration::from_secs(self.response_timeout_seconds)),
                 ..conns::Limits::default()
             },
             tls,

@@ -5,7 +5,10 @@
 //! a connection idle between requests is closed after a while; and one
 //! whose client stopped reading (a scrape never read, a follower of
 //! `/events` that does not read) is closed once its writes have been stuck
-//! for long enough. The agent counts each closing by its reason.
+//! for long enough, or, on the metrics listener, whose response has not
+//! been read in full in time (a reader taking a byte a second never
+//! stalls a write, yet holds its connection and its body for hours). The
+//! agent counts each closing by its reason.
 
 use std::{
     pin::Pin,
@@ -37,6 +40,9 @@ pub struct Limits {
     /// A write that cannot proceed this long (the client stopped reading)
     /// closes its connection.
     pub write_timeout: Duration,
+    /// A response not read in full this long after its request closes its
+    /// connection; `None` where responses are streams (`/events`).
+    pub response_timeout: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -46,9 +52,15 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(10),
+            response_timeout: Some(RESPONSE_TIMEOUT),
         }
     }
 }
+
+/// How long a response of `/metrics` may take to be read: Prometheus gives
+/// up on a scrape after its timeout (10 s by default, at most its
+/// interval), so a reader still reading after a minute is no scrape.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why the agent closed a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
@@ -62,6 +74,8 @@ pub enum Closed {
     IdleTimeout,
     /// Its client stopped reading.
     WriteTimeout,
+    /// Its client read a response too slowly to finish it in time.
+    ResponseTimeout,
 }
 
 /// What one connection is doing, shared by its I/O, its requests and the
@@ -79,6 +93,8 @@ pub struct Activity {
     served: AtomicBool,
     /// Since when a write has been unable to proceed.
     write_stuck_since: AtomicU64,
+    /// When the oldest request in flight began.
+    responding_since: AtomicU64,
 }
 
 /// A clock in ms since an epoch, 0 reserved for "never".
@@ -110,9 +126,11 @@ impl Activity {
         a
     }
 
-    /// A request's headers are in: it is being served.
-    pub fn request_started(&self) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    /// A request's headers are in at `now`: it is being served.
+    pub fn request_started(&self, now: u64) {
+        if self.in_flight.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.responding_since.store(now, Ordering::Relaxed);
+        }
         self.served.store(true, Ordering::Relaxed);
         self.first_byte.store(0, Ordering::Relaxed);
     }
@@ -136,7 +154,9 @@ impl Activity {
             return Some(Closed::WriteTimeout);
         }
         if !self.idle() {
-            return None;
+            let since = self.responding_since.load(Ordering::Relaxed);
+            let late = limits.response_timeout.is_some_and(|t| since != 0 && now.saturating_sub(since) >= ms(t));
+            return late.then_some(Closed::ResponseTimeout);
         }
         let first = self.first_byte.load(Ordering::Relaxed);
         let since = self.awaiting_since.load(Ordering::Relaxed);
@@ -383,6 +403,7 @@ mod tests {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(5),
+            response_timeout: None,
         }
     }
 
@@ -400,17 +421,35 @@ mod tests {
         assert_eq!(a.expired(12 * SEC, &l), Some(Closed::HeaderTimeout));
         // Served and done at 3 s: idle until the idle timeout.
         let a = Activity::new(1);
-        a.request_started();
+        a.request_started(2 * SEC);
         assert_eq!(a.expired(100 * SEC, &l), None, "in flight: not idle");
         a.request_done(3 * SEC);
         assert_eq!(a.expired(62 * SEC, &l), None);
         assert_eq!(a.expired(63 * SEC, &l), Some(Closed::IdleTimeout));
         // A stuck write, in flight or not.
         let a = Activity::new(1);
-        a.request_started();
+        a.request_started(2 * SEC);
         a.write_stuck_since.store(4 * SEC, Ordering::Relaxed);
         assert_eq!(a.expired(9 * SEC - MS, &l), None);
         assert_eq!(a.expired(9 * SEC, &l), Some(Closed::WriteTimeout));
+    }
+
+    /// Guards: a reader taking a byte at a time, whose writes always
+    /// proceed, holding its connection and its body for ever; and a
+    /// follower of `/events` (a stream) closed for its long response.
+    #[test]
+    fn a_response_read_too_slowly_ends_its_connection_where_responses_are_bounded() {
+        let bounded = Limits { response_timeout: Some(Duration::from_secs(60)), ..limits(8) };
+        let a = Activity::new(1);
+        a.request_started(2 * SEC);
+        assert_eq!(a.expired(62 * SEC - MS, &bounded), None);
+        assert_eq!(a.expired(62 * SEC, &bounded), Some(Closed::ResponseTimeout));
+        assert_eq!(a.expired(3600 * SEC, &limits(8)), None, "a stream is no response to time");
+        // Done in time, then another: timed from its own start.
+        a.request_done(30 * SEC);
+        a.request_started(100 * SEC);
+        assert_eq!(a.expired(159 * SEC, &bounded), None);
+        assert_eq!(a.expired(160 * SEC, &bounded), Some(Closed::ResponseTimeout));
     }
 
     #[test]
@@ -423,8 +462,8 @@ mod tests {
         let Admission::Admitted { conn: third, evicted: true } = table.admit() else { panic!("evicts") };
         assert!(first.cancel.is_cancelled() && !second.cancel.is_cancelled());
         // Both being served: the next is refused…
-        second.activity.request_started();
-        third.activity.request_started();
+        second.activity.request_started(1);
+        third.activity.request_started(1);
         assert!(matches!(table.admit(), Admission::Refused));
         assert_eq!(table.len(), 2);
         // …unless a client stopped reading: it goes.

@@ -204,7 +204,12 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(10);
 
 async fn accept_loop(listener: Listener, endpoint: Endpoint, shared: Arc<Shared>, shutdown: CancellationToken) {
-    let table = Arc::new(Table::new(shared.limits));
+    // Responses of `/events` are streams: no response timeout there.
+    let limits = match endpoint {
+        Endpoint::Metrics => shared.limits,
+        Endpoint::Events => Limits { response_timeout: None, ..shared.limits },
+    };
+    let table = Arc::new(Table::new(limits));
     let mut connections = tokio::task::JoinSet::new();
     let mut reap = tokio::time::interval(REAP_EVERY);
     reap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -330,7 +335,7 @@ async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 ) {
     let (activity, shared) = (conn.activity.clone(), shared.clone());
     let svc = service_fn(move |req| {
-        activity.request_started();
+        activity.request_started(clock.now());
         let (activity, shared) = (activity.clone(), shared.clone());
         async move {
             let (parts, body) =
