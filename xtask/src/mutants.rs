@@ -359,6 +359,13 @@ const MUTATIONS: &[Mutation] = &[
         bug: "a shared PID namespace's end, its sandbox killed, read as the kernel's verdict on every sibling",
     },
     Mutation {
+        file: "agent/src/watchdog/limits.rs",
+        from: "        for (id, k) in self.known.iter_mut().filter(|(_, k)| !k.suspect) {",
+        to: "        for (id, k) in self.known.iter_mut() {",
+        test: "the_runtimes_word_an_unwatchable_cgroup_and_lost_notices_are_read_in_time",
+        bug: "a notice queue overflowed every tick pushes every owed read past the tick: limits never reread",
+    },
+    Mutation {
         file: "agent/src/model/exit_reason.rs",
         from: "        if oom {\n            return OomKilled;\n        }\n",
         to: "",

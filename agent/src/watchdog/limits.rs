@@ -303,10 +303,14 @@ impl LimitWatch {
     }
 
     /// The kernel's notices may have been lost (its queue overflowed):
-    /// each cgroup is read once, spread over a minute, not all at once.
+    /// each cgroup is read once, spread over a minute, not all at once. A
+    /// read already owed to an earlier overflow keeps its time: a tenant
+    /// that overflows the queue every tick (two files of its own written
+    /// alternately) pushed every read past the tick, and nothing was ever
+    /// read again.
     pub fn notices_lost(&mut self, now_ns: u64) {
         self.reads.overflows += 1;
-        for (id, k) in self.known.iter_mut() {
+        for (id, k) in self.known.iter_mut().filter(|(_, k)| !k.suspect) {
             k.suspect = true;
             k.next_read_ns = now_ns.saturating_add(id.wrapping_mul(0x9e37_79b9_7f4a_7c15) % RECHECK_NS);
         }

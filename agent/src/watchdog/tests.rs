@@ -1297,6 +1297,15 @@ fn the_runtimes_word_an_unwatchable_cgroup_and_lost_notices_are_read_in_time() {
     }
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(wd.limits.reads.timer, 2, "one read each (the pod, its workload), not one a tick");
+    // A tenant overflowing the queue every tick: each read owed keeps its
+    // time, and a limit lowered meanwhile is found within the minute.
+    wd.host_mut().limits.insert(container_path(1, 2), limits_of(72 * MIB, None));
+    let mut seen = Vec::new();
+    for t in 71..=132 {
+        wd.host_mut().overflow = true;
+        seen.extend(limit_changes(&tick(&mut wd, t * SEC)));
+    }
+    assert_eq!(seen.iter().map(|c| (c.3, c.4)).collect::<Vec<_>>(), [(Some(72 * MIB), SeenBy::Read)], "{seen:?}");
 
     // A node where the kernel refuses every watch: a read a minute.
     let mut node = node_with_one_pod();
