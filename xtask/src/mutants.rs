@@ -444,8 +444,8 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/senders.rs",
-        from: "            SignalOrigin::Priv | SignalOrigin::Kernel(_) => true,",
-        to: "            SignalOrigin::Priv => true,\n            SignalOrigin::Kernel(_) => false,",
+        from: "            SignalOrigin::Kernel(_) => true,",
+        to: "            SignalOrigin::Kernel(_) => false,",
         test: "the_kernels_own_signals_name_no_process",
         bug: "a timer fired while another pod's task ran names that pod",
     },
@@ -486,8 +486,8 @@ const MUTATIONS: &[Mutation] = &[
     },
     Mutation {
         file: "agent/src/watchdog/senders.rs",
-        from: "pending.signals.iter().position(|s| s.sig != SIGKILL && !trusted(s))",
-        to: "pending.signals.iter().position(|s| s.sender == Sender::SameContainer && s.sig != SIGKILL)",
+        from: "        let room = if sent.sig == SIGKILL || trusted(&sent) {",
+        to: "        let room = if false {",
         test: "a_kill_or_the_runtimes_signal_outranks_notices_in_a_full_record",
         bug: "eight notices or another container's handled signals leave the runtime's kill no room",
     },
@@ -586,5 +586,34 @@ mod tests {
             assert!(m.file.starts_with(CRATE_DIR), "{} is outside {CRATE_DIR}", m.file);
         }
         assert!(SEPARATE_UNITS.starts_with(&format!("profile.test.package.{CRATE}.")));
+    }
+
+    /// Each mutation's code is in its file exactly once, and its test's
+    /// name is in the crate: an edit of the code (or a renamed test) shows here, in the
+    /// unit tests, not after the mutants phase has built every other one.
+    #[test]
+    fn every_mutations_code_and_test_are_in_the_tree() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let crate_src =
+            std::fs::read_dir(root.join(CRATE_DIR).join("src")).map(|_| ()).map_err(|e| format!("{CRATE_DIR}: {e}"));
+        assert_eq!(crate_src, Ok(()));
+        let mut tests = String::new();
+        let mut stack = vec![root.join(CRATE_DIR).join("src")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    tests.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+                }
+            }
+        }
+        for m in MUTATIONS {
+            let text = std::fs::read_to_string(root.join(m.file)).unwrap_or_default();
+            assert_eq!(text.matches(m.from).count(), 1, "{}: the code of `{}` is not there once", m.file, m.bug);
+            // A test's name, or a module's its filter takes whole.
+            assert!(tests.contains(m.test), "no test {} for `{}`", m.test, m.bug);
+        }
     }
 }
