@@ -594,9 +594,6 @@ mod tests {
     #[test]
     fn every_mutations_code_and_test_are_in_the_tree() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let crate_src =
-            std::fs::read_dir(root.join(CRATE_DIR).join("src")).map(|_| ()).map_err(|e| format!("{CRATE_DIR}: {e}"));
-        assert_eq!(crate_src, Ok(()));
         let mut tests = String::new();
         let mut stack = vec![root.join(CRATE_DIR).join("src")];
         while let Some(dir) = stack.pop() {
