@@ -75,14 +75,16 @@ fn asks_to_stop(sig: u32) -> bool {
 /// dropped it from the kernel's task table by then: its place reads as a
 /// host task's, in the sandbox's cgroup. The sandbox's cgroup, if so.
 fn ends_a_pid_namespace(s: &Signal, registry: &PodRegistry) -> Option<u64> {
+    if s.origin != SignalOrigin::Priv || s.sig != SIGKILL || s.sender_tgid == s.target_tgid {
+        return None;
+    }
     let (SenderPlace::Tracked(from) | SenderPlace::Host(from)) = s.sender else { return None };
     let pod = match s.target_cgroup_id.and_then(|id| registry.owner(id)) {
         Some(CgroupOwner::Pod { pod_uid } | CgroupOwner::Container { pod_uid, .. }) => pod_uid,
         None => return None,
     };
     let sandbox = registry.sandbox(pod).and_then(|s| s.sandbox_container.as_ref()).map(|c| c.cgroup_id);
-    (s.origin == SignalOrigin::Priv && s.sig == SIGKILL && s.sender_tgid != s.target_tgid && sandbox == Some(from))
-        .then_some(from)
+    (sandbox == Some(from)).then_some(from)
 }
 
 /// A file's I/O notice: `fcntl(F_SETOWN)` names the process and
